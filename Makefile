@@ -1,0 +1,51 @@
+# warmgate developer entry points. `make help` lists them.
+# The two README commands: `make run` (the main job on a local control plane) and `make test`.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+ASSETS_CMD := hack/provision-envtest.sh
+
+.PHONY: help venv assets lint typecheck imports unit integration test run bench crd clean
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP) ## Create .venv with warmgate and its dev tools
+
+assets: ## Provision kube-apiserver, etcd, kubectl and helm under .cache/envtest (or use KUBEBUILDER_ASSETS)
+	@if [ -n "$$KUBEBUILDER_ASSETS" ]; then echo "using KUBEBUILDER_ASSETS=$$KUBEBUILDER_ASSETS"; else bash $(ASSETS_CMD) all; fi
+
+lint: venv ## ruff lint + format check, mypy --strict, import contracts
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy --strict warmgate
+	$(VENV)/bin/lint-imports
+
+unit: venv ## Unit tests only (pure, fast)
+	$(PY) -m pytest tests -m "not integration"
+
+integration: venv assets ## Integration tests against the real apiserver
+	$(PY) -m pytest tests -m integration
+
+test: venv assets lint ## Everything: install, provision, lint, all test tiers
+	$(PY) -m pytest tests
+
+run: venv assets ## The main job on an embedded local control plane (or the current cluster)
+	$(VENV)/bin/warmgate demo
+
+bench: venv ## Benchmarks (print figures; see docs/benchmarks.md)
+	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+crd: venv ## Regenerate crds/ and the chart's CRD copy from the pydantic models
+	$(VENV)/bin/warmgate crd --write
+
+clean: ## Remove the venv and caches (keeps provisioned assets)
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

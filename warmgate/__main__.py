@@ -1,0 +1,3 @@
+from warmgate.cli import main
+import sys
+sys.exit(main())

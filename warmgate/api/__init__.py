@@ -1,0 +1,1 @@
+"""Pydantic models of the SpecDecodeDeployment CRD, condition helpers and constants."""

@@ -1,0 +1,1 @@
+"""Kopf handlers: thin adapters that call the pure layers."""

@@ -1,0 +1,1 @@
+"""Pure builders: CR + plan -> Job / Deployment / ConfigMap / Service manifests."""

@@ -1,0 +1,1 @@
+"""The in-cluster warmup runner (runs inside the vLLM-Gaudi image, standard library only)."""
