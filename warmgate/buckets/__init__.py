@@ -1,1 +1,41 @@
 """Pure bucket math: an exact port of vllm-gaudi shape bucketing (no kopf, no kubernetes)."""
+
+from warmgate.buckets.bucket_file import ParsedBucketFile, format_bucket_file, parse_bucket_file
+from warmgate.buckets.config import (
+    DEFAULT_PROFILE,
+    PROFILES,
+    BucketOverrides,
+    EngineShapeConfig,
+    Profile,
+    Strategy,
+)
+from warmgate.buckets.generate import Bucket, BucketPlanError
+from warmgate.buckets.lookup import BucketIndex, Lookup, fallback_value, first_fit
+from warmgate.buckets.plan import BucketPlan, DecodeStep, plan_buckets
+from warmgate.buckets.ranges import exp_range, lin_range, pad_range
+from warmgate.buckets.spec import expand_spec
+
+__all__ = [
+    "DEFAULT_PROFILE",
+    "PROFILES",
+    "Bucket",
+    "BucketIndex",
+    "BucketOverrides",
+    "BucketPlan",
+    "BucketPlanError",
+    "DecodeStep",
+    "EngineShapeConfig",
+    "Lookup",
+    "ParsedBucketFile",
+    "Profile",
+    "Strategy",
+    "exp_range",
+    "expand_spec",
+    "fallback_value",
+    "first_fit",
+    "format_bucket_file",
+    "lin_range",
+    "pad_range",
+    "parse_bucket_file",
+    "plan_buckets",
+]
