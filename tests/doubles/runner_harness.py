@@ -1,0 +1,140 @@
+"""Test helpers: build plans the way the operator will, and run the runner from a stdlib-only tree."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from warmgate.buckets import EngineShapeConfig, plan_buckets
+from warmgate.warmup.plan import PLAN_FORMAT_VERSION, bucket_digest
+
+REPO = Path(__file__).resolve().parents[2]
+STANDIN = Path(__file__).with_name("standin_vllm.py")
+
+# Config A of the shared doc (§6): 63 prompt, 43 seed and, with k=1, 105 decode buckets.
+CONFIG_A = {"max_num_seqs": 64, "max_model_len": 4096, "max_num_batched_tokens": 2048}
+DEFAULT_STEPS = [
+    {"name": "decode-bs8-ctx1000", "concurrency": 8, "prompt_tokens": 1000, "max_tokens": 4},
+    {"name": "partial-drafts", "concurrency": 8, "prompt_tokens": 3000, "max_tokens": 4},
+    {
+        "name": "ngram-matches",
+        "concurrency": 4,
+        "prompt_tokens": 200,
+        "max_tokens": 4,
+        "token_pattern": "repeat",
+    },
+]
+
+
+def free_port() -> int:
+    """A port that was free a moment ago on the loopback interface."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def expected_lists(k: int, kv_blocks: int = 8192) -> tuple[str, dict[str, Any]]:
+    """The seed file and the expected list digests, computed with warmgate.buckets."""
+    config = EngineShapeConfig(**CONFIG_A, num_gpu_blocks=kv_blocks, num_speculative_tokens=k)
+    plan = plan_buckets(config)
+    lists = {
+        "prompt": plan.prompt_buckets,
+        "seed_decode": plan.seed_decode_buckets,
+        "decode": plan.decode_buckets,
+    }
+    expected = {n: {"count": len(v), "digest": bucket_digest(v)} for n, v in lists.items()}
+    return plan.to_bucket_file(), expected
+
+
+def make_plan(tmp: Path, *, k: int = 1, **top: Any) -> dict[str, Any]:
+    """A complete plan for the stand-in engine under ``tmp``; keyword args replace top fields."""
+    seed_text, expected = expected_lists(k)
+    spec = {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": 4}
+    args = ["--max-num-seqs", "64", "--max-num-batched-tokens", "2048", "--block-size", "128"]
+    plan: dict[str, Any] = {
+        "format_version": PLAN_FORMAT_VERSION,
+        "plan_id": "standin-config-a",
+        "engine": {
+            "command": [sys.executable, str(STANDIN), "serve"],
+            "model": "standin/model",
+            "port": free_port(),
+            "max_model_len": CONFIG_A["max_model_len"],
+            "speculative_config": spec if k else None,
+            "num_gpu_blocks_override": 8192,
+            "args": args,
+            "env": {"STANDIN_RECORD": str(tmp / "standin-record.json")},
+        },
+        "buckets": {"seed_file_text": seed_text, "expected": expected},
+        "kv_blocks_expected": 8192,
+        "cache": {
+            "volume_dir": str(tmp / "volume"),
+            "key": "config-a",
+            "local_dir": str(tmp / "local" / "recipes"),
+        },
+        "probe": {"steps": DEFAULT_STEPS, "max_requests": 64, "request_timeout_s": 30},
+        "timeouts": {"total_s": 120, "startup_s": 60, "probe_s": 60, "stop_grace_s": 10},
+        "report": {"termination_log": str(tmp / "termination-log")},
+        "work_dir": str(tmp / "work"),
+        "require_device": False,
+    }
+    plan.update(top)
+    return plan
+
+
+def stdlib_tree(dest: Path) -> Path:
+    """Copy only warmgate/__init__.py and warmgate/warmup/*.py, as the init container delivers."""
+    package = dest / "warmgate"
+    (package / "warmup").mkdir(parents=True, exist_ok=True)
+    shutil.copy2(REPO / "warmgate" / "__init__.py", package / "__init__.py")
+    for source in (REPO / "warmgate" / "warmup").glob("*.py"):
+        shutil.copy2(source, package / "warmup" / source.name)
+    return dest
+
+
+@dataclass
+class RunResult:
+    """What one runner process did."""
+
+    code: int
+    stdout: str
+    stderr: str
+    summary: dict[str, Any]
+    tmp: Path
+
+    def report(self, key: str = "config-a") -> dict[str, Any]:
+        """The full JSON report the runner wrote to the volume."""
+        loaded: dict[str, Any] = json.loads(
+            (self.tmp / "volume" / "reports" / f"{key}.json").read_text()
+        )
+        return loaded
+
+    def standin_record(self) -> dict[str, Any]:
+        """The argv and env the stand-in engine received."""
+        loaded: dict[str, Any] = json.loads((self.tmp / "standin-record.json").read_text())
+        return loaded
+
+
+def run_runner(
+    tmp: Path, plan: dict[str, Any], faults: str = "", python: str | None = None
+) -> RunResult:
+    """Run `python -S -m warmgate.warmup --plan` from a stdlib-only copy: -S drops
+    site-packages, -E drops PYTHONPATH, so any non-stdlib import would fail the run."""
+    tree = stdlib_tree(tmp / "runner-tree")
+    plan_path = tmp / "plan.json"
+    plan_path.write_text(json.dumps(plan))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "STANDIN_"))}
+    env["STANDIN_FAULTS"] = faults
+    argv = [python or sys.executable, "-S", "-E", "-m", "warmgate.warmup", "--plan", str(plan_path)]
+    done = subprocess.run(
+        argv, cwd=tree, env=env, capture_output=True, text=True, timeout=600, check=False
+    )
+    log = Path(plan["report"]["termination_log"])
+    summary = json.loads(log.read_text()) if log.exists() else {}
+    return RunResult(done.returncode, done.stdout, done.stderr, summary, tmp)

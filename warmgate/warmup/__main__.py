@@ -1,0 +1,81 @@
+"""Command line: `python3 -m warmgate.warmup --plan plan.json`, or `--restore-cache` for readers."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+
+from warmgate.warmup import cache
+from warmgate.warmup.engine import echo
+from warmgate.warmup.outcomes import Outcome, RunFailure
+from warmgate.warmup.plan import PlanError, load_plan
+from warmgate.warmup.report import Progress, write_termination_log
+from warmgate.warmup.runner import Runner, finish
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python3 -m warmgate.warmup", description=__doc__)
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--plan", type=Path, help="the plan JSON written by the operator")
+    mode.add_argument(
+        "--restore-cache",
+        nargs=3,
+        metavar=("VOLUME_DIR", "KEY", "DEST"),
+        help="copy a published recipe cache to local disk, verifying its manifest",
+    )
+    parser.add_argument("--termination-log", type=Path, help="overrides the plan's path")
+    parser.add_argument("--quiet-engine", action="store_true", help="do not echo engine output")
+    return parser
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    del frame
+    # The Job's activeDeadlineSeconds or a deletion ends us with SIGTERM: stop the engine too.
+    raise RunFailure(Outcome.TIMED_OUT, f"runner received signal {signum}")
+
+
+def _restore(volume: str, key: str, dest: str) -> int:
+    result = cache.restore(Path(volume), key, Path(dest))
+    if result is None:
+        print(f"warmgate: no complete cache entry {key!r} under {volume}", file=sys.stderr)
+        return 1
+    done = {"files": result.files, "bytes": result.total_bytes, "problems": result.problems}
+    print(json.dumps(done))
+    return 1 if result.problems else 0
+
+
+def _invalid_plan(exc: PlanError, termination_log: Path) -> int:
+    for problem in exc.problems:
+        print(f"warmgate: plan invalid: {problem}", file=sys.stderr)
+    doc = {"v": 1, "outcome": Outcome.PLAN_INVALID.label, "code": int(Outcome.PLAN_INVALID)}
+    doc["reason"] = "; ".join(exc.problems)[:3000]
+    write_termination_log(termination_log, json.dumps(doc, separators=(",", ":")))
+    return int(Outcome.PLAN_INVALID)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the warmup (or a cache restore) and return the process exit code."""
+    args = _parser().parse_args(argv)
+    if args.restore_cache:
+        return _restore(*args.restore_cache)
+    default_log = args.termination_log or Path("/dev/termination-log")
+    try:
+        plan = load_plan(args.plan)
+    except PlanError as exc:
+        return _invalid_plan(exc, default_log)
+    if args.termination_log is not None:
+        plan = dataclasses.replace(plan, termination_log=args.termination_log)
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    progress = Progress()
+    runner = Runner(plan, progress, engine_echo=None if args.quiet_engine else echo)
+    return finish(runner.run(), plan, progress)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,34 @@
+"""The runner's outcomes and their distinct process exit codes (docs/runner.md, "Exit codes")."""
+
+from __future__ import annotations
+
+import enum
+
+
+class Outcome(enum.IntEnum):
+    """Each outcome is the runner's exit code; the operator maps the code back to a condition."""
+
+    VERIFIED = 0
+    INTERNAL_ERROR = 1
+    PLAN_INVALID = 2
+    UNWARMED_SHAPES = 3
+    PLAN_MISMATCH = 4
+    ENGINE_FAILED = 5
+    PROBE_FAILED = 6
+    TIMED_OUT = 7
+    DEVICE_REFUSED = 8
+    CACHE_FAILED = 9
+
+    @property
+    def label(self) -> str:
+        """The outcome's name as written in reports, e.g. ``unwarmed_shapes``."""
+        return self.name.lower()
+
+
+class RunFailure(Exception):
+    """Stops the run early with a definite outcome and a one-line reason."""
+
+    def __init__(self, outcome: Outcome, reason: str) -> None:
+        super().__init__(reason)
+        self.outcome = outcome
+        self.reason = reason

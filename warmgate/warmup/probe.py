@@ -1,0 +1,154 @@
+"""A bounded probe workload over vLLM's OpenAI-compatible HTTP API, sent with urllib."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from warmgate.warmup.plan import ProbeSpec, ProbeStep
+
+Alive = Callable[[], bool]
+Progress = Callable[[int, int], None]
+# The engine listens in the same pod: never route through an HTTP(S)_PROXY from the environment.
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+@dataclass
+class StepResult:
+    """How one probe step went."""
+
+    name: str
+    sent: int
+    ok: int
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ProbeResult:
+    """The whole probe; ``timed_out`` means the probe deadline ended it early."""
+
+    steps: list[StepResult] = field(default_factory=list)
+    timed_out: bool = False
+    engine_exited: bool = False
+
+    @property
+    def failures(self) -> list[str]:
+        """Every request error, prefixed by its step name."""
+        return [f"{s.name}: {e}" for s in self.steps for e in s.errors]
+
+
+def wait_for_health(
+    base_url: str,
+    deadline: float,
+    alive: Alive,
+    check: Callable[[], None] = lambda: None,
+    poll_s: float = 0.5,
+) -> str:
+    """Poll GET /health until 200: returns "ok", "exited" (engine died) or "timeout".
+
+    ``check`` runs on every poll and may raise to stop waiting (e.g. on a plan mismatch)."""
+    while time.monotonic() < deadline:
+        if not alive():
+            return "exited"
+        check()
+        if _healthy(base_url):
+            return "ok"
+        time.sleep(min(poll_s, max(0.0, deadline - time.monotonic())))
+    return "timeout"
+
+
+def _healthy(base_url: str) -> bool:
+    try:
+        with _OPENER.open(base_url + "/health", timeout=5) as response:
+            return bool(response.status == 200)
+    except (OSError, ValueError):
+        return False
+
+
+def prompt_ids(step: ProbeStep, index: int, lo: int, hi: int) -> list[int]:
+    """Token ids for one request: "repeat" cycles 8 ids (n-gram drafters find matches, §5.1),
+    "varied" walks a per-request pseudo-random sequence (drafts are rejected, so partial
+    drafts and varying accepted lengths occur). Ids are sent directly: no tokenizer needed."""
+    span = hi - lo + 1
+    if step.token_pattern == "repeat":
+        return [lo + (i % min(8, span)) for i in range(step.prompt_tokens)]
+    state = (index * 2654435761 + 12345) % 2**32
+    ids = []
+    for _ in range(step.prompt_tokens):
+        state = (state * 1103515245 + 12345) % 2**31
+        ids.append(lo + state % span)
+    return ids
+
+
+def run_probe(
+    base_url: str,
+    model: str,
+    spec: ProbeSpec,
+    *,
+    deadline: float,
+    alive: Alive,
+    progress: Progress,
+) -> ProbeResult:
+    """Run each step as one burst of concurrent completions, so the engine schedules them as one
+    decode batch of ``concurrency`` requests at ``prompt_tokens`` context (§3.6)."""
+    result = ProbeResult()
+    total = sum(s.concurrency for s in spec.steps)
+    done = 0
+    for step in spec.steps:
+        if time.monotonic() >= deadline:
+            result.timed_out = True
+            break
+        if not alive():
+            result.engine_exited = True
+            break
+        result.steps.append(_run_step(base_url, model, spec, step, deadline))
+        done += step.concurrency
+        progress(done, total)
+    return result
+
+
+def _run_step(
+    base_url: str, model: str, spec: ProbeSpec, step: ProbeStep, deadline: float
+) -> StepResult:
+    timeout = max(0.1, min(spec.request_timeout_s, deadline - time.monotonic()))
+    bodies = [_body(model, spec, step, i) for i in range(step.concurrency)]
+    with ThreadPoolExecutor(max_workers=step.concurrency) as pool:
+        errors = list(pool.map(lambda b: _complete(base_url, b, timeout), bodies))
+    failed = [e for e in errors if e is not None]
+    return StepResult(step.name, len(bodies), len(bodies) - len(failed), failed[:20])
+
+
+def _body(model: str, spec: ProbeSpec, step: ProbeStep, index: int) -> dict[str, Any]:
+    return {
+        "model": model,
+        "prompt": prompt_ids(step, index, spec.token_id_min, spec.token_id_max),
+        "max_tokens": step.max_tokens,
+        "min_tokens": step.max_tokens,
+        "temperature": 0.0,
+        "ignore_eos": True,  # vLLM extension: keep every request decoding for max_tokens steps.
+    }
+
+
+def _complete(base_url: str, body: dict[str, Any], timeout: float) -> str | None:
+    """POST /v1/completions; None on success, else a short error description."""
+    request = urllib.request.Request(
+        base_url + "/v1/completions",
+        data=json.dumps(body).encode("utf-8"),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with _OPENER.open(request, timeout=timeout) as response:
+            payload = json.loads(response.read().decode("utf-8"))
+    except urllib.error.HTTPError as exc:
+        return f"HTTP {exc.code}: {exc.read(300).decode('utf-8', 'replace')}"
+    except (OSError, ValueError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    choices = payload.get("choices") if isinstance(payload, dict) else None
+    return None if isinstance(choices, list) and choices else "response without choices"

@@ -1,0 +1,183 @@
+"""The versioned JSON report, the <= 4 KiB termination summary and the operator's progress lines."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from warmgate.warmup.logparse import EngineLog
+from warmgate.warmup.outcomes import Outcome
+from warmgate.warmup.plan import DIGEST_ALGORITHM
+from warmgate.warmup.probe import ProbeResult
+from warmgate.warmup.verdict import Verdict
+
+REPORT_VERSION = 1
+SUMMARY_LIMIT = 4096  # Kubernetes keeps at most 4096 bytes of a container's termination message.
+PROGRESS_PREFIX = "warmgate-progress"
+
+
+@dataclass
+class RunRecord:
+    """Everything one run learnt, filled in as it goes."""
+
+    plan_id: str = ""
+    plan_hash: str = ""
+    cache_key: str = ""
+    outcome: Outcome = Outcome.INTERNAL_ERROR
+    reason: str = ""
+    facts: dict[str, Any] | None = None
+    log: EngineLog | None = None
+    verdict: Verdict | None = None
+    unwarmed: list[str] = field(default_factory=list)
+    probe: ProbeResult | None = None
+    cache: dict[str, Any] = field(default_factory=dict)
+    kv_blocks_expected: int | None = None
+    engine_argv: list[str] = field(default_factory=list)
+    engine_exit_code: int | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+class Progress:
+    """Writes `warmgate-progress <what> <done>/<total>` and `warmgate-progress stage <name>`."""
+
+    def __init__(self, out: TextIO | None = None) -> None:
+        self._out = out if out is not None else sys.stdout
+        self._percent: dict[str, int] = {}
+
+    def count(self, what: str, done: int, total: int) -> None:
+        """A counter line, e.g. ``warmgate-progress decode 57/143``, written when the whole
+        percentage changes (at most ~100 lines per phase, even for 16 000 buckets)."""
+        percent = done * 100 // total if total > 0 else 100
+        if self._percent.get(what) == percent and done != total:
+            return
+        self._percent[what] = percent
+        self._write(f"{PROGRESS_PREFIX} {what} {done}/{total}")
+
+    def stage(self, name: str) -> None:
+        """A stage line, e.g. ``warmgate-progress stage probe``."""
+        self._write(f"{PROGRESS_PREFIX} stage {name}")
+
+    def _write(self, line: str) -> None:
+        self._out.write(line + "\n")
+        self._out.flush()
+
+
+def _log_section(log: EngineLog | None) -> dict[str, Any]:
+    if log is None:
+        return {}
+    return {
+        "warmup_finished": log.warmup_finished,
+        "warmup_secs": log.warmup_secs,
+        "warmup_allocated": log.warmup_allocated,
+        "captured": log.captured,
+        "progress": {k: list(v) for k, v in log.progress.items()},
+        "flags": sorted(log.flags),
+        "kv_blocks": log.kv_blocks,
+        "declared_counts": log.declared,
+        "bucket_lists": {k: [list(b) for b in v] for k, v in log.lists.items()},
+        "omitted": {k: [list(b) for b in v] for k, v in log.omitted.items()},
+        "unwarmed": [{"config": u.text, "after_warmup": u.after_warmup} for u in log.unwarmed],
+        "not_prepared": [vars(n) for n in log.not_prepared],
+        "problems": log.problems,
+    }
+
+
+def _probe_section(probe: ProbeResult | None) -> dict[str, Any] | None:
+    if probe is None:
+        return None
+    return {
+        "timed_out": probe.timed_out,
+        "engine_exited": probe.engine_exited,
+        "steps": [vars(s) for s in probe.steps],
+    }
+
+
+def build_report(record: RunRecord) -> dict[str, Any]:
+    """The full report document (format in docs/runner.md, "Report")."""
+    verdict = record.verdict
+    return {
+        "report_version": REPORT_VERSION,
+        "outcome": record.outcome.label,
+        "exit_code": int(record.outcome),
+        "reason": record.reason,
+        "plan_id": record.plan_id,
+        "plan_hash": record.plan_hash,
+        "cache_key": record.cache_key,
+        "digest_algorithm": DIGEST_ALGORITHM,
+        "facts": record.facts,
+        "buckets": {c.name: c.to_json() for c in verdict.checks} if verdict else {},
+        "mismatches": verdict.mismatches if verdict else [],
+        "unwarmed": record.unwarmed,
+        "kv_blocks_expected": record.kv_blocks_expected,
+        "engine": {"argv": record.engine_argv, "exit_code": record.engine_exit_code},
+        "engine_log": _log_section(record.log),
+        "probe": _probe_section(record.probe),
+        "cache": record.cache,
+        "timings": record.timings,
+        "written_unix": int(time.time()),
+    }
+
+
+def write_report(report: dict[str, Any], report_dir: Path, key: str) -> Path:
+    """Write <report_dir>/<key>.json through a temporary name, so readers see whole files."""
+    report_dir.mkdir(parents=True, exist_ok=True)
+    path = report_dir / f"{key}.json"
+    tmp = report_dir / f".{key}.json.{os.getpid()}.partial"
+    tmp.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def summary(record: RunRecord, report_path: Path | None) -> str:
+    """Compact JSON for /dev/termination-log, shrunk until it fits in SUMMARY_LIMIT bytes."""
+    verdict = record.verdict
+    doc: dict[str, Any] = {
+        "v": REPORT_VERSION,
+        "outcome": record.outcome.label,
+        "code": int(record.outcome),
+        "reason": record.reason,
+        "plan_hash": record.plan_hash,
+        "key": record.cache_key,
+        "unwarmed_count": len(record.unwarmed),
+        "unwarmed": list(record.unwarmed),
+        "mismatches": list(verdict.mismatches) if verdict else [],
+        "kv_blocks": record.log.kv_blocks if record.log else None,
+        "cache": record.cache.get("status"),
+        "report": str(report_path) if report_path else None,
+    }
+    return _shrink(doc)
+
+
+def _encode(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=True)
+
+
+def _shrink(doc: dict[str, Any]) -> str:
+    # Drop list entries one at a time, then cut the free-text reason: the counts and the
+    # outcome always survive, the full detail is in the report on the volume.
+    for name in ("unwarmed", "mismatches"):
+        while len(_encode(doc)) > SUMMARY_LIMIT and doc[name]:
+            doc[name].pop()
+            doc["truncated"] = True
+    while len(_encode(doc)) > SUMMARY_LIMIT and doc["reason"]:
+        doc["reason"] = doc["reason"][: len(doc["reason"]) // 2]
+        doc["truncated"] = True
+    for name in ("report", "key", "plan_hash"):
+        if len(_encode(doc)) > SUMMARY_LIMIT:
+            doc[name] = None
+    return _encode(doc)
+
+
+def write_termination_log(path: Path, text: str) -> str | None:
+    """Write the summary; returns an error description instead of raising (best effort)."""
+    try:
+        with path.open("w", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as exc:
+        return f"cannot write {path}: {exc.strerror or exc}"
+    return None

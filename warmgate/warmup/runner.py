@@ -1,0 +1,243 @@
+"""One warmup run: facts, engine start, log watch, probe, clean stop, verdict, cache, report."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from warmgate.warmup import cache, facts
+from warmgate.warmup.engine import EngineProcess, Sink, echo, engine_argv, engine_env
+from warmgate.warmup.logparse import LogParser
+from warmgate.warmup.outcomes import Outcome, RunFailure
+from warmgate.warmup.plan import Plan
+from warmgate.warmup.probe import run_probe, wait_for_health
+from warmgate.warmup.report import (
+    Progress,
+    RunRecord,
+    build_report,
+    summary,
+    write_report,
+    write_termination_log,
+)
+from warmgate.warmup.verdict import early_mismatches, final_verdict, unwarmed_reasons
+
+
+class Runner:
+    """Runs one plan to an outcome; ``run`` never raises for an expected failure."""
+
+    def __init__(self, plan: Plan, progress: Progress, engine_echo: Sink | None = echo) -> None:
+        self.plan = plan
+        self.progress = progress
+        self.record = RunRecord(
+            plan_id=plan.plan_id,
+            plan_hash=plan.plan_hash,
+            cache_key=plan.cache.key,
+            kv_blocks_expected=plan.kv_blocks_expected,
+        )
+        self.parser = LogParser(on_progress=progress.count)
+        self.record.log = self.parser.state
+        self._lock = threading.Lock()
+        self._echo = engine_echo
+        self._engine: EngineProcess | None = None
+        self._decided = False
+        self._start = time.monotonic()
+        self.deadline = self._start + plan.timeouts.total_s
+
+    def run(self) -> RunRecord:
+        """Run to the end and return the record (outcome, reason and every detail)."""
+        try:
+            self._steps()
+        except RunFailure as exc:
+            self._decide(exc.outcome, exc.reason)
+        finally:
+            self._shutdown()
+        self._conclude()
+        self.record.timings["total_s"] = round(time.monotonic() - self._start, 3)
+        return self.record
+
+    def _decide(self, outcome: Outcome, reason: str) -> None:
+        if not self._decided:
+            self.record.outcome, self.record.reason, self._decided = outcome, reason, True
+
+    def _timed(self, name: str, began: float) -> None:
+        self.record.timings[name] = round(time.monotonic() - began, 3)
+
+    def _steps(self) -> None:
+        self._collect_facts()
+        reuse = self._prepare_local()
+        self._start_engine(reuse)
+        self._await_health()
+        self._probe()
+
+    def _collect_facts(self) -> None:
+        self.progress.stage("facts")
+        began = time.monotonic()
+        env = engine_env(self.plan, self.plan.work_dir / "buckets.txt", reuse_cache=False)
+        timeout = max(1.0, min(self.plan.timeouts.facts_s, self.deadline - began))
+        try:
+            found = facts.collect(sys.executable, env, timeout)
+        except facts.FactsError as exc:
+            raise RunFailure(Outcome.ENGINE_FAILED, f"engine facts: {exc}") from exc
+        finally:
+            self._timed("facts_s", began)
+        self.record.facts = found.to_json()
+        refusal = facts.refusal(
+            found, self.plan.engine.tensor_parallel_size, self.plan.require_device
+        )
+        if refusal is not None:
+            raise RunFailure(Outcome.DEVICE_REFUSED, refusal)
+
+    def _prepare_local(self) -> bool:
+        """Write the seed file and restore a published cache; True when recipes were restored."""
+        self.plan.work_dir.mkdir(parents=True, exist_ok=True)
+        (self.plan.work_dir / "buckets.txt").write_text(self.plan.buckets.seed_file_text)
+        spec = self.plan.cache
+        shutil.rmtree(spec.local_dir, ignore_errors=True)
+        restored = None
+        if spec.reuse_existing:
+            restored = cache.restore(spec.volume_dir, spec.key, spec.local_dir)
+        if restored is not None and not restored.problems:
+            self.record.cache["restored_files"] = restored.files
+            return True
+        if restored is not None:
+            self.record.cache["restore_problems"] = restored.problems
+        spec.local_dir.mkdir(parents=True, exist_ok=True)
+        return False
+
+    def _sink(self, text: str, stream: str) -> None:
+        if self._echo is not None:
+            self._echo(text, stream)
+        with self._lock:
+            self.parser.feed(text, stream)
+
+    def _start_engine(self, reuse: bool) -> None:
+        self.progress.stage("engine")
+        argv = engine_argv(self.plan)
+        env = engine_env(self.plan, self.plan.work_dir / "buckets.txt", reuse)
+        self.record.engine_argv = argv
+        try:
+            self._engine = EngineProcess(argv, env, self.plan.work_dir / "engine.log", self._sink)
+        except OSError as exc:
+            raise RunFailure(Outcome.ENGINE_FAILED, f"cannot start {argv[0]}: {exc}") from exc
+
+    def _check_early(self) -> None:
+        if not self.plan.buckets.abort_on_mismatch:
+            return
+        with self._lock:
+            reasons = early_mismatches(self.plan, self.parser.state)
+        if reasons:
+            raise RunFailure(Outcome.PLAN_MISMATCH, reasons[0])
+
+    def _await_health(self) -> None:
+        began = time.monotonic()
+        engine = self._require_engine()
+        deadline = min(self.deadline, began + self.plan.timeouts.startup_s)
+        state = wait_for_health(self._base_url(), deadline, engine.alive, check=self._check_early)
+        self._timed("startup_s", began)
+        if state == "exited":
+            code = engine.proc.wait()
+            raise RunFailure(Outcome.ENGINE_FAILED, f"engine exited with {code} before /health")
+        if state == "timeout":
+            raise RunFailure(Outcome.TIMED_OUT, "engine did not answer /health in time")
+        self._check_early()
+
+    def _probe(self) -> None:
+        self.progress.stage("probe")
+        began = time.monotonic()
+        engine = self._require_engine()
+        deadline = min(self.deadline, began + self.plan.timeouts.probe_s)
+        result = run_probe(
+            self._base_url(),
+            self.plan.engine.served_model_name,
+            self.plan.probe,
+            deadline=deadline,
+            alive=engine.alive,
+            progress=lambda done, total: self.progress.count("probe", done, total),
+        )
+        self._timed("probe_s", began)
+        self.record.probe = result
+        if result.engine_exited or not engine.alive():
+            raise RunFailure(Outcome.ENGINE_FAILED, "engine exited during the probe")
+        if result.timed_out:
+            raise RunFailure(Outcome.TIMED_OUT, "probe did not finish in time")
+        if result.failures:
+            first = result.failures[0]
+            raise RunFailure(Outcome.PROBE_FAILED, f"{len(result.failures)} failed: {first}")
+
+    def _require_engine(self) -> EngineProcess:
+        if self._engine is None:
+            raise RunFailure(Outcome.INTERNAL_ERROR, "engine not started")
+        return self._engine
+
+    def _base_url(self) -> str:
+        host = self.plan.engine.host
+        host = "127.0.0.1" if host in ("0.0.0.0", "") else host
+        return f"http://{host}:{self.plan.engine.port}"
+
+    def _shutdown(self) -> None:
+        """Stop the engine (always) and let the parser see the last of its output."""
+        if self._engine is not None:
+            self.progress.stage("stopping")
+            began = time.monotonic()
+            self.record.engine_exit_code = self._engine.stop(self.plan.timeouts.stop_grace_s)
+            self._timed("stop_s", began)
+        with self._lock:
+            self.parser.close()
+
+    def _conclude(self) -> None:
+        verdict = final_verdict(self.plan, self.parser.state)
+        self.record.verdict = verdict
+        self.record.unwarmed = unwarmed_reasons(self.parser.state)
+        if verdict.mismatches:
+            self._decide(Outcome.PLAN_MISMATCH, verdict.mismatches[0])
+        if self.record.unwarmed:
+            self._decide(Outcome.UNWARMED_SHAPES, self.record.unwarmed[0])
+        self._decide(Outcome.VERIFIED, "every planned shape was warmed; no unwarmed shape seen")
+        if self.record.outcome is Outcome.VERIFIED:
+            self._publish()
+
+    def _publish(self) -> None:
+        self.progress.stage("publish")
+        began = time.monotonic()
+        spec = self.plan.cache
+        try:
+            result = cache.publish(spec.local_dir, spec.volume_dir, spec.key, self._manifest_meta())
+        except OSError as exc:
+            self.record.outcome = Outcome.CACHE_FAILED
+            self.record.reason = f"cache publication failed: {exc}"
+            return
+        finally:
+            self._timed("publish_s", began)
+        self.record.cache.update(status=result.status, path=str(result.path), detail=result.detail)
+        self.record.cache.update(files=result.files, total_bytes=result.total_bytes)
+        if result.status == "blocked":
+            self.record.outcome = Outcome.CACHE_FAILED
+            self.record.reason = f"cache key {spec.key}: {result.detail}"
+
+    def _manifest_meta(self) -> dict[str, Any]:
+        checks = self.record.verdict.checks if self.record.verdict else []
+        return {
+            "plan_id": self.plan.plan_id,
+            "plan_hash": self.plan.plan_hash,
+            "engine_facts": self.record.facts,
+            "kv_blocks": self.parser.state.kv_blocks,
+            "bucket_digests": {c.name: c.observed_digest for c in checks},
+        }
+
+
+def finish(record: RunRecord, plan: Plan, progress: Progress) -> int:
+    """Write the report and the termination summary; return the exit code."""
+    report_path: Path | None = None
+    try:
+        report_path = write_report(build_report(record), plan.report_dir, plan.cache.key)
+    except OSError as exc:
+        print(f"warmgate: cannot write report: {exc}", file=sys.stderr)
+    error = write_termination_log(plan.termination_log, summary(record, report_path))
+    if error is not None:
+        print(f"warmgate: {error}", file=sys.stderr)
+    progress.stage(f"done {record.outcome.label}")
+    return int(record.outcome)
