@@ -1,0 +1,164 @@
+"""Exact decode coverage over intervals of S: the shape of every (n, S, T) without enumerating S."""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Iterator
+
+from warmgate.buckets.coverage_steps import (
+    Bucket,
+    Staircase,
+    Tally,
+    fallback_pieces,
+    rows_of,
+    tally_add,
+)
+from warmgate.buckets.lookup import FALLBACK_BLOCKS_BASE, FALLBACK_BS_BASE, fallback_value
+from warmgate.buckets.plan import BucketPlan
+from warmgate.buckets.states import StateSpace
+
+__all__ = ["DecodeProver"]
+
+Piece = tuple[int, int, int]  # (S low, S high, value), inclusive
+_Need = tuple[int, int, int, int]  # (S low, S high, ctx, largest block-lookup target)
+
+
+class DecodeProver:
+    """Walks n and T, splitting S at the breakpoints of both lookups (doc section 3.6).
+
+    For fixed n and T the padded batch B = find_decode_bucket(n, min(S, fmc), seed=T>1)[0] is a
+    step function of S whose steps are the ctx values of the seed (then full) rows at or above n;
+    the block bucket C = find_decode_bucket(B*T, min(T*S, fmc))[2] is a step function of T*S on
+    row B*T and above. Fallbacks round on cube-root steps (``fallback_pieces``). Every piece is
+    an interval of S with one shape, so the work is the number of pieces, not of states.
+    """
+
+    def __init__(self, plan: BucketPlan, space: StateSpace) -> None:
+        cfg = plan.config
+        self.space = space
+        self.fmc = plan.fallback_max_ctx
+        self.mns = cfg.max_num_seqs
+        self.nhb = cfg.num_gpu_blocks
+        self.contiguous = cfg.contiguous_pa
+        self._seed_rows = rows_of(plan.seed_decode_buckets)
+        self._rows = rows_of(plan.decode_buckets)
+        self._seed_bs = [b for (b, _), _ in self._seed_rows]
+        self._row_bs = [b for (b, _), _ in self._rows]
+        self._cache: dict[tuple[bool, int], Staircase] = {}
+
+    def _stairs(self, seed: bool, bs: int) -> Staircase:
+        """first_fit((bs, 1, x)) over seeds or the full list; shared by every bs of one row span."""
+        rows, keys = (self._seed_rows, self._seed_bs) if seed else (self._rows, self._row_bs)
+        start = bisect_left(keys, bs)
+        key = (seed, start)
+        stairs = self._cache.get(key)
+        if stairs is None:
+            stairs = self._cache[key] = Staircase.build(rows[start:], bs, 1)
+        return stairs
+
+    def run(self, tally: Tally) -> int:
+        """Add every decode state to ``tally``; return how many there were."""
+        total = 0
+        for t in self.space.tokens:
+            for n in range(1, self.space.max_num_seqs + 1):
+                lo, hi = self.space.total_blocks(n)
+                for a, b, shape, need in self.pieces(n, t, lo, hi):
+                    total += b - a + 1
+                    tally_add(tally, shape, b - a + 1, (n, a, t), (shape[0], 1, need))
+        return total
+
+    def pieces(self, n: int, t: int, lo: int, hi: int) -> Iterator[tuple[int, int, Bucket, int]]:
+        """(S low, S high, shape, largest block target) for n sequences of T tokens, S ascending."""
+        for sa, sb, padded in _merge(self._batch_pieces(n, t, lo, hi)):
+            virtual = padded * t
+            for a, b, ctx, need in self._ctx_pieces(virtual, t, sa, sb):
+                yield a, b, (virtual, 1, ctx), need
+
+    # -- padded batch B ----------------------------------------------------------------------
+
+    def _batch_pieces(self, n: int, t: int, lo: int, hi: int) -> Iterator[Piece]:
+        """B over S in [lo, hi]: nblocks is capped at fmc first, so S > fmc behaves as fmc."""
+        top = min(hi, self.fmc)
+        if lo <= top:
+            yield from self._batch_x(n, t, lo, top)
+        if hi > top:
+            for _, _, padded in self._batch_x(n, t, self.fmc, self.fmc):
+                yield max(lo, top + 1), hi, padded
+
+    def _batch_x(self, n: int, t: int, lo: int, hi: int) -> Iterator[Piece]:
+        """Seed-first when T > 1 (PR #624), then the full list, then the fallback bs."""
+        if t > 1 and self._seed_rows:
+            for a, b, hit in self._stairs(True, n).pieces(lo, hi):
+                if hit is not None:
+                    yield a, b, hit[0]
+                else:
+                    yield from self._batch_full(n, a, b)
+        else:
+            yield from self._batch_full(n, lo, hi)
+
+    def _batch_full(self, n: int, lo: int, hi: int) -> Iterator[Piece]:
+        for a, b, hit in self._stairs(False, n).pieces(lo, hi):
+            # The fallback bs is min(cf(n, 2), max_num_seqs); only its bs is used for padding.
+            yield a, b, hit[0] if hit is not None else self._fallback_bs(n)
+
+    def _fallback_bs(self, n: int) -> int:
+        return min(fallback_value(n, FALLBACK_BS_BASE), self.mns)
+
+    # -- block bucket C ----------------------------------------------------------------------
+
+    def _ctx_pieces(self, virtual: int, t: int, sa: int, sb: int) -> Iterator[_Need]:
+        """C over S in [sa, sb] for virtual batch B*T; contiguous PA looks up S, not T*S."""
+        mult = 1 if self.contiguous else t
+        split = self.fmc // mult  # above it, min(mult*S, fmc) is fmc
+        if sa <= min(sb, split):
+            yield from self._ctx_x(virtual, mult, sa, min(sb, split))
+        if sb > split:
+            for _, _, ctx, _ in self._ctx_x(virtual, 1, self.fmc, self.fmc):
+                yield from self._post(max(sa, split + 1), sb, ctx, self.fmc)
+
+    def _ctx_x(self, virtual: int, mult: int, sa: int, sb: int) -> Iterator[_Need]:
+        """Pieces where the lookup target is mult*S (uncapped)."""
+        for xa, xb, hit in self._stairs(False, virtual).pieces(mult * sa, mult * sb):
+            a, b = max(sa, -(-xa // mult)), min(sb, xb // mult)
+            if a > b:
+                continue
+            if hit is not None:
+                yield from self._post(a, b, hit[2], mult * b)
+                continue
+            for fa, fb, value in fallback_pieces(mult * a, mult * b, FALLBACK_BLOCKS_BASE):
+                pa, pb = max(a, -(-fa // mult)), min(b, fb // mult)
+                if pa <= pb:
+                    yield from self._post(pa, pb, self._fallback_ctx(value), mult * pb)
+
+    def _fallback_ctx(self, value: int) -> int:
+        """cf(nblocks, 32) capped at fmc; 0 when the KV block count is unknown (doc section 3.4)."""
+        return 0 if self.nhb is None else min(value, self.fmc)
+
+    def _post(self, a: int, b: int, ctx: int, need: int) -> Iterator[_Need]:
+        """Contiguous PA runs max(C, S) capped at num_gpu_blocks + 1; others run C."""
+        if not self.contiguous or ctx >= b:
+            yield a, b, self._cap(ctx), need
+            return
+        if a <= ctx:
+            yield a, ctx, self._cap(ctx), need
+        for s in range(max(a, ctx + 1), b + 1):
+            yield s, s, self._cap(s), need
+
+    def _cap(self, ctx: int) -> int:
+        if self.contiguous and self.nhb is not None:
+            return min(ctx, self.nhb + 1)
+        return ctx
+
+
+def _merge(pieces: Iterator[Piece]) -> Iterator[Piece]:
+    """Join adjacent pieces with the same value (seed rows split S finer than B changes)."""
+    current: list[int] | None = None
+    for a, b, v in pieces:
+        if current is not None and current[2] == v and current[1] + 1 == a:
+            current[1] = b
+            continue
+        if current is not None:
+            yield current[0], current[1], current[2]
+        current = [a, b, v]
+    if current is not None:
+        yield current[0], current[1], current[2]
