@@ -1,0 +1,78 @@
+"""API names, `warmgate.dev/` keys, condition types and reasons: the decided vocabulary."""
+
+from __future__ import annotations
+
+from typing import Final
+
+GROUP: Final = "warmgate.dev"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+KIND: Final = "SpecDecodeDeployment"
+LIST_KIND: Final = f"{KIND}List"
+PLURAL: Final = "specdecodedeployments"
+SINGULAR: Final = "specdecodedeployment"
+SHORT_NAMES: Final = ("sdd",)
+CATEGORIES: Final = ("warmgate",)
+CRD_NAME: Final = f"{PLURAL}.{GROUP}"
+CRD_FILE: Final = f"crds/{GROUP}_{PLURAL}.yaml"
+
+# Every label, annotation and finalizer is prefixed with the API group (kopf docs,
+# "configuration": name them after your own group so they never clash with other operators).
+PREFIX: Final = f"{GROUP}/"
+LABEL_NAME: Final = f"{PREFIX}name"
+LABEL_COMPONENT: Final = f"{PREFIX}component"
+LABEL_PLAN_HASH: Final = f"{PREFIX}plan-hash"
+ANNOTATION_PLAN_HASH: Final = f"{PREFIX}plan-hash"
+ANNOTATION_CACHE_KEY: Final = f"{PREFIX}cache-key"
+ANNOTATION_LAST_APPLIED_SPEC: Final = f"{PREFIX}last-handled-spec"
+FINALIZER: Final = f"{PREFIX}finalizer"
+READINESS_GATE: Final = f"{PREFIX}warmed"
+COMPONENT_WARMUP: Final = "warmup"
+COMPONENT_SERVING: Final = "serving"
+
+# Condition types. The four lifecycle conditions are positive-polarity ("True" is good);
+# Reconciling and Stalled are the kstatus abnormal-true pair that Flux, Argo CD and kpt read
+# (sigs.k8s.io/cli-utils/pkg/kstatus): present and True only while working or stuck.
+BUCKETS_PLANNED: Final = "BucketsPlanned"
+COVERAGE_PROVEN: Final = "CoverageProven"
+WARMED: Final = "Warmed"
+READY: Final = "Ready"
+RECONCILING: Final = "Reconciling"
+STALLED: Final = "Stalled"
+LIFECYCLE_CONDITIONS: Final = (BUCKETS_PLANNED, COVERAGE_PROVEN, WARMED, READY)
+CONDITION_TYPES: Final = (*LIFECYCLE_CONDITIONS, RECONCILING, STALLED)
+
+
+class Reason:
+    """Stable CamelCase reasons for the conditions (clients may switch on them)."""
+
+    PENDING: Final = "Pending"
+    INVALID_SPEC: Final = "InvalidSpec"
+    PLANNED: Final = "Planned"
+    PLAN_FAILED: Final = "PlanFailed"
+    COVERAGE_COMPLETE: Final = "CoverageComplete"
+    UNCOVERED_SHAPES: Final = "UncoveredShapes"
+    UNCOVERED_SHAPES_ALLOWED: Final = "UncoveredShapesAllowed"
+    EXTRA_BUCKETS_CAPPED: Final = "ExtraBucketsCapped"
+    WARMUP_PENDING: Final = "WarmupPending"
+    WARMUP_RUNNING: Final = "WarmupRunning"
+    WARMUP_SUCCEEDED: Final = "WarmupSucceeded"
+    WARMUP_FAILED: Final = "WarmupFailed"
+    CACHE_HIT: Final = "CacheHit"
+    SERVING_PROGRESSING: Final = "ServingProgressing"
+    REPLICAS_READY: Final = "ReplicasReady"
+    SCALED_TO_ZERO: Final = "ScaledToZero"
+    UNWARMED_SHAPE_OBSERVED: Final = "UnwarmedShapeObserved"
+    RECONCILED: Final = "Reconciled"
+
+
+class Phase:
+    """The one-word status.phase summary (printer columns only; clients read conditions)."""
+
+    PENDING: Final = "Pending"
+    PLANNING: Final = "Planning"
+    WARMING: Final = "Warming"
+    STARTING: Final = "Starting"
+    READY: Final = "Ready"
+    FAILED: Final = "Failed"
+    ALL: Final = (PENDING, PLANNING, WARMING, STARTING, READY, FAILED)

@@ -1,0 +1,275 @@
+"""The model, engine and speculative sections of the spec: what vLLM is started with."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Final, Literal
+
+from pydantic import Field, StringConstraints
+
+from warmgate.api.base import ApiModel, Rule
+from warmgate.api.kube import EnvVar, Name, SecretKeyRef
+
+TensorParallelSize = Literal[1, 2, 4, 8]
+Method = Literal["eagle", "eagle3", "mtp", "ngram"]
+Profile = Literal["v0.26.0", "main-2026-08"]
+ModelId = Annotated[str, StringConstraints(min_length=1, max_length=512)]
+Revision = Annotated[str, StringConstraints(min_length=1, max_length=256)]
+Arg = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
+
+# Flags the operator derives from typed fields; setting them in extraArgs would make the served
+# engine differ from the planned one. vLLM's parser accepts `_` for `-`, hence the replace().
+RESERVED_ARGS: Final = (
+    "--model",
+    "--revision",
+    "--tensor-parallel-size",
+    "-tp",
+    "--dtype",
+    "--max-model-len",
+    "--max-num-seqs",
+    "--max-num-batched-tokens",
+    "--block-size",
+    "--num-gpu-blocks-override",
+    "--gpu-memory-utilization",
+    "--speculative-config",
+    "--port",
+)
+# Variables that select or shape buckets (vllm-gaudi extension/features.py); the operator sets
+# them from spec.buckets so warmup and serving processes see identical values.
+RESERVED_ENV: Final = (
+    "VLLM_BUCKETING_STRATEGY",
+    "VLLM_EXPONENTIAL_BUCKETING",
+    "VLLM_BUCKETING_FROM_FILE",
+    "VLLM_CONTIGUOUS_PA",
+    "VLLM_MERGED_PREFILL",
+    "VLLM_ENABLE_BUCKETING",
+    "VLLM_SKIP_WARMUP",
+    "PT_HPU_RECIPE_CACHE_CONFIG",
+)
+RESERVED_ENV_PATTERN: Final = r"^VLLM_(PROMPT|DECODE)_[A-Z]+_BUCKET_"
+
+
+def _cel_list(items: tuple[str, ...]) -> str:
+    return "[" + ", ".join(f"'{item}'" for item in items) + "]"
+
+
+def _reserved_arg(arg: str) -> bool:
+    flag = arg.replace("_", "-")
+    return any(flag == r or flag.startswith(r + "=") for r in RESERVED_ARGS)
+
+
+def _reserved_env(name: str) -> bool:
+    return name in RESERVED_ENV or re.match(RESERVED_ENV_PATTERN, name) is not None
+
+
+class WeightsVolume(ApiModel):
+    """Model weights already on a PersistentVolumeClaim, mounted read-only (no download)."""
+
+    claim_name: Name = Field(description="Name of the PersistentVolumeClaim holding the weights.")
+    path: Annotated[str, StringConstraints(min_length=1, max_length=1024, pattern=r"^/")] = Field(
+        default="/", description="Absolute path of the model directory inside the claim."
+    )
+
+
+class ModelSpec(ApiModel):
+    """The target model vLLM serves."""
+
+    name: ModelId = Field(
+        description="Hugging Face model id (org/name) or a path; also the served model name."
+    )
+    revision: Revision = Field(
+        default="main",
+        description="Branch, tag or commit of the model; pin a commit so cache keys stay stable.",
+    )
+    weights: WeightsVolume | None = Field(
+        default=None, description="Load the weights from a PVC instead of downloading them."
+    )
+    token_secret_ref: SecretKeyRef | None = Field(
+        default=None, description="Secret key holding a Hugging Face token (exported as HF_TOKEN)."
+    )
+
+
+class EngineSpec(ApiModel):
+    """vLLM engine arguments that fix the shape space; each maps to one `vllm serve` flag."""
+
+    tensor_parallel_size: TensorParallelSize = Field(
+        default=1, description="--tensor-parallel-size: Gaudi cards per replica (1, 2, 4 or 8)."
+    )
+    dtype: Literal["auto", "bfloat16", "float32"] = Field(
+        default="bfloat16", description="--dtype of weights and activations."
+    )
+    max_model_len: int = Field(
+        ge=128, le=1048576, description="--max-model-len: longest prompt plus output in tokens."
+    )
+    max_num_seqs: int = Field(
+        default=256, ge=1, le=2048, description="--max-num-seqs: most sequences in one batch."
+    )
+    max_num_batched_tokens: int = Field(
+        default=2048,
+        ge=16,
+        le=1048576,
+        description="--max-num-batched-tokens: token budget of one scheduler step.",
+    )
+    block_size: Literal[16, 32, 64, 128, 256] = Field(
+        default=128, description="--block-size: KV-cache block size in tokens (vllm-gaudi: 128)."
+    )
+    num_gpu_blocks: int | None = Field(
+        default=None,
+        ge=1,
+        le=16777216,
+        description=(
+            "--num-gpu-blocks-override: KV-cache blocks per replica. Unset: the warmup Job "
+            "measures it and serving pins the measured value (exp decode buckets depend on it)."
+        ),
+    )
+    gpu_memory_utilization: float = Field(
+        default=0.9, ge=0.1, le=1.0, description="--gpu-memory-utilization: share of HBM vLLM uses."
+    )
+    profile: Profile = Field(
+        default="v0.26.0",
+        description=(
+            "vllm-gaudi bucketing behaviour inside the image: v0.26.0 (release) or main-2026-08 "
+            "(adds the 3x physical clamp of exp decode blocks)."
+        ),
+    )
+    extra_args: list[Arg] | None = Field(
+        default=None,
+        max_length=64,
+        description="Further `vllm serve` flags; flags derived from typed fields are refused.",
+    )
+    env: list[EnvVar] | None = Field(
+        default=None,
+        max_length=64,
+        description="Extra environment of the vLLM container; bucketing variables are refused.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+
+    cel_rules = (
+        Rule(
+            cel="self.maxNumBatchedTokens >= self.blockSize",
+            message="maxNumBatchedTokens must be greater than or equal to blockSize",
+            check=lambda s: s.max_num_batched_tokens >= s.block_size,
+            field_path=".maxNumBatchedTokens",
+        ),
+        Rule(
+            cel="self.maxNumBatchedTokens >= self.maxNumSeqs",
+            message="maxNumBatchedTokens must be greater than or equal to maxNumSeqs (vLLM)",
+            check=lambda s: s.max_num_batched_tokens >= s.max_num_seqs,
+            field_path=".maxNumBatchedTokens",
+        ),
+        Rule(
+            cel=(
+                "!has(self.extraArgs) || self.extraArgs.all(a, !"
+                f"{_cel_list(RESERVED_ARGS)}.exists(r, a.replace('_', '-') == r || "
+                "a.replace('_', '-').startsWith(r + '=')))"
+            ),
+            message=(
+                "extraArgs must not set flags the operator derives from typed fields: "
+                + ", ".join(RESERVED_ARGS)
+            ),
+            check=lambda s: not any(_reserved_arg(a) for a in s.extra_args or ()),
+            field_path=".extraArgs",
+            reason="FieldValueForbidden",
+        ),
+        Rule(
+            cel=(
+                f"!has(self.env) || self.env.all(e, !(e.name in {_cel_list(RESERVED_ENV)}) && "
+                f"!e.name.matches('{RESERVED_ENV_PATTERN}'))"
+            ),
+            message=(
+                "env must not set bucketing variables (set spec.buckets instead): "
+                + ", ".join(RESERVED_ENV)
+                + ", VLLM_{PROMPT,DECODE}_*_BUCKET_*"
+            ),
+            check=lambda s: not any(_reserved_env(e.name) for e in s.env or ()),
+            field_path=".env",
+            reason="FieldValueForbidden",
+        ),
+    )
+
+
+class DraftModel(ApiModel):
+    """The separate draft model (EAGLE / EAGLE-3 head) that proposes tokens."""
+
+    name: ModelId = Field(description="Hugging Face id or path of the draft model.")
+    revision: Revision = Field(default="main", description="Branch, tag or commit of the draft.")
+    tensor_parallel_size: Literal[1, 2, 4, 8] | None = Field(
+        default=None,
+        description="draft_tensor_parallel_size: 1 or the target's size; unset uses the target's.",
+    )
+
+
+class NgramSpec(ApiModel):
+    """Prompt-lookup (n-gram) drafting window; unset bounds take vLLM's defaults (5)."""
+
+    prompt_lookup_min: int | None = Field(
+        default=None, ge=1, le=64, description="prompt_lookup_min: shortest n-gram matched."
+    )
+    prompt_lookup_max: int | None = Field(
+        default=None, ge=1, le=64, description="prompt_lookup_max: longest n-gram matched."
+    )
+
+    cel_rules = (
+        Rule(
+            cel=(
+                "!has(self.promptLookupMin) || !has(self.promptLookupMax) || "
+                "self.promptLookupMin <= self.promptLookupMax"
+            ),
+            message="promptLookupMin must be less than or equal to promptLookupMax",
+            check=lambda s: (
+                s.prompt_lookup_min is None
+                or s.prompt_lookup_max is None
+                or s.prompt_lookup_min <= s.prompt_lookup_max
+            ),
+            field_path=".promptLookupMin",
+        ),
+    )
+
+
+class SpeculativeSpec(ApiModel):
+    """Speculative decoding: becomes vLLM's --speculative-config."""
+
+    method: Method = Field(
+        description=(
+            "Drafting method: eagle, eagle3 (need draftModel), mtp (the target's own MTP "
+            "layers, no draftModel) or ngram (prompt lookup). vllm-gaudi rejects medusa."
+        )
+    )
+    num_speculative_tokens: int = Field(
+        ge=1,
+        le=16,
+        description="k: tokens drafted per step; decode buckets are expanded by 1+k.",
+    )
+    draft_model: DraftModel | None = Field(
+        default=None, description="Draft model; required for eagle/eagle3, refused otherwise."
+    )
+    ngram: NgramSpec | None = Field(
+        default=None, description="n-gram lookup window; only with method ngram."
+    )
+
+    cel_rules = (
+        Rule(
+            cel="!(self.method in ['eagle', 'eagle3']) || has(self.draftModel)",
+            message="draftModel is required when method is eagle or eagle3",
+            check=lambda s: s.method not in ("eagle", "eagle3") or s.draft_model is not None,
+            field_path=".draftModel",
+            reason="FieldValueRequired",
+        ),
+        Rule(
+            cel="!(self.method in ['mtp', 'ngram']) || !has(self.draftModel)",
+            message=(
+                "draftModel must not be set when method is mtp or ngram "
+                "(mtp drafts with the target model's own MTP layers)"
+            ),
+            check=lambda s: s.method not in ("mtp", "ngram") or s.draft_model is None,
+            field_path=".draftModel",
+            reason="FieldValueForbidden",
+        ),
+        Rule(
+            cel="self.method == 'ngram' || !has(self.ngram)",
+            message="ngram may only be set when method is ngram",
+            check=lambda s: s.method == "ngram" or s.ngram is None,
+            field_path=".ngram",
+            reason="FieldValueForbidden",
+        ),
+    )

@@ -1,0 +1,183 @@
+"""Small Kubernetes-shaped types the spec embeds: quantities, placement, resources, env, refs."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field, StringConstraints, WithJsonSchema
+
+from warmgate.api.base import ApiModel, Rule
+
+# The pattern controller-gen emits for resource.Quantity (k8s.io/apimachinery/pkg/api/resource).
+QUANTITY_PATTERN = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+_QUANTITY_RE = re.compile(QUANTITY_PATTERN)
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+STORAGE_SIZE = r"^[1-9][0-9]{0,8}(Mi|Gi|Ti)$"
+ENV_NAME = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
+GAUDI_RESOURCE = "habana.ai/gaudi"
+
+
+def _check_quantity(value: int | str) -> int | str:
+    if isinstance(value, str) and (len(value) > 64 or not _QUANTITY_RE.match(value)):
+        raise ValueError(f"{value!r} is not a Kubernetes quantity (e.g. 500m, 4Gi, 8)")
+    return value
+
+
+Quantity = Annotated[
+    int | str,
+    AfterValidator(_check_quantity),
+    WithJsonSchema(
+        {
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "pattern": QUANTITY_PATTERN,
+            "maxLength": 64,
+            "x-kubernetes-int-or-string": True,
+        }
+    ),
+]
+Name = Annotated[str, StringConstraints(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)]
+LabelValue = Annotated[str, StringConstraints(max_length=63)]
+AnnotationValue = Annotated[str, StringConstraints(max_length=4096)]
+MapKey = Annotated[str, StringConstraints(min_length=1, max_length=317)]
+# An opaque Kubernetes object kept as the user wrote it (the apiserver validates it on the
+# child Pod): x-kubernetes-preserve-unknown-fields in the CRD.
+KubeObject = Annotated[
+    dict[str, Any],
+    WithJsonSchema({"type": "object", "x-kubernetes-preserve-unknown-fields": True}),
+]
+
+
+class SecretKeyRef(ApiModel):
+    """A key of a Secret in the SpecDecodeDeployment's namespace."""
+
+    name: Name = Field(description="Name of the Secret.")
+    key: Annotated[str, StringConstraints(min_length=1, max_length=253)] = Field(
+        default="token", description="Key inside the Secret whose value is used."
+    )
+
+
+class Toleration(ApiModel):
+    """A Pod toleration (core/v1 Toleration)."""
+
+    key: Annotated[str, StringConstraints(max_length=317)] | None = Field(
+        default=None, description="Taint key the toleration applies to; empty matches all keys."
+    )
+    operator: Literal["Exists", "Equal"] = Field(
+        default="Equal", description="Exists matches any value; Equal needs `value`."
+    )
+    value: LabelValue | None = Field(default=None, description="Taint value to match.")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
+        default=None, description="Taint effect to match; empty matches all effects."
+    )
+    toleration_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        description="How long a NoExecute taint is tolerated before eviction; unset is forever.",
+    )
+
+
+class Placement(ApiModel):
+    """Where the Pods run: node selector, tolerations and affinity, as on a PodSpec."""
+
+    node_selector: dict[MapKey, LabelValue] | None = Field(
+        default=None, max_length=32, description="Node labels the Pods require."
+    )
+    tolerations: list[Toleration] | None = Field(
+        default=None, max_length=32, description="Taints the Pods tolerate."
+    )
+    affinity: KubeObject | None = Field(
+        default=None,
+        description="A core/v1 Affinity, copied to the PodSpec unchanged (validated there).",
+    )
+
+
+class Resources(ApiModel):
+    """Compute resources of the vLLM container (core/v1 ResourceRequirements)."""
+
+    requests: dict[MapKey, Quantity] | None = Field(
+        default=None, max_length=16, description="Minimum resources, e.g. cpu, memory."
+    )
+    limits: dict[MapKey, Quantity] | None = Field(
+        default=None,
+        max_length=16,
+        description=(
+            f"Maximum resources. When `{GAUDI_RESOURCE}` is absent the operator sets it to "
+            "spec.engine.tensorParallelSize; when present it must equal it."
+        ),
+    )
+
+    def gaudi_count(self) -> int | str | None:
+        """The Gaudi card limit the user wrote, if any."""
+        return (self.limits or {}).get(GAUDI_RESOURCE)
+
+
+class EnvVar(ApiModel):
+    """An environment variable of the vLLM container (core/v1 EnvVar)."""
+
+    name: Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=ENV_NAME)] = Field(
+        description="Variable name."
+    )
+    value: Annotated[str, StringConstraints(max_length=32768)] | None = Field(
+        default=None, description="Literal value; exclusive with valueFrom."
+    )
+    value_from: KubeObject | None = Field(
+        default=None,
+        description="A core/v1 EnvVarSource (secretKeyRef, configMapKeyRef, fieldRef, ...).",
+    )
+
+    cel_rules = (
+        Rule(
+            cel="!(has(self.value) && has(self.valueFrom))",
+            message="value and valueFrom are mutually exclusive",
+            check=lambda s: s.value is None or s.value_from is None,
+        ),
+    )
+
+
+AccessMode = Literal["ReadWriteOnce", "ReadWriteMany", "ReadWriteOncePod"]
+
+
+def _read_write_many() -> list[AccessMode]:
+    return ["ReadWriteMany"]
+
+
+class ClaimTemplate(ApiModel):
+    """A PersistentVolumeClaim the operator creates and owns."""
+
+    storage_class_name: Name | None = Field(
+        default=None, description="StorageClass of the claim; unset uses the cluster default."
+    )
+    access_modes: list[AccessMode] = Field(
+        default_factory=_read_write_many,
+        min_length=1,
+        max_length=3,
+        description=(
+            "Access modes. ReadWriteMany lets warmup and every serving replica mount it; the "
+            "runner copies the cache to local disk because NFS lacks file locking."
+        ),
+    )
+    size: Annotated[str, StringConstraints(max_length=16, pattern=STORAGE_SIZE)] = Field(
+        default="100Gi", description="Requested storage in Mi, Gi or Ti, e.g. 100Gi."
+    )
+
+
+_FACTORS = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
+_FACTORS |= {"Ei": 2.0**60, "n": 1e-9, "u": 1e-6, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9}
+_FACTORS |= {"T": 1e12, "P": 1e15, "E": 1e18}
+_SUFFIXED = re.compile(r"^([+-]?[0-9.]+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?$")
+
+
+def quantity_value(value: int | str) -> float:
+    """The numeric value of a quantity ("100Gi" -> 107374182400.0), as CEL's quantity() reads it."""
+    if isinstance(value, int):
+        return float(value)
+    match = _SUFFIXED.match(value)
+    if match is None:  # exponent form, e.g. 1e3
+        return float(value)
+    number, suffix = match.groups()
+    return float(number) * _FACTORS.get(suffix or "", 1.0)

@@ -1,0 +1,122 @@
+"""The status the operator writes: metav1 conditions and plan/warmup/serving summaries."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import Field, PlainSerializer, StringConstraints
+
+from warmgate.api.base import ApiModel
+
+# metav1.Condition validation, copied from k8s.io/apimachinery/pkg/apis/meta/v1/types.go.
+CONDITION_TYPE_PATTERN = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
+)
+REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+MAX_UNCOVERED_LISTED = 20
+
+# metav1.Time: RFC 3339 in UTC with second precision.
+Time = Annotated[
+    datetime,
+    PlainSerializer(lambda t: t.strftime("%Y-%m-%dT%H:%M:%SZ"), return_type=str, when_used="json"),
+]
+ConditionStatus = Literal["True", "False", "Unknown"]
+PhaseName = Literal["Pending", "Planning", "Warming", "Starting", "Ready", "Failed"]
+Hash = Annotated[str, StringConstraints(max_length=128)]
+ObjectName = Annotated[str, StringConstraints(max_length=253)]
+
+
+class Condition(ApiModel):
+    """One aspect of the object's state (metav1.Condition)."""
+
+    type: Annotated[str, StringConstraints(max_length=316, pattern=CONDITION_TYPE_PATTERN)] = Field(
+        description="Condition type: BucketsPlanned, CoverageProven, Warmed, Ready, ..."
+    )
+    status: ConditionStatus = Field(description="True, False or Unknown.")
+    observed_generation: int | None = Field(
+        default=None, ge=0, description="metadata.generation the condition was computed from."
+    )
+    last_transition_time: Time = Field(description="When the status last changed.")
+    reason: Annotated[
+        str, StringConstraints(min_length=1, max_length=1024, pattern=REASON_PATTERN)
+    ] = Field(description="CamelCase reason of the last transition.")
+    message: Annotated[str, StringConstraints(max_length=32768)] = Field(
+        default="", description="Human-readable details."
+    )
+
+
+class PlanSummary(ApiModel):
+    """The bucket plan and its coverage proof."""
+
+    hash: Hash | None = Field(default=None, description="Digest of the planned bucket set.")
+    prompt_buckets: int | None = Field(default=None, ge=0, description="Prompt buckets.")
+    decode_buckets: int | None = Field(default=None, ge=0, description="Seed decode buckets.")
+    spec_decode_buckets: int | None = Field(
+        default=None, ge=0, description="Decode buckets after the 1+k spec-decode expansion."
+    )
+    total_buckets: int | None = Field(default=None, ge=0, description="Buckets to warm.")
+    extra_buckets: int | None = Field(
+        default=None, ge=0, description="Buckets the planner added to close coverage holes."
+    )
+    uncovered_count: int | None = Field(default=None, ge=0, description="Uncovered shapes.")
+    uncovered_shapes: list[Annotated[str, StringConstraints(max_length=128)]] | None = Field(
+        default=None,
+        max_length=MAX_UNCOVERED_LISTED,
+        description=f"First {MAX_UNCOVERED_LISTED} uncovered shapes, e.g. (decode, 24, 1, 768).",
+    )
+    estimated_warmup_seconds: int | None = Field(
+        default=None, ge=0, description="Predicted warmup duration without a cache hit."
+    )
+
+
+class WarmupSummary(ApiModel):
+    """The warmup Job of the current plan."""
+
+    job_name: ObjectName | None = Field(default=None, description="Name of the warmup Job.")
+    attempts: int | None = Field(default=None, ge=0, description="Attempts started so far.")
+    warmed_buckets: int | None = Field(default=None, ge=0, description="Buckets warmed so far.")
+    progress: Annotated[str, StringConstraints(max_length=64)] | None = Field(
+        default=None, description="Human-readable progress, e.g. 37/145."
+    )
+    start_time: Time | None = Field(default=None, description="When the current attempt started.")
+    completion_time: Time | None = Field(default=None, description="When warmup succeeded.")
+    duration_seconds: int | None = Field(default=None, ge=0, description="Warmup wall time.")
+    cache_key: Hash | None = Field(default=None, description="Recipe-cache key of the plan.")
+    cache_hit: bool | None = Field(
+        default=None, description="True when a cache for this key already existed."
+    )
+
+
+class ServingSummary(ApiModel):
+    """The serving Deployment (scale subresource reads replicas and selector here)."""
+
+    plan_hash: Hash | None = Field(default=None, description="Plan hash the replicas serve.")
+    deployment_name: ObjectName | None = Field(default=None, description="Serving Deployment.")
+    service_name: ObjectName | None = Field(default=None, description="Serving Service.")
+    replicas: int | None = Field(default=None, ge=0, description="Current serving replicas.")
+    ready_replicas: int | None = Field(default=None, ge=0, description="Ready serving replicas.")
+    selector: Annotated[str, StringConstraints(max_length=1024)] | None = Field(
+        default=None, description="Label selector of serving Pods, for the scale subresource."
+    )
+
+
+class SpecDecodeDeploymentStatus(ApiModel):
+    """Observed state, written by the operator only."""
+
+    observed_generation: int | None = Field(
+        default=None, ge=0, description="metadata.generation the status describes."
+    )
+    phase: PhaseName | None = Field(
+        default=None, description="One-word summary for printer columns; read conditions instead."
+    )
+    conditions: list[Condition] | None = Field(
+        default=None,
+        max_length=16,
+        description="BucketsPlanned, CoverageProven, Warmed, Ready; kstatus Reconciling/Stalled.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+    plan: PlanSummary | None = Field(default=None, description="Bucket plan summary.")
+    warmup: WarmupSummary | None = Field(default=None, description="Warmup summary.")
+    serving: ServingSummary | None = Field(default=None, description="Serving summary.")

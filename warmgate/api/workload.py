@@ -1,0 +1,146 @@
+"""The warmup and serving sections: the Job that fills the recipe cache, then the Deployment."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from warmgate.api.base import ApiModel, Rule
+from warmgate.api.constants import PREFIX
+from warmgate.api.kube import (
+    AnnotationValue,
+    ClaimTemplate,
+    LabelValue,
+    MapKey,
+    Name,
+    Placement,
+    Resources,
+    quantity_value,
+)
+
+MIB = 2**20
+
+
+def _cache_fits(cache: RecipeCache) -> bool:
+    template = cache.claim_template
+    return template is None or quantity_value(template.size) >= cache.max_size_mb * MIB
+
+
+class RecipeCache(ApiModel):
+    """Where the HPU recipe cache (PT_HPU_RECIPE_CACHE_CONFIG) lives between warmup and serving.
+
+    Neither existingClaim nor claimTemplate: the cache is an emptyDir, so nothing is reused
+    across processes and every serving replica compiles its graphs again at start.
+    """
+
+    existing_claim: Name | None = Field(
+        default=None, description="An existing PersistentVolumeClaim to keep the cache on."
+    )
+    claim_template: ClaimTemplate | None = Field(
+        default=None, description="A claim the operator creates (and owns) for the cache."
+    )
+    max_size_mb: int = Field(
+        default=8192,
+        ge=64,
+        le=1048576,
+        alias="maxSizeMB",
+        description="Recipe cache size cap in MiB (max_MB of PT_HPU_RECIPE_CACHE_CONFIG).",
+    )
+
+    cel_rules = (
+        Rule(
+            cel="!(has(self.existingClaim) && has(self.claimTemplate))",
+            message="existingClaim and claimTemplate are mutually exclusive",
+            check=lambda s: s.existing_claim is None or s.claim_template is None,
+            field_path=".claimTemplate",
+            reason="FieldValueForbidden",
+        ),
+        Rule(
+            cel=(
+                "!has(self.claimTemplate) || !isQuantity(self.claimTemplate.size) || "
+                "quantity(self.claimTemplate.size).asApproximateFloat() >= "
+                "double(self.maxSizeMB) * 1048576.0"
+            ),
+            message="maxSizeMB must fit in claimTemplate.size",
+            check=_cache_fits,
+            field_path=".maxSizeMB",
+        ),
+    )
+
+
+class WarmupSpec(ApiModel):
+    """The warmup Job: compiles every planned bucket once and fills the recipe cache."""
+
+    placement: Placement | None = Field(
+        default=None, description="Node selector, tolerations and affinity of the warmup Pod."
+    )
+    resources: Resources | None = Field(
+        default=None,
+        description="Resources of the warmup container; habana.ai/gaudi defaults to the TP size.",
+    )
+    timeout_seconds: int = Field(
+        default=3600, ge=60, le=86400, description="activeDeadlineSeconds of one warmup attempt."
+    )
+    retries: int = Field(
+        default=2, ge=0, le=10, description="Attempts after the first (the Job's backoffLimit)."
+    )
+    cache: RecipeCache = Field(
+        default_factory=RecipeCache, description="Recipe cache volume and its size cap."
+    )
+    probe_workload: bool = Field(
+        default=True,
+        description=(
+            "After warmup, replay a short synthetic load over the planned shapes and fail if "
+            "the engine logs a shape that was not warmed up."
+        ),
+    )
+
+
+def _unprefixed(keys: dict[str, str] | None) -> bool:
+    return not any(key.startswith(PREFIX) for key in keys or {})
+
+
+class ServingSpec(ApiModel):
+    """The serving Deployment and Service, started once warmup has succeeded."""
+
+    replicas: int = Field(
+        default=1, ge=0, le=256, description="Serving replicas (the scale subresource; HPA-able)."
+    )
+    placement: Placement | None = Field(
+        default=None, description="Node selector, tolerations and affinity of serving Pods."
+    )
+    resources: Resources | None = Field(
+        default=None,
+        description="Resources of the vLLM container; habana.ai/gaudi defaults to the TP size.",
+    )
+    port: int = Field(default=8000, ge=1, le=65535, description="HTTP port of the OpenAI API.")
+    service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = Field(
+        default="ClusterIP", description="Type of the Service in front of the replicas."
+    )
+    pod_labels: dict[MapKey, LabelValue] | None = Field(
+        default=None, max_length=32, description="Extra labels on serving Pods."
+    )
+    pod_annotations: dict[MapKey, AnnotationValue] | None = Field(
+        default=None, max_length=32, description="Extra annotations on serving Pods."
+    )
+
+    cel_rules = (
+        Rule(
+            cel=f"!has(self.podLabels) || self.podLabels.all(k, !k.startsWith('{PREFIX}'))",
+            message=f"podLabels must not use the operator's {PREFIX} prefix",
+            check=lambda s: _unprefixed(s.pod_labels),
+            field_path=".podLabels",
+            reason="FieldValueForbidden",
+        ),
+        Rule(
+            cel=(
+                f"!has(self.podAnnotations) || "
+                f"self.podAnnotations.all(k, !k.startsWith('{PREFIX}'))"
+            ),
+            message=f"podAnnotations must not use the operator's {PREFIX} prefix",
+            check=lambda s: _unprefixed(s.pod_annotations),
+            field_path=".podAnnotations",
+            reason="FieldValueForbidden",
+        ),
+    )

@@ -1,0 +1,47 @@
+"""`warmgate crd`: print the CustomResourceDefinition generated from the models, or write it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from warmgate.api.constants import CRD_FILE
+from warmgate.api.crd import render_crd
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the `crd` sub-command."""
+    parser = subparsers.add_parser(
+        "crd",
+        help="print (or --write) the SpecDecodeDeployment CRD generated from the models",
+        description="Generate the SpecDecodeDeployment CRD from the pydantic models.",
+    )
+    parser.add_argument(
+        "--write",
+        action="store_true",
+        help=f"write the committed file ({CRD_FILE}) instead of printing",
+    )
+    parser.add_argument(
+        "--output",
+        type=Path,
+        action="append",
+        default=None,
+        help="with --write: file(s) to write instead of the committed one (repeatable)",
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print or write the CRD; return the exit code."""
+    text = render_crd()
+    if not args.write:
+        sys.stdout.write(text)
+        return 0
+    for path in args.output or [REPO_ROOT / CRD_FILE]:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        print(f"Wrote {path}")
+    return 0
