@@ -1,4 +1,4 @@
-"""Test helpers: build plans the way the operator will, and run the runner from a stdlib-only tree."""
+"""Test helpers: build plans as the operator will, and run the runner from a stdlib-only tree."""
 
 from __future__ import annotations
 

@@ -205,19 +205,15 @@ def main(argv: list[str]) -> int:
     record = os.environ.get("STANDIN_RECORD")
     if record:
         owned = ("VLLM_BUCKETING_FROM_FILE", "VLLM_SKIP_WARMUP", "PT_HPU_RECIPE_CACHE_CONFIG")
-        Path(record).write_text(
-            json.dumps({"argv": argv, "env": {k: os.environ.get(k) for k in owned}})
-        )
+        env = {k: os.environ.get(k) for k in owned}
+        Path(record).write_text(json.dumps({"argv": argv, "env": env, "pid": os.getpid()}))
     log("INFO", "api_server.py:1700", f"vLLM API server (TEST DOUBLE standin_vllm) args: {argv}")
     if "crash_at_start" in faults():
         log("ERROR", "core.py:700", "EngineCore failed to start (injected crash_at_start)")
         return 3
     kv = int(faults().get("kv_blocks") or args.num_gpu_blocks_override or 8192)
-    log(
-        "INFO",
-        "hpu_worker.py:240",
-        f"Usable num_blocks: {kv}, actual allocated num_blocks: {kv + 1} (_PAD_BLOCK_ID={kv}, _PAD_SLOT_ID=0)",
-    )
+    usable = f"Usable num_blocks: {kv}, actual allocated num_blocks: {kv + 1}"
+    log("INFO", "hpu_worker.py:240", f"{usable} (_PAD_BLOCK_ID={kv}, _PAD_SLOT_ID=0)")
     lists = compute_lists(args, kv)
     print_list("prompt", lists["prompt"])
     print_list("decode", lists["seeds"])

@@ -18,6 +18,8 @@ from warmgate.warmup.plan import PlanError, load_plan
 from warmgate.warmup.report import Progress, write_termination_log
 from warmgate.warmup.runner import Runner, finish
 
+DEFAULT_TERMINATION_LOG = Path("/dev/termination-log")
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python3 -m warmgate.warmup", description=__doc__)
@@ -59,16 +61,25 @@ def _invalid_plan(exc: PlanError, termination_log: Path) -> int:
     return int(Outcome.PLAN_INVALID)
 
 
+def _declared_log(plan_path: Path) -> Path:
+    """The termination-log path of a plan we refused, if it can be read at all."""
+    try:
+        raw = json.loads(plan_path.read_text(encoding="utf-8"))
+        declared = raw["report"]["termination_log"]
+    except (OSError, ValueError, KeyError, TypeError):
+        declared = None
+    return Path(declared) if isinstance(declared, str) and declared else DEFAULT_TERMINATION_LOG
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the warmup (or a cache restore) and return the process exit code."""
     args = _parser().parse_args(argv)
     if args.restore_cache:
         return _restore(*args.restore_cache)
-    default_log = args.termination_log or Path("/dev/termination-log")
     try:
         plan = load_plan(args.plan)
     except PlanError as exc:
-        return _invalid_plan(exc, default_log)
+        return _invalid_plan(exc, args.termination_log or _declared_log(args.plan))
     if args.termination_log is not None:
         plan = dataclasses.replace(plan, termination_log=args.termination_log)
     signal.signal(signal.SIGTERM, _on_sigterm)

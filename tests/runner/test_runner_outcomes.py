@@ -1,0 +1,180 @@
+"""End-to-end: the runner against the stand-in engine, one test per outcome and exit code."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from runner_harness import make_plan, run_runner
+
+from warmgate.warmup.cache import find_published
+from warmgate.warmup.outcomes import Outcome
+
+pytestmark = pytest.mark.slow
+
+
+def _assert_outcome(result: object, outcome: Outcome) -> None:
+    code = getattr(result, "code", None)
+    assert code == int(outcome), (getattr(result, "stdout", ""), getattr(result, "stderr", ""))
+    summary = getattr(result, "summary", {})
+    assert summary["outcome"] == outcome.label
+    assert summary["code"] == int(outcome)
+
+
+def test_verified_run_publishes_cache_and_reports(tmp_path: Path) -> None:
+    result = run_runner(tmp_path, make_plan(tmp_path, k=1))
+    _assert_outcome(result, Outcome.VERIFIED)
+    report = result.report()
+    assert report["report_version"] == 1
+    assert {n: c["match"] for n, c in report["buckets"].items()} == {
+        "decode": True,
+        "prompt": True,
+        "seed_decode": True,
+    }
+    assert report["buckets"]["decode"]["observed_count"] == 105  # config A, k=1 (§6)
+    assert report["engine_log"]["kv_blocks"] == 8192
+    assert report["engine_log"]["warmup_secs"] == 1.0
+    manifest = find_published(tmp_path / "volume", "config-a")
+    assert manifest is not None
+    assert manifest["plan_hash"] == report["plan_hash"]
+    assert {f["path"] for f in manifest["files"]} >= {"recipe-0.bin", "graphs/decode.bin"}
+    assert result.summary["cache"] == "published"
+
+
+def test_progress_lines_reach_stdout(tmp_path: Path) -> None:
+    result = run_runner(tmp_path, make_plan(tmp_path, k=1))
+    lines = result.stdout.splitlines()
+    assert "warmgate-progress decode 105/105" in lines
+    assert "warmgate-progress prompt 63/63" in lines
+    assert "warmgate-progress probe 20/20" in lines
+    assert "warmgate-progress stage done verified" in lines
+    assert sum(line.startswith("warmgate-progress decode ") for line in lines) <= 101
+
+
+def test_engine_gets_seed_file_warmup_cache_and_pinned_flags(tmp_path: Path) -> None:
+    plan = make_plan(tmp_path, k=2)
+    result = run_runner(tmp_path, plan)
+    _assert_outcome(result, Outcome.VERIFIED)
+    record = result.standin_record()
+    env = record["env"]
+    assert env["VLLM_SKIP_WARMUP"] == "false"
+    assert Path(env["VLLM_BUCKETING_FROM_FILE"]).read_text() == plan["buckets"]["seed_file_text"]
+    assert env["PT_HPU_RECIPE_CACHE_CONFIG"] == f"{tmp_path / 'local' / 'recipes'},True,8192"
+    argv = record["argv"]
+    assert argv[argv.index("--num-gpu-blocks-override") + 1] == "8192"
+    spec = json.loads(argv[argv.index("--speculative-config") + 1])
+    assert spec["num_speculative_tokens"] == 2
+
+
+def test_second_run_restores_cache_and_keeps_first_entry(tmp_path: Path) -> None:
+    plan = make_plan(tmp_path, k=1)
+    first = run_runner(tmp_path, plan)
+    _assert_outcome(first, Outcome.VERIFIED)
+    manifest = find_published(tmp_path / "volume", "config-a")
+    second = run_runner(tmp_path, plan)
+    _assert_outcome(second, Outcome.VERIFIED)
+    env = second.standin_record()["env"]
+    assert env["PT_HPU_RECIPE_CACHE_CONFIG"].endswith(",False,8192")  # reader side, §4.6
+    assert second.summary["cache"] == "exists"
+    assert find_published(tmp_path / "volume", "config-a") == manifest
+
+
+def test_wrapped_bucket_lists_still_verify(tmp_path: Path) -> None:
+    result = run_runner(tmp_path, make_plan(tmp_path, k=3), faults="wrap_lists")
+    _assert_outcome(result, Outcome.VERIFIED)
+    assert result.report()["buckets"]["decode"]["observed_count"] == 114  # config A, k=3
+
+
+def test_unwarmed_shape_during_probe(tmp_path: Path) -> None:
+    result = run_runner(tmp_path, make_plan(tmp_path), faults="unwarmed_on_probe")
+    _assert_outcome(result, Outcome.UNWARMED_SHAPES)
+    assert result.summary["unwarmed"][0] == (
+        "Configuration: ('decode', 24, 1, 768) was not warmed-up!"
+    )
+    assert result.summary["unwarmed_count"] == 2  # plus the fallback bucket line
+    unwarmed = result.report()["engine_log"]["unwarmed"]
+    assert unwarmed == [{"config": "('decode', 24, 1, 768)", "after_warmup": True}]
+    assert find_published(tmp_path / "volume", "config-a") is None
+
+
+@pytest.mark.parametrize(
+    ("faults", "reason_part"),
+    [
+        ("kv_blocks=2000", "KV blocks: engine has 2000, plan pins 8192"),
+        ("extra_decode_bucket", "decode buckets: engine generated 106"),
+        ("skip_warmup", "Skipping warmup"),
+    ],
+)
+def test_plan_mismatch(tmp_path: Path, faults: str, reason_part: str) -> None:
+    result = run_runner(tmp_path, make_plan(tmp_path), faults=faults)
+    _assert_outcome(result, Outcome.PLAN_MISMATCH)
+    assert reason_part in result.summary["reason"]
+    assert find_published(tmp_path / "volume", "config-a") is None
+
+
+def test_engine_crash_at_start(tmp_path: Path) -> None:
+    result = run_runner(tmp_path, make_plan(tmp_path), faults="crash_at_start")
+    _assert_outcome(result, Outcome.ENGINE_FAILED)
+    assert "exited with 3 before /health" in result.summary["reason"]
+
+
+def test_engine_exits_during_probe(tmp_path: Path) -> None:
+    result = run_runner(tmp_path, make_plan(tmp_path), faults="exit_on_probe")
+    _assert_outcome(result, Outcome.ENGINE_FAILED)
+
+
+def test_probe_failure(tmp_path: Path) -> None:
+    result = run_runner(tmp_path, make_plan(tmp_path), faults="probe_http_500")
+    _assert_outcome(result, Outcome.PROBE_FAILED)
+    assert "HTTP 500" in result.summary["reason"]
+
+
+def test_hung_engine_times_out(tmp_path: Path) -> None:
+    plan = make_plan(tmp_path, timeouts={"startup_s": 3, "stop_grace_s": 5})
+    result = run_runner(tmp_path, plan, faults="hang")
+    _assert_outcome(result, Outcome.TIMED_OUT)
+
+
+def test_engine_ignoring_sigterm_is_killed(tmp_path: Path) -> None:
+    plan = make_plan(tmp_path, timeouts={"startup_s": 3, "stop_grace_s": 1})
+    result = run_runner(tmp_path, plan, faults="hang_ignore_term")
+    _assert_outcome(result, Outcome.TIMED_OUT)
+    pid = result.standin_record()["pid"]
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    assert result.report()["engine"]["exit_code"] == -9
+
+
+def test_device_count_below_tensor_parallel_is_refused(tmp_path: Path) -> None:
+    fake = tmp_path / "fake-site"
+    hpu = fake / "habana_frameworks" / "torch" / "hpu"
+    hpu.mkdir(parents=True)
+    (fake / "habana_frameworks" / "__init__.py").write_text("")
+    (fake / "habana_frameworks" / "torch" / "__init__.py").write_text("__version__ = '1.22.0'\n")
+    (hpu / "__init__.py").write_text(
+        "def device_count():\n    return 1\n\ndef get_device_name():\n    return 'GAUDI3'\n"
+    )
+    plan = make_plan(tmp_path)
+    plan["engine"]["tensor_parallel_size"] = 2
+    plan["engine"]["env"]["PYTHONPATH"] = str(fake)
+    plan["require_device"] = True
+    result = run_runner(tmp_path, plan)
+    _assert_outcome(result, Outcome.DEVICE_REFUSED)
+    facts = result.report()["facts"]
+    assert (facts["hpu_count"], facts["gaudi_generation"]) == (1, "Gaudi3")
+    assert not (tmp_path / "standin-record.json").exists()  # the engine never started
+
+
+def test_missing_device_is_refused_when_required(tmp_path: Path) -> None:
+    result = run_runner(tmp_path, make_plan(tmp_path, require_device=True))
+    _assert_outcome(result, Outcome.DEVICE_REFUSED)
+    assert "cannot count HPUs" in result.summary["reason"]
+
+
+def test_unknown_plan_version_is_refused(tmp_path: Path) -> None:
+    result = run_runner(tmp_path, make_plan(tmp_path, format_version=2))
+    _assert_outcome(result, Outcome.PLAN_INVALID)
+    assert "format_version" in result.summary["reason"]
+    assert "plan invalid" in result.stderr
