@@ -1,0 +1,139 @@
+"""Plan completion: add the fewest seed buckets that make every reachable step run warmed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from warmgate.buckets.bucket_file import format_bucket_file
+from warmgate.buckets.config import EngineShapeConfig
+from warmgate.buckets.coverage import CoverageReport, UncoveredShape, prove_coverage
+from warmgate.buckets.generate import Bucket
+from warmgate.buckets.plan import BucketPlan, plan_buckets
+
+__all__ = ["CompletionError", "PlanDiff", "complete_plan", "plan_diff", "with_bucket_file"]
+
+# Each round adds buckets for the gaps it sees; new seed rows can re-pad other steps (seed-first
+# padding, doc section 3.6), which the next round covers. Rows grow by a factor T per level, so
+# a handful of rounds reach a fixed point; the limit only guards against a non-converging input.
+MAX_ROUNDS = 24
+
+
+class CompletionError(RuntimeError):
+    """Completion found no covered plan (filters drop what it adds, or no fixed point)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PlanDiff:
+    """Buckets a completed plan has beyond the original, per phase (sorted)."""
+
+    added_prompt: tuple[Bucket, ...]
+    added_seeds: tuple[Bucket, ...]
+    added_decode: tuple[Bucket, ...]
+
+    @property
+    def added(self) -> int:
+        """Buckets warmup compiles in addition (prompt plus decode, spec rows included)."""
+        return len(self.added_prompt) + len(self.added_decode)
+
+
+def plan_diff(before: BucketPlan, after: BucketPlan) -> PlanDiff:
+    """What ``after`` warms that ``before`` does not."""
+    return PlanDiff(
+        tuple(sorted(set(after.prompt_buckets) - set(before.prompt_buckets))),
+        tuple(sorted(set(after.seed_decode_buckets) - set(before.seed_decode_buckets))),
+        tuple(sorted(set(after.decode_buckets) - set(before.decode_buckets))),
+    )
+
+
+def with_bucket_file(cfg: EngineShapeConfig, text: str) -> EngineShapeConfig:
+    """``cfg`` reading its buckets from ``text`` (VLLM_BUCKETING_FROM_FILE), validated again."""
+    return EngineShapeConfig.model_validate({**cfg.model_dump(), "bucket_file": text})
+
+
+def complete_plan(
+    cfg: EngineShapeConfig,
+    partial_drafts: bool = True,
+    *,
+    prefix_caching: bool | None = None,
+    max_rounds: int = MAX_ROUNDS,
+) -> BucketPlan:
+    """A plan whose coverage proof holds, from ``cfg``'s plan plus as few seed buckets as found.
+
+    The result reads its buckets from a seed file (``plan.config.bucket_file``) that holds every
+    original prompt and seed bucket, so nothing the user's seeds gave is removed; the engine
+    expands the file's decode rows again, and the proof runs on that re-expanded plan. The plan
+    is returned unchanged when it is already covered. Raises CompletionError otherwise.
+    """
+    plan = plan_buckets(cfg)
+    for _ in range(max_rounds):
+        report = prove_coverage(plan, partial_drafts, prefix_caching=prefix_caching)
+        if report.covered:
+            return _verified(plan, partial_drafts, prefix_caching)
+        plan = _next_plan(cfg, plan, report)
+    raise CompletionError(f"no covered plan after {max_rounds} rounds of completion")
+
+
+def _next_plan(cfg: EngineShapeConfig, plan: BucketPlan, report: CoverageReport) -> BucketPlan:
+    """Re-plan from the current seeds plus one bucket per gap row; fail if nothing new sticks."""
+    gaps = report.uncovered
+    prompt = set(plan.prompt_buckets) | set(_prompt_additions(plan, gaps))
+    seeds = set(plan.seed_decode_buckets) | set(_decode_additions(plan, gaps))
+    text = format_bucket_file(sorted(prompt), sorted(seeds), ("warmgate completed seed file",))
+    nxt = plan_buckets(with_bucket_file(cfg, text))
+    if set(nxt.prompt_buckets) <= set(plan.prompt_buckets) and set(nxt.seed_decode_buckets) <= set(
+        plan.seed_decode_buckets
+    ):
+        dropped = sorted((prompt | seeds) - set(nxt.prompt_buckets) - set(nxt.seed_decode_buckets))
+        raise CompletionError(f"the engine's filters drop every bucket completion adds: {dropped}")
+    return nxt
+
+
+def _decode_additions(plan: BucketPlan, gaps: Iterable[UncoveredShape]) -> list[Bucket]:
+    """One seed per virtual-batch row V that runs unwarmed shapes: (V, 1, largest target).
+
+    The block lookup first-fits row V before any larger row, so a bucket in row V at least as
+    large as every target makes all of them hit row V (doc section 3.4). e.g. config A, k=3,
+    partial T=3 over B=8 gives V=24 with targets up to 3*192=576 -> seed (24, 1, 576). Without
+    contiguous PA the decode filter drops seeds with bs > blocks, so blocks is at least V.
+    """
+    need: dict[int, int] = {}
+    for gap in gaps:
+        if gap.phase == "decode":
+            virtual, _, blocks = gap.requested
+            need[virtual] = max(need.get(virtual, 0), blocks)
+    floor = 0 if plan.config.contiguous_pa else 1
+    return [(v, 1, max(blocks, v * floor, 1)) for v, blocks in sorted(need.items())]
+
+
+def _prompt_additions(plan: BucketPlan, gaps: Iterable[UncoveredShape]) -> list[Bucket]:
+    """One prompt bucket per (bs, query row) that falls back: the row's query, the largest ctx.
+
+    The query is the smallest planned query of that bs at or above the largest requested one
+    (keeping padding as today), else the request itself; never 1, which a file reads as decode.
+    """
+    queries: dict[int, list[int]] = {}
+    for b, q, _ in plan.prompt_buckets:
+        queries.setdefault(b, []).append(q)
+    need: dict[tuple[int, int], int] = {}
+    for gap in gaps:
+        if gap.phase == "prompt":
+            bs, query, ctx = gap.requested
+            above = [q for q in queries.get(bs, []) if q >= query]
+            key = (bs, max(min(above, default=query), 2))
+            need[key] = max(need.get(key, 0), ctx)
+    return [(bs, q, ctx) for (bs, q), ctx in sorted(need.items())]
+
+
+def _verified(plan: BucketPlan, partial_drafts: bool, prefix_caching: bool | None) -> BucketPlan:
+    """Re-plan from the plan's own seed file and prove it again, as the engine would read it."""
+    if plan.config.bucket_file is None:
+        return plan
+    again = plan_buckets(with_bucket_file(plan.config, plan.to_bucket_file()))
+    same = (again.prompt_buckets, again.decode_buckets) == (
+        plan.prompt_buckets,
+        plan.decode_buckets,
+    )
+    if not same or not prove_coverage(again, partial_drafts, prefix_caching=prefix_caching).covered:
+        raise CompletionError("the completed seed file does not re-plan to a covered plan")
+    return again

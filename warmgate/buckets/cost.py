@@ -1,0 +1,165 @@
+"""Warmup time estimate from a bucket list: a low-high range per graph, summed, with its sources.
+
+Every parameter is a (low, high) pair drawn from the public figures in the reference doc,
+section 4.5 (none measured by warmgate on hardware):
+
+- ``base_s`` 0.4-1.0 s per graph for an 8B model in BF16 at a small shape: the fork's log
+  "Warmup finished in 49 secs" for 24 prompt + 48 decode buckets is 0.68 s per graph; the docs'
+  Llama-3.1-8B BF16 warmup of 66 s without recipe cache over a default bucket set (roughly
+  100-150 buckets) is 0.45-0.65 s.
+- ``fp8`` 5-8x: the same docs give 504 s for FP8 against 66 s for BF16 (7.6x).
+- ``model_exp`` 0.4-0.7: compile time grows sublinearly with parameters (graph size follows
+  layers, not width). Llama-4-Maverick (about 400B) at 131k context compiled about 14 s per
+  decode bucket (PR #1160): 0.68 s * (400/8)^0.7 = 10.5 s before shape growth.
+- ``token_exp`` 0.15-0.3 on tokens per graph (bs*query) above 128: the fork's bs-64 prompt
+  buckets took 15-40 s each (vllm-fork issue #201).
+- ``block_exp`` 0.1-0.25 on KV blocks above 1024 (Maverick's decode buckets reach ~21k blocks).
+- ``overhead_s`` 1-3 s for the sampler and defragmenter warmups (PR #129).
+- ``cache_ratio`` 0.3-0.4 with a warm recipe cache (66 s -> 23 s BF16); FP8 with cache costs
+  1.5x BF16 (34 s against 23 s).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from warmgate.buckets.generate import Bucket
+from warmgate.buckets.plan import BucketPlan
+
+__all__ = ["CostEstimate", "CostParams", "ModelProfile", "estimate_buckets", "estimate_plan"]
+
+Dtype = Literal["bf16", "fp8"]
+Span = tuple[float, float]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelProfile:
+    """What the per-graph cost depends on besides the shape: size in billions and dtype."""
+
+    params_b: float = 8.0
+    dtype: Dtype = "bf16"
+
+
+@dataclass(frozen=True, slots=True)
+class CostParams:
+    """(low, high) parameters of the per-graph model; see the module docstring for sources."""
+
+    base_s: Span = (0.4, 1.0)
+    fp8: Span = (5.0, 8.0)
+    fp8_cached: Span = (1.5, 1.5)
+    model_exp: Span = (0.4, 0.7)
+    token_exp: Span = (0.15, 0.3)
+    block_exp: Span = (0.1, 0.25)
+    overhead_s: Span = (1.0, 3.0)
+    cache_ratio: Span = (0.3, 0.4)
+    ref_params_b: float = 8.0
+    ref_tokens: int = 128
+    ref_blocks: int = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class CostEstimate:
+    """Estimated warmup seconds as a range, and how many graphs it covers."""
+
+    low_s: float
+    high_s: float
+    prompt_graphs: int
+    decode_graphs: int
+
+    @property
+    def graphs(self) -> int:
+        """Graphs compiled (prompt plus decode buckets)."""
+        return self.prompt_graphs + self.decode_graphs
+
+    def __str__(self) -> str:
+        return f"{_human(self.low_s)}-{_human(self.high_s)} for {self.graphs} graphs"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (seconds rounded to whole seconds: the range is the message)."""
+        return {
+            "low_s": round(self.low_s),
+            "high_s": round(self.high_s),
+            "graphs": self.graphs,
+            "prompt_graphs": self.prompt_graphs,
+            "decode_graphs": self.decode_graphs,
+            "text": str(self),
+        }
+
+
+def graph_seconds(
+    bucket: Bucket, prompt: bool, model: ModelProfile, params: CostParams, bound: int
+) -> float:
+    """One graph's compile seconds with the low (bound 0) or high (bound 1) parameters.
+
+    e.g. 8B BF16 decode (64, 1, 2048): low 0.4 * 2^0.1 = 0.43 s, high 1.0 * 2^0.25 = 1.19 s.
+    """
+    bs, query, blocks = bucket
+    tokens = bs * query if prompt else bs
+    ctx_blocks = bs * blocks if prompt else blocks  # a prompt's block list holds bs * ctx
+    size = (max(model.params_b, 0.1) / params.ref_params_b) ** params.model_exp[bound]
+    work = max(1.0, tokens / params.ref_tokens) ** params.token_exp[bound]
+    kv = max(1.0, ctx_blocks / params.ref_blocks) ** params.block_exp[bound]
+    return float(params.base_s[bound] * size * work * kv)
+
+
+def estimate_buckets(
+    prompt: Iterable[Bucket],
+    decode: Iterable[Bucket],
+    model: ModelProfile | None = None,
+    params: CostParams | None = None,
+    *,
+    recipe_cache: bool = False,
+    overhead: bool = True,
+) -> CostEstimate:
+    """Warmup seconds for compiling these buckets; ``overhead`` adds the sampler warmup."""
+    model = model or ModelProfile()
+    params = params or CostParams()
+    prompt, decode = list(prompt), list(decode)
+    spans = [
+        _total(prompt, decode, model, params, bound=bound, cached=recipe_cache)
+        + (params.overhead_s[bound] if overhead else 0.0)
+        for bound in (0, 1)
+    ]
+    return CostEstimate(spans[0], spans[1], len(prompt), len(decode))
+
+
+def estimate_plan(
+    plan: BucketPlan,
+    model: ModelProfile | None = None,
+    params: CostParams | None = None,
+    *,
+    recipe_cache: bool = False,
+) -> CostEstimate:
+    """Warmup seconds for a whole plan (prompt and decode lists, spec rows included)."""
+    return estimate_buckets(
+        plan.prompt_buckets, plan.decode_buckets, model, params, recipe_cache=recipe_cache
+    )
+
+
+def _total(
+    prompt: list[Bucket],
+    decode: list[Bucket],
+    model: ModelProfile,
+    params: CostParams,
+    *,
+    bound: int,
+    cached: bool,
+) -> float:
+    seconds = sum(graph_seconds(b, True, model, params, bound) for b in prompt)
+    seconds += sum(graph_seconds(b, False, model, params, bound) for b in decode)
+    if model.dtype == "fp8":
+        seconds *= (params.fp8_cached if cached else params.fp8)[bound]
+    if cached:
+        seconds *= params.cache_ratio[bound]
+    return seconds
+
+
+def _human(seconds: float) -> str:
+    """Seconds under two minutes, else minutes, else hours: '45 s', '12 min', '2.5 h'."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
