@@ -1,0 +1,29 @@
+"""The README's run command (`warmgate demo`) works against a real control plane."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from warmgate.cli import main
+from warmgate.controlplane import ControlPlane
+
+pytestmark = pytest.mark.integration
+
+
+def test_demo_applies_plans_and_shows_a_refusal(
+    control_plane: ControlPlane, namespace: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        ["demo", "--kubeconfig", str(control_plane.kubeconfig), "--namespace", namespace,
+         "examples/llama31-8b-eagle3-gaudi2.yaml"]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "specdecodedeployment.warmgate.dev/llama31-8b-eagle3 created" in out
+    assert "completed plan:" in out
+    assert "proof holds again" in out
+    assert "spec.speculative.draftModel: Required value" in out
+    listed = json.loads(control_plane.kubectl("get", "sdd", "-n", namespace, "-o", "json").stdout)
+    assert [item["metadata"]["name"] for item in listed["items"]] == ["llama31-8b-eagle3"]

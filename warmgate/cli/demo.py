@@ -1,0 +1,171 @@
+"""`warmgate demo`: the main job end to end on a real control plane (embedded when none is set)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from warmgate.api import SpecDecodeDeployment, engine_shape_config, load_manifest
+from warmgate.buckets import BucketPlan, plan_buckets
+from warmgate.buckets.complete import CompletionError, complete_plan
+from warmgate.buckets.coverage import prove_coverage
+from warmgate.controlplane import REPO_ROOT, ControlPlane, find_assets
+
+CRD_FILE = REPO_ROOT / "crds" / "warmgate.dev_specdecodedeployments.yaml"
+EXAMPLES = REPO_ROOT / "examples"
+# A manifest the API server itself must refuse: eagle3 without its draft model, and a token
+# budget below one block (both CEL rules of the CRD, not checks of this program).
+BAD_MANIFEST: dict[str, Any] = {
+    "apiVersion": "warmgate.dev/v1alpha1",
+    "kind": "SpecDecodeDeployment",
+    "metadata": {"name": "refused"},
+    "spec": {
+        "model": {"name": "meta-llama/Llama-3.1-8B-Instruct"},
+        "image": "vllm-gaudi:v0.26.0",
+        "device": "gaudi2",
+        "engine": {"maxModelLen": 8192, "maxNumBatchedTokens": 64},
+        "speculative": {"method": "eagle3", "numSpeculativeTokens": 2},
+    },
+}
+
+
+@dataclass
+class Kubectl:
+    """kubectl bound to one kubeconfig."""
+
+    binary: str
+    kubeconfig: Path
+
+    def __call__(
+        self, *args: str, stdin: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        cmd = [self.binary, f"--kubeconfig={self.kubeconfig}", *args]
+        return subprocess.run(cmd, input=stdin, capture_output=True, text=True, check=check)
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "demo",
+        help="Plan, prove and apply the examples on a real control plane",
+        description=(
+            "Uses the cluster of --kubeconfig/$KUBECONFIG when set; otherwise starts a local "
+            "etcd + kube-apiserver (the test harness's control plane) and stops it at the end."
+        ),
+    )
+    parser.add_argument("--kubeconfig", type=Path, default=None)
+    parser.add_argument("--namespace", default="warmgate-demo")
+    parser.add_argument("manifests", nargs="*", type=Path, help="default: examples/*.yaml")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    manifests = list(args.manifests) or sorted(EXAMPLES.glob("*.yaml"))
+    with _cluster(args.kubeconfig) as kubectl:
+        _install_crd(kubectl)
+        kubectl("create", "namespace", args.namespace, check=False)
+        for path in manifests:
+            _apply_and_plan(kubectl, path, args.namespace)
+        _show_refusal(kubectl, args.namespace)
+        print(kubectl("get", "sdd", "-n", args.namespace, "-o", "wide").stdout)
+    return 0
+
+
+@contextlib.contextmanager
+def _cluster(kubeconfig: Path | None) -> Iterator[Kubectl]:
+    configured = kubeconfig or (
+        Path(os.environ["KUBECONFIG"]) if "KUBECONFIG" in os.environ else None
+    )
+    if configured is not None:
+        print(f"Using the cluster of {configured}")
+        yield Kubectl(shutil.which("kubectl") or _asset_kubectl(), configured)
+        return
+    assets = find_assets(provision=True)
+    print("No cluster configured: starting a local etcd + kube-apiserver ...", flush=True)
+    with ControlPlane(assets) as cp:
+        print(f"Started kube-apiserver at {cp.server} in {cp.startup_seconds:.1f} s")
+        yield Kubectl(str(assets / "kubectl"), cp.kubeconfig)
+    print("Stopped the local control plane")
+
+
+def _asset_kubectl() -> str:
+    return str(find_assets(provision=False) / "kubectl")
+
+
+def _install_crd(kubectl: Kubectl) -> None:
+    kubectl("apply", "--server-side", "-f", str(CRD_FILE))
+    kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRD_FILE))
+    print(f"Installed CRD from {CRD_FILE.relative_to(REPO_ROOT)}")
+
+
+def _apply_and_plan(kubectl: Kubectl, path: Path, namespace: str) -> None:
+    sdd = load_manifest(path)
+    doc = yaml.safe_load(path.read_text())
+    doc["metadata"]["namespace"] = namespace
+    res = kubectl("apply", "--validate=strict", "-f", "-", stdin=json.dumps(doc), check=False)
+    verdict = res.stdout.strip() or res.stderr.strip()
+    print(f"\n== {path.name}: {verdict}")
+    _print_plan(sdd)
+
+
+def _print_plan(sdd: SpecDecodeDeployment) -> None:
+    cfg = engine_shape_config(sdd)
+    plan = plan_buckets(cfg)
+    policy = sdd.spec.buckets.coverage
+    report = prove_coverage(plan, policy.partial_drafts)
+    print(f"   {_counts(plan)}")
+    print(f"   coverage: {report.states:,} reachable states, {_verdict(report.uncovered)}")
+    for gap in report.uncovered[:3]:
+        print(f"     unwarmed {gap.engine_config} x{gap.states:,} states, e.g. {_state(gap)}")
+    if report.covered:
+        return
+    try:
+        done = complete_plan(cfg, policy.partial_drafts)
+    except CompletionError as exc:
+        print(f"   completion failed: {exc}")
+        return
+    added = len(done.prompt_buckets) + len(done.decode_buckets) - _total(plan)
+    print(f"   completed plan: +{added} buckets, {_counts(done)}; proof holds again")
+
+
+def _state(gap: Any) -> str:
+    a, b, c = gap.example
+    if gap.phase == "decode":
+        return f"{a} seqs holding {b} KV blocks, {c} tokens each"
+    return f"a prefill of {a} x {b} tokens after {c} cached blocks"
+
+
+def _counts(plan: BucketPlan) -> str:
+    return (
+        f"buckets: {len(plan.prompt_buckets)} prompt, {len(plan.seed_decode_buckets)} seed decode, "
+        f"{len(plan.decode_buckets)} decode after spec expansion (+{plan.spec_added})"
+    )
+
+
+def _total(plan: BucketPlan) -> int:
+    return len(plan.prompt_buckets) + len(plan.decode_buckets)
+
+
+def _verdict(uncovered: Sequence[Any]) -> str:
+    if not uncovered:
+        return "every one runs a warmed bucket (proven)"
+    return f"{len(uncovered)} shapes would run unwarmed"
+
+
+def _show_refusal(kubectl: Kubectl, namespace: str) -> None:
+    doc = {**BAD_MANIFEST, "metadata": {"name": "refused", "namespace": namespace}}
+    res = kubectl("apply", "--validate=strict", "-f", "-", stdin=json.dumps(doc), check=False)
+    print("\n== an invalid manifest (eagle3 without draftModel, maxNumBatchedTokens < blockSize):")
+    print("   " + (res.stderr.strip() or res.stdout.strip()).replace("\n", "\n   "))
+    if res.returncode == 0:
+        print("   ERROR: the server accepted it", file=sys.stderr)
