@@ -49,8 +49,11 @@ class ApiModel(BaseModel):
 
     # extra="forbid" mirrors `kubectl apply --validate=strict`; field names stay snake_case in
     # Python and camelCase in YAML, and both spellings are accepted on input.
+    # strict=True: "yes" is not a boolean and "8" is not an integer, exactly as the apiserver's
+    # schema validation sees them, so pydantic never accepts what the server refuses.
     model_config = ConfigDict(
         extra="forbid",
+        strict=True,
         alias_generator=to_camel,
         validate_by_name=True,
         validate_by_alias=True,

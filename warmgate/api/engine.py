@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Final, Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import Field, StringConstraints, field_validator
 
 from warmgate.api.base import ApiModel, Rule
 from warmgate.api.kube import EnvVar, Name, SecretKeyRef
@@ -143,6 +143,16 @@ class EngineSpec(ApiModel):
         description="Extra environment of the vLLM container; bucketing variables are refused.",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
+
+    @field_validator("env")
+    @classmethod
+    def _unique_env(cls, env: list[EnvVar] | None) -> list[EnvVar] | None:
+        # The apiserver enforces this through x-kubernetes-list-type: map ("Duplicate value").
+        names = [e.name for e in env or ()]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"duplicate env names: {', '.join(duplicates)}")
+        return env
 
     cel_rules = (
         Rule(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import Field, PlainSerializer, StringConstraints
+from pydantic import Field, PlainSerializer, Strict, StringConstraints
 
 from warmgate.api.base import ApiModel
 
@@ -20,6 +20,7 @@ MAX_UNCOVERED_LISTED = 20
 # metav1.Time: RFC 3339 in UTC with second precision.
 Time = Annotated[
     datetime,
+    Strict(False),  # the apiserver hands timestamps back as RFC 3339 strings
     PlainSerializer(lambda t: t.strftime("%Y-%m-%dT%H:%M:%SZ"), return_type=str, when_used="json"),
 ]
 ConditionStatus = Literal["True", "False", "Unknown"]
