@@ -1,0 +1,94 @@
+"""The real kube-apiserver refuses every bad manifest of the corpus with the recorded message."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from bad_manifests.corpus import BadCase, base_manifest, load_cases
+
+from warmgate.api.constants import CRD_FILE, CRD_NAME, GROUP, PLURAL, VERSION
+from warmgate.controlplane import ControlPlane
+
+pytestmark = pytest.mark.integration
+CRD_PATH = Path(__file__).resolve().parents[2] / CRD_FILE
+CASES = load_cases()
+
+
+@pytest.fixture(scope="module")
+def crd_namespace(control_plane: ControlPlane) -> Iterator[str]:
+    """The generated CRD installed (idempotently) and one namespace for every dry run."""
+    control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_PATH))
+    control_plane.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
+    name = f"api-validation-{uuid.uuid4().hex[:6]}"
+    control_plane.kubectl("create", "namespace", name)
+    yield name
+    control_plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+def _dry_run(cp: ControlPlane, namespace: str, manifest: dict[str, object]) -> str:
+    """stderr of a strict server-side dry-run create; fails the test if the server accepts."""
+    result = cp.kubectl(
+        "create", "--dry-run=server", "--validate=strict", "-n", namespace, "-f", "-",
+        stdin=json.dumps(manifest), check=False,
+    )  # fmt: skip
+    assert result.returncode != 0, f"the apiserver accepted it:\n{result.stdout}"
+    return result.stderr
+
+
+def test_the_base_manifest_is_accepted(control_plane: ControlPlane, crd_namespace: str) -> None:
+    result = control_plane.kubectl(
+        "create", "--dry-run=server", "--validate=strict", "-n", crd_namespace, "-f", "-",
+        stdin=json.dumps(base_manifest()),
+    )  # fmt: skip
+    assert "created (server dry run)" in result.stdout
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_the_server_refuses(control_plane: ControlPlane, crd_namespace: str, case: BadCase) -> None:
+    stderr = _dry_run(control_plane, crd_namespace, case.manifest)
+    for expect in case.expect:
+        assert expect in stderr
+
+
+def test_api_clients_get_the_same_message_with_field_validation_strict(
+    control_plane: ControlPlane, crd_namespace: str
+) -> None:
+    from kubernetes import client
+
+    case = next(c for c in CASES if c.name == "unknown-field-engine")
+    api = client.CustomObjectsApi(control_plane.api_client())
+    with pytest.raises(client.ApiException) as info:
+        api.create_namespaced_custom_object(
+            GROUP, VERSION, crd_namespace, PLURAL, case.manifest,
+            dry_run="All", field_validation="Strict",
+        )  # fmt: skip
+    assert info.value.status == 400
+    assert case.expect[0] in json.loads(info.value.body)["message"]
+
+
+def test_unknown_fields_are_pruned_silently_without_strict_validation(
+    control_plane: ControlPlane, crd_namespace: str
+) -> None:
+    """Why the corpus uses --validate=strict: with validation off the field just disappears."""
+    case = next(c for c in CASES if c.name == "unknown-field-engine")
+    result = control_plane.kubectl(
+        "create", "--dry-run=server", "--validate=false", "-n", crd_namespace, "-o", "json",
+        "-f", "-", stdin=json.dumps(case.manifest),
+    )  # fmt: skip
+    assert "maxModelLength" not in json.loads(result.stdout)["spec"]["engine"]
+
+
+def test_updates_are_validated_too(control_plane: ControlPlane, crd_namespace: str) -> None:
+    manifest = base_manifest()
+    manifest["metadata"]["name"] = "update-me"
+    control_plane.kubectl("create", "-n", crd_namespace, "-f", "-", stdin=json.dumps(manifest))
+    patch = json.dumps({"spec": {"speculative": {"method": "ngram"}}})
+    result = control_plane.kubectl(
+        "patch", "sdd", "update-me", "-n", crd_namespace, "--type=merge", "-p", patch, check=False
+    )
+    assert result.returncode != 0
+    assert "draftModel must not be set when method is mtp or ngram" in result.stderr
