@@ -39,3 +39,28 @@ __all__ = [
     "parse_bucket_file",
     "plan_buckets",
 ]
+
+# Coverage proof, completion and warmup cost (issue 4), after the planner they build on.
+from warmgate.buckets.complete import CompletionError, PlanDiff, complete_plan, plan_diff
+from warmgate.buckets.cost import CostEstimate, ModelProfile, estimate_buckets, estimate_plan
+from warmgate.buckets.coverage import (
+    CoverageReport,
+    UncoveredShape,
+    brute_force_coverage,
+    prove_coverage,
+)
+
+__all__ += [
+    "CompletionError",
+    "CostEstimate",
+    "CoverageReport",
+    "ModelProfile",
+    "PlanDiff",
+    "UncoveredShape",
+    "brute_force_coverage",
+    "complete_plan",
+    "estimate_buckets",
+    "estimate_plan",
+    "plan_diff",
+    "prove_coverage",
+]
