@@ -24,7 +24,9 @@ LABEL_COMPONENT: Final = f"{PREFIX}component"
 LABEL_PLAN_HASH: Final = f"{PREFIX}plan-hash"
 ANNOTATION_PLAN_HASH: Final = f"{PREFIX}plan-hash"
 ANNOTATION_CACHE_KEY: Final = f"{PREFIX}cache-key"
-ANNOTATION_LAST_APPLIED_SPEC: Final = f"{PREFIX}last-handled-spec"
+# kopf's progress and diff-base storages take a prefix: with GROUP their keys become
+# warmgate.dev/last-handled-configuration and warmgate.dev/<handler-id>.
+KOPF_STORAGE_PREFIX: Final = GROUP
 FINALIZER: Final = f"{PREFIX}finalizer"
 READINESS_GATE: Final = f"{PREFIX}warmed"
 COMPONENT_WARMUP: Final = "warmup"
@@ -63,7 +65,6 @@ class Reason:
     REPLICAS_READY: Final = "ReplicasReady"
     SCALED_TO_ZERO: Final = "ScaledToZero"
     UNWARMED_SHAPE_OBSERVED: Final = "UnwarmedShapeObserved"
-    RECONCILED: Final = "Reconciled"
 
 
 class Phase:

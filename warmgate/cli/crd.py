@@ -8,6 +8,7 @@ from pathlib import Path
 
 from warmgate.api.constants import CRD_FILE
 from warmgate.api.crd import render_crd
+from warmgate.api.reference import render_reference
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,11 +32,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=None,
         help="with --write: file(s) to write instead of the committed one (repeatable)",
     )
+    parser.add_argument(
+        "--reference",
+        action="store_true",
+        help="print the generated field reference of docs/api.md instead of the CRD",
+    )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Print or write the CRD; return the exit code."""
+    if args.reference:
+        sys.stdout.write(render_reference())
+        return 0
     text = render_crd()
     if not args.write:
         sys.stdout.write(text)
