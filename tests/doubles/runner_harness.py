@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
@@ -78,7 +79,11 @@ def make_plan(tmp: Path, *, k: int = 1, **top: Any) -> dict[str, Any]:
             "key": "config-a",
             "local_dir": str(tmp / "local" / "recipes"),
         },
-        "probe": {"steps": DEFAULT_STEPS, "max_requests": 64, "request_timeout_s": 30},
+        "probe": {
+            "steps": copy.deepcopy(DEFAULT_STEPS),
+            "max_requests": 64,
+            "request_timeout_s": 30,
+        },
         "timeouts": {"total_s": 120, "startup_s": 60, "probe_s": 60, "stop_grace_s": 10},
         "report": {"termination_log": str(tmp / "termination-log")},
         "work_dir": str(tmp / "work"),

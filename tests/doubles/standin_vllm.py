@@ -34,10 +34,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from warmgate.buckets import EngineShapeConfig, plan_buckets
-
+REPO = Path(__file__).resolve().parents[2]
 HEADER = "[bs, query, num_blocks]"
 
 
@@ -85,6 +82,10 @@ def spec_tokens(args: argparse.Namespace) -> int:
 
 def compute_lists(args: argparse.Namespace, kv_blocks: int) -> dict[str, list[Any]]:
     """Bucket lists from the seed file via warmgate.buckets (the engine's file mode, §2.6)."""
+    # Imported late so the process is up (and has written STANDIN_RECORD) within milliseconds.
+    sys.path.insert(0, str(REPO))
+    from warmgate.buckets import EngineShapeConfig, plan_buckets
+
     text = Path(os.environ["VLLM_BUCKETING_FROM_FILE"]).read_text()
     config = EngineShapeConfig(
         max_num_seqs=args.max_num_seqs,

@@ -158,9 +158,13 @@ def _encode(doc: dict[str, Any]) -> str:
 
 
 def _shrink(doc: dict[str, Any]) -> str:
-    # Drop list entries one at a time, then cut the free-text reason: the counts and the
-    # outcome always survive, the full detail is in the report on the volume.
+    # Cap the free text, drop list entries from the end, then cut the text further: the
+    # counts and the outcome always survive, the full detail is in the report on the volume.
+    if len(doc["reason"]) > 1000:
+        doc["reason"], doc["truncated"] = doc["reason"][:1000], True
     for name in ("unwarmed", "mismatches"):
+        if len(doc[name]) > 40:  # 40 lines of ~60 bytes already fill the budget.
+            doc[name], doc["truncated"] = doc[name][:40], True
         while len(_encode(doc)) > SUMMARY_LIMIT and doc[name]:
             doc[name].pop()
             doc["truncated"] = True

@@ -44,12 +44,12 @@ def _observed(log: EngineLog, name: str) -> list[tuple[int, int, int]] | None:
     # §1 item 2: with k > 0 the engine logs the expanded list as "spec decode buckets"; the
     # plain "decode buckets" line then holds the seeds (or, if logged after the replacement,
     # the expanded list again; _check_seed accepts that case as "not logged separately").
-    spec = log.lists.get("spec_decode")
+    # With k = 0 there is no spec line and seeds == decode buckets.
     if name == "prompt":
         return log.lists.get("prompt")
-    if name == "decode":
-        return spec if spec is not None else log.lists.get("decode")
-    return log.lists.get("decode") if spec is not None else None
+    if name == "decode" and "spec_decode" in log.lists:
+        return log.lists["spec_decode"]
+    return log.lists.get("decode")
 
 
 def check_lists(plan: Plan, log: EngineLog) -> list[ListCheck]:

@@ -1,0 +1,31 @@
+"""The runner against a real vLLM-Gaudi engine: only on a Gaudi machine, skipped elsewhere."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from warmgate.warmup.outcomes import Outcome
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.gaudi
+def test_real_engine_warmup_verifies() -> None:
+    plan = os.environ.get("WARMGATE_GAUDI_PLAN")
+    if importlib.util.find_spec("habana_frameworks") is None:
+        pytest.skip("needs Intel Gaudi: habana_frameworks is not installed on this machine")
+    if not plan:
+        pytest.skip("needs WARMGATE_GAUDI_PLAN: a plan.json for a real `vllm serve` on Gaudi")
+    done = subprocess.run(
+        [sys.executable, "-m", "warmgate.warmup", "--plan", plan],
+        cwd=REPO,
+        check=False,
+        timeout=4 * 3600,
+    )
+    assert done.returncode == int(Outcome.VERIFIED)

@@ -1,0 +1,129 @@
+"""Plan format: validation with clear errors, version refusal, digests the operator reproduces."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from runner_harness import make_plan
+
+from warmgate.buckets import EngineShapeConfig, plan_buckets
+from warmgate.warmup.engine import engine_argv, engine_env
+from warmgate.warmup.plan import PlanError, bucket_digest, load_plan, parse_plan
+
+
+@pytest.fixture
+def raw(tmp_path: Path) -> dict[str, Any]:
+    return make_plan(tmp_path)
+
+
+def problems(doc: object) -> list[str]:
+    with pytest.raises(PlanError) as caught:
+        parse_plan(doc)
+    return caught.value.problems
+
+
+def test_valid_plan_parses_with_defaults(raw: dict[str, Any]) -> None:
+    plan = parse_plan(raw)
+    assert plan.engine.tensor_parallel_size == 1
+    assert plan.engine.served_model_name == "standin/model"
+    assert plan.cache.size_mb == 8192
+    assert plan.report_dir == Path(raw["cache"]["volume_dir"]) / "reports"
+    assert [s.token_pattern for s in plan.probe.steps] == ["varied", "varied", "repeat"]
+    assert plan.plan_hash.startswith("sha256:")
+
+
+def test_plan_hash_ignores_key_order(raw: dict[str, Any]) -> None:
+    reordered = json.loads(json.dumps(raw, sort_keys=True))
+    assert parse_plan(reordered).plan_hash == parse_plan(raw).plan_hash
+
+
+@pytest.mark.parametrize("version", [0, 2, "1", None])
+def test_unknown_format_version_is_refused_first(raw: dict[str, Any], version: object) -> None:
+    raw["format_version"] = version
+    raw["engine"] = "garbage"  # not reported: the version check comes first
+    (only,) = problems(raw)
+    assert "this runner reads format 1" in only
+
+
+def test_every_problem_is_reported_with_its_path(raw: dict[str, Any]) -> None:
+    raw["engine"]["port"] = "8000"
+    raw["engine"]["surprise"] = 1
+    raw["cache"]["key"] = "../up"
+    del raw["plan_id"]
+    raw["probe"]["steps"][0]["concurrency"] = 0
+    found = problems(raw)
+    assert "plan.engine.port: expected an integer, got '8000'" in found
+    assert "plan.engine.surprise: unknown field" in found
+    assert any(p.startswith("plan.cache.key: '../up' must match") for p in found)
+    assert "plan.plan_id: required" in found
+    assert "plan.probe.steps[0].concurrency: expected a value in [1, 1024], got 0" in found
+
+
+def test_runner_owned_env_is_refused(raw: dict[str, Any]) -> None:
+    raw["engine"]["env"]["VLLM_SKIP_WARMUP"] = "true"
+    (only,) = problems(raw)
+    assert only.startswith("plan.engine.env.VLLM_SKIP_WARMUP: set by the runner from the plan")
+
+
+def test_probe_must_stay_bounded(raw: dict[str, Any]) -> None:
+    raw["probe"]["max_requests"] = 10
+    raw["probe"]["steps"][1]["prompt_tokens"] = 4095
+    found = problems(raw)
+    assert "plan.probe.steps: 20 requests in all exceed max_requests 10" in found
+    assert (
+        "plan.probe.steps[1].prompt_tokens + max_tokens exceed engine.max_model_len 4096" in found
+    )
+
+
+def test_bad_digest_format(raw: dict[str, Any]) -> None:
+    raw["buckets"]["expected"]["prompt"]["digest"] = "md5:abc"
+    assert any("digest: expected 'sha256:'" in p for p in problems(raw))
+
+
+def test_load_plan_reports_unreadable_and_invalid_json(tmp_path: Path) -> None:
+    with pytest.raises(PlanError, match="cannot read plan"):
+        load_plan(tmp_path / "missing.json")
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(PlanError, match="is not valid JSON"):
+        load_plan(tmp_path / "bad.json")
+
+
+def test_digest_is_sha256_of_compact_sorted_json() -> None:
+    rows = [(1, 128, 0), (1, 1, 1)]
+    expected = hashlib.sha256(b"[[1,1,1],[1,128,0]]").hexdigest()
+    assert bucket_digest(rows) == "sha256:" + expected
+    assert bucket_digest([list(r) for r in reversed(rows)]) == bucket_digest(rows)
+
+
+def test_digest_matches_warmgate_buckets_lists_and_doc_counts() -> None:
+    config = EngineShapeConfig(
+        max_num_seqs=64,
+        max_model_len=4096,
+        max_num_batched_tokens=2048,
+        num_gpu_blocks=8192,
+        num_speculative_tokens=1,
+    )
+    plan = plan_buckets(config)
+    assert (len(plan.prompt_buckets), len(plan.decode_buckets)) == (63, 105)  # §6 config A
+    assert bucket_digest(plan.decode_buckets) == bucket_digest(sorted(plan.decode_buckets))
+    assert bucket_digest(plan.seed_decode_buckets) != bucket_digest(plan.decode_buckets)
+
+
+def test_engine_command_line_and_environment(raw: dict[str, Any], tmp_path: Path) -> None:
+    raw["engine"]["env"]["VLLM_DEVELOPER_MODE"] = "1"
+    plan = parse_plan(copy.deepcopy(raw))
+    argv = engine_argv(plan)
+    assert argv[: len(raw["engine"]["command"]) + 1] == [*raw["engine"]["command"], "standin/model"]
+    assert argv[argv.index("--port") + 1] == str(raw["engine"]["port"])
+    assert json.loads(argv[argv.index("--speculative-config") + 1])["num_speculative_tokens"] == 1
+    assert argv[-6:] == raw["engine"]["args"]
+    env = engine_env(plan, tmp_path / "seed.txt", reuse_cache=True)
+    assert env["VLLM_BUCKETING_FROM_FILE"] == str(tmp_path / "seed.txt")
+    assert env["VLLM_SKIP_WARMUP"] == "false"
+    assert env["PT_HPU_RECIPE_CACHE_CONFIG"] == f"{plan.cache.local_dir},False,8192"
+    assert env["VLLM_DEVELOPER_MODE"] == "1"
