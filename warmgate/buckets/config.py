@@ -10,6 +10,7 @@ __all__ = [
     "DEFAULT_PROFILE",
     "PROFILES",
     "BucketOverrides",
+    "BucketPlanError",
     "EngineShapeConfig",
     "Profile",
     "Strategy",
@@ -21,6 +22,11 @@ Profile = Literal["v0.26.0", "main-2026-08"]
 PROFILES: tuple[Profile, ...] = get_args(Profile)
 DEFAULT_PROFILE: Profile = "v0.26.0"
 Strategy = Literal["exp", "lin", "pad"]
+
+
+class BucketPlanError(ValueError):
+    """The engine would refuse this configuration (it raises RuntimeError or asserts)."""
+
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", strict=False)
 _Count = Field(default=None, ge=0)

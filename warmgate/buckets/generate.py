@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from warmgate.buckets.config import EngineShapeConfig
+from warmgate.buckets.config import BucketPlanError, EngineShapeConfig
 from warmgate.buckets.strategies import LONG_CONTEXT, PhaseRanges, decode_ranges, prompt_ranges
 
 __all__ = [
@@ -21,10 +21,6 @@ __all__ = [
 
 Bucket = tuple[int, int, int]
 """(batch_size, query_len, num_blocks): prompt (bs, q, ctx_blocks), decode (bs, 1, blocks)."""
-
-
-class BucketPlanError(ValueError):
-    """The engine would refuse this configuration (it raises RuntimeError or asserts)."""
 
 
 def prompt_filter(cfg: EngineShapeConfig) -> Callable[[int, int, int], bool]:

@@ -31,8 +31,10 @@ class DecodeStep:
 
     ``shape`` is the bucket the forward runs, i.e. the engine's ``('decode', B*T, 1, C)``.
     ``batch`` is the padded-batch lookup (seed-first when T > 1), ``blocks`` the block lookup
-    with the virtual batch B*T. ``warmed`` is True when neither lookup fell back and ``shape`` is
-    a planned decode bucket (warmup graphs exactly the planned decode buckets).
+    with the virtual batch B*T. ``shape_planned``: ``shape`` is a planned decode bucket (warmup
+    graphs exactly those). ``warmed`` is stricter: planned and neither lookup fell back, since
+    warmgate counts any fallback as unwarmed (config A, 65 sequences, 10 blocks: the batch
+    lookup falls back to (64, 1, 96), the step then runs the planned (64, 1, 64)).
     """
 
     shape: Bucket
@@ -40,6 +42,7 @@ class DecodeStep:
     tokens_per_seq: int
     batch: Lookup
     blocks: Lookup
+    shape_planned: bool
     warmed: bool
 
     @property
@@ -216,8 +219,9 @@ class BucketPlan:
             blocks = self._find_decode(padded * t, t * total_blocks, False, extra)
             ctx = blocks.bucket[2]
         shape = (padded * t, 1, ctx)
-        warmed = not (batch.fallback or blocks.fallback) and shape in self._decode_set
-        return DecodeStep(shape, padded, t, batch, blocks, warmed)
+        planned = shape in self._decode_set
+        warmed = planned and not (batch.fallback or blocks.fallback)
+        return DecodeStep(shape, padded, t, batch, blocks, planned, warmed)
 
     def _check_step(self, num_seqs: int, total_blocks: int, tokens_per_seq: int) -> None:
         """Reject steps the engine cannot run with this configuration."""

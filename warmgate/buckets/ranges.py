@@ -5,6 +5,8 @@ from __future__ import annotations
 import itertools
 import math
 
+from warmgate.buckets.config import BucketPlanError
+
 __all__ = ["exp_range", "lin_range", "pad_range"]
 
 
@@ -21,9 +23,9 @@ def lin_range(bmin: int, step: int, bmax: int) -> list[int]:
         lin_range(0, 1, 31)     -> [0, 1, ..., 31]
     """
     if bmin > bmax:
-        raise ValueError(f"linear range: min {bmin} is greater than max {bmax}")
+        raise BucketPlanError(f"linear range: min {bmin} is greater than max {bmax}")
     if step <= 0:
-        raise ValueError(f"linear range: step must be positive, got {step}")
+        raise BucketPlanError(f"linear range: step must be positive, got {step}")
     zero = bmin == 0
     if zero:
         if bmax == 0:
@@ -59,9 +61,11 @@ def exp_range(
         exp_range(1, 128, 6000, 14)     -> [1, 128, 256, ..., 4480, 6000]   (6016 clamped)
     """
     if limit <= 0:
-        raise ValueError(f"exponential range: the number of buckets must be positive, got {limit}")
+        raise BucketPlanError(
+            f"exponential range: the number of buckets must be positive, got {limit}"
+        )
     if step <= 0:
-        raise ValueError(f"exponential range: step must be positive, got {step}")
+        raise BucketPlanError(f"exponential range: step must be positive, got {step}")
     extra: int | None = None
     if bmin in (0, 1):
         extra, bmin = bmin, step
@@ -121,13 +125,15 @@ def pad_range(bmin: int, step: int, bmax: int, pad_max: int, pad_percent: int) -
 def _check_pad_args(bmin: int, step: int, bmax: int, pad_max: int, pad_percent: int) -> None:
     """Raise ValueError where the engine asserts, and where its loop would never end."""
     if bmin > bmax:
-        raise ValueError(f"padding-aware range: min {bmin} is greater than max {bmax}")
+        raise BucketPlanError(f"padding-aware range: min {bmin} is greater than max {bmax}")
     if step <= 0:
-        raise ValueError(f"padding-aware range: step must be positive, got {step}")
+        raise BucketPlanError(f"padding-aware range: step must be positive, got {step}")
     if not 0 <= pad_percent <= 50:
-        raise ValueError(f"padding-aware range: pad_percent must be in [0, 50], got {pad_percent}")
+        raise BucketPlanError(
+            f"padding-aware range: pad_percent must be in [0, 50], got {pad_percent}"
+        )
     if pad_max < 0:
-        raise ValueError(f"padding-aware range: pad_max must not be negative, got {pad_max}")
+        raise BucketPlanError(f"padding-aware range: pad_max must not be negative, got {pad_max}")
 
 
 def _keep_padded(cur: int, nxt: int, last: int, pad_max: int, pad_percent: int) -> bool:
