@@ -9,6 +9,8 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -126,17 +128,41 @@ class RunResult:
         return loaded
 
 
-def run_runner(
-    tmp: Path, plan: dict[str, Any], faults: str = "", python: str | None = None
-) -> RunResult:
-    """Run `python -S -m warmgate.warmup --plan` from a stdlib-only copy: -S drops
-    site-packages, -E drops PYTHONPATH, so any non-stdlib import would fail the run."""
+def _runner_command(
+    tmp: Path, plan: dict[str, Any], faults: str, python: str | None
+) -> tuple[list[str], Path, dict[str, str]]:
     tree = stdlib_tree(tmp / "runner-tree")
     plan_path = tmp / "plan.json"
     plan_path.write_text(json.dumps(plan))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "STANDIN_"))}
     env["STANDIN_FAULTS"] = faults
     argv = [python or sys.executable, "-S", "-E", "-m", "warmgate.warmup", "--plan", str(plan_path)]
+    return argv, tree, env
+
+
+def start_runner(tmp: Path, plan: dict[str, Any], faults: str = "") -> subprocess.Popen[bytes]:
+    """Start the runner in the background (for signal tests)."""
+    argv, tree, env = _runner_command(tmp, plan, faults, None)
+    return subprocess.Popen(
+        argv, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+
+
+def wait_for(condition: Callable[[], bool], proc: subprocess.Popen[bytes]) -> None:
+    """Poll until ``condition`` holds; fail if the runner exits first (bounded by 120 s)."""
+    deadline = time.monotonic() + 120
+    while not condition():
+        assert proc.poll() is None, f"runner exited early with {proc.returncode}"
+        assert time.monotonic() < deadline, "condition never held"
+        time.sleep(0.05)
+
+
+def run_runner(
+    tmp: Path, plan: dict[str, Any], faults: str = "", python: str | None = None
+) -> RunResult:
+    """Run `python -S -m warmgate.warmup --plan` from a stdlib-only copy: -S drops
+    site-packages, -E drops PYTHONPATH, so any non-stdlib import would fail the run."""
+    argv, tree, env = _runner_command(tmp, plan, faults, python)
     done = subprocess.run(
         argv, cwd=tree, env=env, capture_output=True, text=True, timeout=600, check=False
     )

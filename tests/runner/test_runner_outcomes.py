@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from pathlib import Path
 
 import pytest
-from runner_harness import make_plan, run_runner
+from runner_harness import make_plan, run_runner, start_runner, wait_for
 
 from warmgate.warmup.cache import find_published
 from warmgate.warmup.outcomes import Outcome
@@ -178,3 +179,28 @@ def test_unknown_plan_version_is_refused(tmp_path: Path) -> None:
     _assert_outcome(result, Outcome.PLAN_INVALID)
     assert "format_version" in result.summary["reason"]
     assert "plan invalid" in result.stderr
+
+
+def test_missing_engine_executable_fails_to_start(tmp_path: Path) -> None:
+    plan = make_plan(tmp_path)
+    plan["engine"]["command"] = [str(tmp_path / "no-such-vllm"), "serve"]
+    result = run_runner(tmp_path, plan)
+    _assert_outcome(result, Outcome.ENGINE_FAILED)
+    assert "cannot start" in result.summary["reason"]
+
+
+def test_sigterm_to_the_runner_stops_the_engine(tmp_path: Path) -> None:
+    plan = make_plan(tmp_path, timeouts={"startup_s": 300, "stop_grace_s": 5})
+    proc = start_runner(tmp_path, plan, faults="hang")
+    record = tmp_path / "standin-record.json"
+    try:
+        wait_for(record.exists, proc)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == int(Outcome.TIMED_OUT)
+    finally:
+        proc.kill()
+        proc.wait()
+    summary = json.loads((tmp_path / "termination-log").read_text())
+    assert summary["reason"] == "runner received signal 15"
+    with pytest.raises(ProcessLookupError):
+        os.kill(json.loads(record.read_text())["pid"], 0)

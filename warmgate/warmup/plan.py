@@ -251,14 +251,22 @@ def _expectation(f: Fields) -> ListExpectation:
     return result
 
 
+def _owned_dir(f: Fields, key: str, default: str | None = None) -> Path:
+    """An absolute folder at least two levels deep: the runner empties local_dir before use."""
+    path = Path(f.text(key) if default is None else f.text(key, default))
+    if not path.is_absolute() or len(path.parts) < 3:
+        f.error(f"{key}: expected an absolute path at least two levels deep, got '{path}'")
+    return path
+
+
 def _cache(f: Fields) -> CacheSpec:
     key = f.text("key")
     if not KEY_RE.match(key):
         f.error(f"key: {key!r} must match {KEY_RE.pattern}")
     result = CacheSpec(
-        volume_dir=Path(f.text("volume_dir")),
+        volume_dir=_owned_dir(f, "volume_dir"),
         key=key,
-        local_dir=Path(f.text("local_dir", "/tmp/warmgate/recipe_cache")),
+        local_dir=_owned_dir(f, "local_dir", "/tmp/warmgate/recipe_cache"),
         size_mb=f.integer("size_mb", 8192, lo=1),
         reuse_existing=f.boolean("reuse_existing", True),
     )

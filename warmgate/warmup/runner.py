@@ -53,6 +53,8 @@ class Runner:
             self._steps()
         except RunFailure as exc:
             self._decide(exc.outcome, exc.reason)
+        except Exception as exc:  # a runner bug must still stop the engine and report
+            self._decide(Outcome.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
         finally:
             self._shutdown()
         self._conclude()

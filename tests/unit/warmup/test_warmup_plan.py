@@ -127,3 +127,10 @@ def test_engine_command_line_and_environment(raw: dict[str, Any], tmp_path: Path
     assert env["VLLM_SKIP_WARMUP"] == "false"
     assert env["PT_HPU_RECIPE_CACHE_CONFIG"] == f"{plan.cache.local_dir},False,8192"
     assert env["VLLM_DEVELOPER_MODE"] == "1"
+
+
+@pytest.mark.parametrize("folder", ["/", "/tmp", "relative/dir"])
+def test_local_cache_folder_must_be_safe_to_empty(raw: dict[str, Any], folder: str) -> None:
+    raw["cache"]["local_dir"] = folder
+    (only,) = problems(raw)
+    assert only.startswith("plan.cache.local_dir: expected an absolute path at least two levels")
