@@ -1,0 +1,136 @@
+"""Plan completion ends covered, keeps every original bucket, and survives its own seed file."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from warmgate.buckets import (
+    BucketPlan,
+    EngineShapeConfig,
+    complete_plan,
+    plan_buckets,
+    plan_diff,
+    prove_coverage,
+)
+from warmgate.buckets.complete import with_bucket_file
+
+DOC_CONFIGS: dict[str, dict[str, Any]] = {
+    "A": {"max_num_seqs": 64, "max_model_len": 4096, "max_num_batched_tokens": 2048},
+    "B": {"max_num_seqs": 128, "max_model_len": 8192, "max_num_batched_tokens": 8192},
+    "D": {"max_num_seqs": 128, "max_model_len": 32768, "max_num_batched_tokens": 2048},
+}
+BLOCKS = {"A": 8192, "B": 8192, "D": 2000}
+
+
+def _keeps_everything(before: BucketPlan, after: BucketPlan) -> None:
+    assert set(before.prompt_buckets) <= set(after.prompt_buckets)
+    assert set(before.seed_decode_buckets) <= set(after.seed_decode_buckets)
+    assert set(before.decode_buckets) <= set(after.decode_buckets)
+
+
+def _replans_to_itself(plan: BucketPlan) -> None:
+    again = plan_buckets(with_bucket_file(plan.config, plan.to_bucket_file()))
+    assert again.decode_buckets == plan.decode_buckets
+    assert again.prompt_buckets == plan.prompt_buckets
+
+
+@pytest.mark.parametrize("name", sorted(DOC_CONFIGS))
+@pytest.mark.parametrize("k", [0, 1, 2, 3])
+def test_completion_of_doc_configs(name: str, k: int) -> None:
+    cfg = EngineShapeConfig(
+        **DOC_CONFIGS[name], num_gpu_blocks=BLOCKS[name], num_speculative_tokens=k
+    )
+    before = plan_buckets(cfg)
+    after = complete_plan(cfg, partial_drafts=True)
+    assert prove_coverage(after, partial_drafts=True).covered
+    _keeps_everything(before, after)
+    _replans_to_itself(after)
+    diff = plan_diff(before, after)
+    assert diff.added == len(after.prompt_buckets) + len(after.decode_buckets) - len(
+        before.prompt_buckets
+    ) - len(before.decode_buckets)
+
+
+def test_completion_adds_the_partial_draft_rows_of_section_5_3() -> None:
+    """Config A, k=3: rows 24 (8 x T=3) and 72 (36 x T=2) become planned."""
+    cfg = EngineShapeConfig(**DOC_CONFIGS["A"], num_gpu_blocks=8192, num_speculative_tokens=3)
+    after = complete_plan(cfg)
+    rows = {b for b, _, _ in after.seed_decode_buckets}
+    assert {24, 72} <= rows
+    assert after.decode_shape(8, 192, 3) in set(after.decode_buckets)
+    assert after.decode_shape(30, 120, 2) in set(after.decode_buckets)
+
+
+def test_full_drafts_only_needs_no_decode_buckets() -> None:
+    cfg = EngineShapeConfig(**DOC_CONFIGS["A"], num_gpu_blocks=8192, num_speculative_tokens=3)
+    diff = plan_diff(plan_buckets(cfg), complete_plan(cfg, partial_drafts=False))
+    assert not diff.added_seeds
+    assert not diff.added_decode
+    assert diff.added_prompt  # the long-context prompt gap is independent of drafts
+
+
+def test_a_covered_plan_comes_back_unchanged() -> None:
+    cfg = EngineShapeConfig(**DOC_CONFIGS["A"], num_gpu_blocks=8192, num_speculative_tokens=2)
+    done = complete_plan(cfg)
+    again = complete_plan(done.config)
+    assert again.decode_buckets == done.decode_buckets
+    assert again.prompt_buckets == done.prompt_buckets
+    assert plan_diff(done, again).added == 0
+
+
+def test_user_seed_file_is_kept() -> None:
+    """A user's sparse seed file: every line survives completion (no bucket is removed)."""
+    text = "(1, 128, 0)\n(1, 512, [0, 4])\n(4, 1, [8, 64])\n(16, 1, 256)\n"
+    cfg = EngineShapeConfig(
+        max_num_seqs=16,
+        max_model_len=2048,
+        max_num_batched_tokens=512,
+        num_gpu_blocks=400,
+        num_speculative_tokens=2,
+        bucket_file=text,
+    )
+    before = plan_buckets(cfg)
+    after = complete_plan(cfg)
+    _keeps_everything(before, after)
+    assert prove_coverage(after).covered
+
+
+@st.composite
+def _small_configs(draw: st.DrawFn) -> EngineShapeConfig:
+    block = draw(st.sampled_from([16, 32, 64, 128]))
+    mml = draw(st.integers(2 * block, 32 * block))
+    mbt = draw(st.integers(block, 4 * block))
+    file = None
+    if draw(st.booleans()):
+        rows = draw(st.lists(st.tuples(st.integers(1, 20), st.integers(1, 200)), min_size=1))
+        file = "\n".join([f"({b}, 1, {c})" for b, c in rows] + [f"(1, {min(mbt, mml)}, 0)"])
+    return EngineShapeConfig(
+        max_num_seqs=draw(st.integers(1, 20)),
+        max_model_len=mml,
+        max_num_batched_tokens=mbt,
+        block_size=block,
+        num_gpu_blocks=draw(st.none() | st.integers(1, 600)),
+        num_speculative_tokens=draw(st.integers(0, 4)),
+        strategy=draw(st.sampled_from(["exp", "lin", "pad"])),
+        profile=draw(st.sampled_from(["v0.26.0", "main-2026-08"])),
+        bucket_file=file,
+    )
+
+
+@given(cfg=_small_configs(), partial=st.booleans(), sharing=st.none() | st.booleans())
+def test_completion_always_ends_covered(
+    cfg: EngineShapeConfig, partial: bool, sharing: bool | None
+) -> None:
+    try:
+        before = plan_buckets(cfg)
+    except (ValueError, RuntimeError):
+        assume(False)
+        raise
+    after = complete_plan(cfg, partial, prefix_caching=sharing)
+    assert prove_coverage(after, partial, prefix_caching=sharing).covered
+    _keeps_everything(before, after)
+    _replans_to_itself(after)
