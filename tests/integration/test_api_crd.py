@@ -98,7 +98,7 @@ def _ready_status(generation: int) -> dict[str, Any]:
     )  # fmt: skip
     status = SpecDecodeDeploymentStatus(
         observed_generation=generation,
-        phase=derive_phase(conditions),  # type: ignore[arg-type]
+        phase=derive_phase(conditions),
         conditions=conditions,
         plan=PlanSummary(hash="abc", total_buckets=145, uncovered_count=0),
         serving=ServingSummary(replicas=2, ready_replicas=2, selector="warmgate.dev/name=ready"),

@@ -14,7 +14,7 @@ from warmgate.api.constants import (
     WARMED,
     Phase,
 )
-from warmgate.api.status import Condition, ConditionStatus
+from warmgate.api.status import Condition, ConditionStatus, PhaseName
 
 
 def now() -> datetime:
@@ -56,7 +56,7 @@ def set_condition(
         reason=reason,
         message=message,
         observed_generation=generation,
-        last_transition_time=(at or now()) if moved or old is None else old.last_transition_time,
+        last_transition_time=(at or now()) if old is None or moved else old.last_transition_time,
     )
     kept = [c for c in conditions or () if c.type != type_]
     return _ordered([*kept, new])
@@ -82,16 +82,17 @@ def same_conditions(a: Sequence[Condition] | None, b: Sequence[Condition] | None
     return [c.model_dump() for c in a or ()] == [c.model_dump() for c in b or ()]
 
 
-def derive_phase(conditions: Sequence[Condition] | None) -> str:
+def derive_phase(conditions: Sequence[Condition] | None) -> PhaseName:
     """The one-word status.phase summary, derived from the conditions only."""
     if is_true(conditions, STALLED):
         return Phase.FAILED
-    for type_, phase in (
+    steps: tuple[tuple[str, PhaseName], ...] = (
         (READY, Phase.READY),
         (WARMED, Phase.STARTING),
         (COVERAGE_PROVEN, Phase.WARMING),
         (BUCKETS_PLANNED, Phase.PLANNING),
-    ):
+    )
+    for type_, phase in steps:
         if is_true(conditions, type_):
             return phase
     return Phase.PENDING

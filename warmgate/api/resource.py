@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -145,10 +146,15 @@ def format_errors(error: ValidationError) -> str:
     return "\n".join(lines)
 
 
+def _is_file(text: str) -> bool:
+    try:
+        return "\n" not in text and Path(text).is_file()
+    except OSError:  # e.g. one-line JSON longer than a file name may be
+        return False
+
+
 def _read(path_or_text: str | Path) -> str:
-    if isinstance(path_or_text, Path):
-        return path_or_text.read_text(encoding="utf-8")
-    if "\n" not in path_or_text and Path(path_or_text).is_file():
+    if isinstance(path_or_text, Path) or _is_file(path_or_text):
         return Path(path_or_text).read_text(encoding="utf-8")
     return path_or_text
 
@@ -163,10 +169,10 @@ def _pick_document(text: str) -> dict[str, Any]:
     return ours[0]
 
 
-def parse_manifest(data: dict[str, Any]) -> SpecDecodeDeployment:
+def parse_manifest(data: Mapping[str, Any]) -> SpecDecodeDeployment:
     """Validate an already-parsed manifest (for example a kopf body) into the model."""
     try:
-        return SpecDecodeDeployment.model_validate(data)
+        return SpecDecodeDeployment.model_validate(dict(data))
     except ValidationError as error:
         raise ManifestError(f"invalid {KIND}:\n{format_errors(error)}") from None
 
