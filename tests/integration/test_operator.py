@@ -1,0 +1,207 @@
+"""The operator process plans, proves and reports SpecDecodeDeployments on a real apiserver."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from warmgate.api import parse_manifest
+from warmgate.controlplane import REPO_ROOT, ControlPlane
+from warmgate.handlers.planning import evaluate
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+CRD = REPO_ROOT / "crds" / "warmgate.dev_specdecodedeployments.yaml"
+
+
+def _port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=2) as resp:
+        return str(resp.read().decode())
+
+
+class Operator:
+    """`warmgate operator` as a child process, as the chart runs it."""
+
+    def __init__(self, cp: ControlPlane, namespace: str, log: Path) -> None:
+        self.metrics, self.health = _port(), _port()
+        env = {**os.environ, "KUBECONFIG": str(cp.kubeconfig)}
+        cmd = [sys.executable, "-m", "warmgate", "operator", "--namespace", namespace,
+               "--metrics-port", str(self.metrics),
+               "--liveness", f"http://127.0.0.1:{self.health}/healthz"]  # fmt: skip
+        self.log = log
+        self._out = log.open("wb")
+        self.proc = subprocess.Popen(cmd, env=env, stdout=self._out, stderr=subprocess.STDOUT)
+
+    def wait_alive(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.log.read_text()
+            try:
+                _get(f"http://127.0.0.1:{self.health}/healthz")
+                return
+            except OSError:
+                time.sleep(0.2)
+        raise TimeoutError(self.log.read_text())
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._out.close()
+
+
+@pytest.fixture(scope="module")
+def crd(control_plane: ControlPlane) -> None:
+    control_plane.kubectl("apply", "--server-side", "-f", str(CRD))
+    control_plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRD))
+
+
+@pytest.fixture(scope="module")
+def namespace(control_plane: ControlPlane) -> Iterator[str]:
+    """One namespace for the module: the operator's start-up is paid once, not per test."""
+    name = f"operator-{uuid.uuid4().hex[:6]}"
+    control_plane.kubectl("create", "namespace", name)
+    yield name
+    control_plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="module")
+def operator(
+    control_plane: ControlPlane, crd: None, namespace: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Operator]:
+    op = Operator(control_plane, namespace, tmp_path_factory.mktemp("operator") / "operator.log")
+    try:
+        op.wait_alive()
+        yield op
+    finally:
+        op.stop()
+
+
+def example(name: str, namespace: str, rename: str, **spec_changes: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load((REPO_ROOT / "examples" / name).read_text())
+    doc["metadata"].update(namespace=namespace, name=rename)
+    doc["spec"].update(spec_changes)
+    return doc
+
+
+def apply(cp: ControlPlane, doc: dict[str, Any]) -> None:
+    cp.kubectl("apply", "--validate=strict", "-f", "-", stdin=json.dumps(doc))
+
+
+def wait_for(
+    cp: ControlPlane, ns: str, name: str, condition: str, timeout: int = 90
+) -> dict[str, Any]:
+    cp.kubectl("wait", "-n", ns, f"sdd/{name}", f"--for={condition}", f"--timeout={timeout}s")
+    return dict(json.loads(cp.kubectl("get", "-n", ns, "sdd", name, "-o", "json").stdout))
+
+
+def conditions(obj: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    return {c["type"]: (c["status"], c["reason"]) for c in obj["status"]["conditions"]}
+
+
+def test_example_is_planned_proven_and_reported(
+    control_plane: ControlPlane, operator: Operator, namespace: str
+) -> None:
+    doc = example("llama31-8b-eagle3-gaudi2.yaml", namespace, "eagle3")
+    apply(control_plane, doc)
+    obj = wait_for(control_plane, namespace, "eagle3", "condition=CoverageProven")
+    expected = evaluate(parse_manifest(doc)).summary
+    assert expected is not None
+    plan = obj["status"]["plan"]
+    assert plan["hash"] == expected.hash
+    assert plan["totalBuckets"] == expected.total_buckets
+    assert plan["extraBuckets"] == expected.extra_buckets > 0
+    assert obj["status"]["observedGeneration"] == 1
+    assert conditions(obj) == {
+        "BucketsPlanned": ("True", "Planned"),
+        "CoverageProven": ("True", "CoverageComplete"),
+        "Warmed": ("Unknown", "WarmupPending"),
+        "Ready": ("False", "WarmupPending"),
+    }
+    wide = control_plane.kubectl("get", "-n", namespace, "sdd", "eagle3", "-o", "wide")
+    assert str(expected.total_buckets) in wide.stdout
+    events = control_plane.kubectl(
+        "get", "events", "-n", namespace, "-o", "json",
+        "--field-selector", "involvedObject.name=eagle3",
+    )  # fmt: skip
+    reasons = [e["reason"] for e in json.loads(events.stdout)["items"]]
+    assert "CoverageComplete" in reasons
+    metrics = _get(f"http://127.0.0.1:{operator.metrics}/metrics")
+    assert f'warmgate_coverage_proven{{name="eagle3",namespace="{namespace}"}} 1.0' in metrics
+
+
+def test_spec_change_replans_with_a_new_generation(
+    control_plane: ControlPlane, operator: Operator, namespace: str
+) -> None:
+    doc = example("llama31-8b-seeds.yaml", namespace, "replanned")
+    apply(control_plane, doc)
+    first = wait_for(control_plane, namespace, "replanned", "condition=CoverageProven")
+    doc["spec"]["speculative"]["numSpeculativeTokens"] = 3
+    apply(control_plane, doc)
+    second = wait_for(
+        control_plane, namespace, "replanned", "jsonpath={.status.observedGeneration}=2"
+    )
+    assert second["status"]["plan"]["hash"] != first["status"]["plan"]["hash"]
+    replanned = evaluate(parse_manifest(doc)).summary
+    assert replanned is not None
+    assert second["status"]["plan"]["hash"] == replanned.hash
+
+
+def test_unplannable_spec_stalls_without_crashing_the_operator(
+    control_plane: ControlPlane, operator: Operator, namespace: str
+) -> None:
+    bad = example("llama31-8b-seeds.yaml", namespace, "unplannable")
+    apply(control_plane, bad)
+    wait_for(control_plane, namespace, "unplannable", "condition=CoverageProven")
+    bad["spec"]["buckets"]["seeds"]["decode"] = [[16, 1, 8]]  # bs 16 > 8 blocks: engine drops it
+    apply(control_plane, bad)
+    obj = wait_for(control_plane, namespace, "unplannable", "condition=Stalled")
+    assert "plan" not in obj["status"]  # the summary of generation 1 does not describe this one
+    assert conditions(obj)["BucketsPlanned"] == ("False", "PlanFailed")
+    assert obj["status"]["phase"] == "Failed"
+    assert "Generated 0 decode buckets" in obj["status"]["conditions"][0]["message"]
+    # The operator is still alive and still serves other objects.
+    apply(control_plane, example("llama31-8b-seeds.yaml", namespace, "after-a-bad-one"))
+    wait_for(control_plane, namespace, "after-a-bad-one", "condition=CoverageProven")
+    assert operator.proc.poll() is None
+    assert "Traceback" not in operator.log.read_text()
+
+
+def test_policy_caps_and_allowances_are_reported(
+    control_plane: ControlPlane, operator: Operator, namespace: str
+) -> None:
+    capped = example(
+        "minimal-ngram.yaml", namespace, "capped", buckets={"coverage": {"maxExtraBuckets": 3}}
+    )
+    apply(control_plane, capped)
+    name = capped["metadata"]["name"]
+    obj = wait_for(control_plane, namespace, name, "condition=Stalled")
+    assert conditions(obj)["CoverageProven"] == ("False", "ExtraBucketsCapped")
+    assert obj["status"]["plan"]["uncoveredCount"] > 0
+    allowed = example("llama31-8b-lin-contiguous-pa.yaml", namespace, "allowed")
+    apply(control_plane, allowed)
+    obj = wait_for(
+        control_plane, namespace, allowed["metadata"]["name"], "condition=BucketsPlanned"
+    )
+    assert conditions(obj)["CoverageProven"] == ("False", "UncoveredShapesAllowed")
+    assert "Stalled" not in conditions(obj)

@@ -1,0 +1,99 @@
+"""The planning stage maps a spec to a plan, a proof and a status, following the spec's policy."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import yaml
+
+from warmgate.api import SpecDecodeDeployment, get_condition, parse_manifest
+from warmgate.buckets import plan_buckets
+from warmgate.buckets.coverage import prove_coverage
+from warmgate.controlplane import REPO_ROOT
+from warmgate.handlers.planning import evaluate, model_profile, planned_status
+
+T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+
+
+def load(name: str, **spec: Any) -> SpecDecodeDeployment:
+    doc = yaml.safe_load((REPO_ROOT / "examples" / name).read_text())
+    doc["spec"].update(spec)
+    doc["metadata"]["generation"] = 1
+    return parse_manifest(doc)
+
+
+@pytest.mark.parametrize(
+    ("model", "params_b"),
+    [
+        ("meta-llama/Llama-3.3-70B-Instruct", 70.0),
+        ("Qwen/Qwen2.5-7B-Instruct", 7.0),
+        ("mistralai/Mixtral-8x7B-v0.1", 7.0),
+        ("ibm-granite/granite-3.1-2b-instruct", 2.0),
+        ("deepseek-ai/DeepSeek-V3", 8.0),  # no size in the name: the cost model's reference
+    ],
+)
+def test_model_size_is_read_from_the_name(model: str, params_b: float) -> None:
+    sdd = load("minimal-ngram.yaml", model={"name": model})
+    assert model_profile(sdd).params_b == params_b
+
+
+def test_holes_are_closed_and_the_completed_plan_is_proven() -> None:
+    sdd = load("llama31-8b-eagle3-gaudi2.yaml")
+    result = evaluate(sdd)
+    assert result.plan is not None
+    assert result.coverage.status == "True"
+    assert result.summary is not None
+    assert (result.summary.extra_buckets or 0) > 0
+    assert prove_coverage(result.plan, partial_drafts=True).covered
+    engine_plan = plan_buckets(result.plan.config.model_copy(update={"bucket_file": None}))
+    assert set(engine_plan.decode_buckets) <= set(result.plan.decode_buckets)
+    assert result.summary.hash == result.plan.digest
+    assert result.plan.digest != engine_plan.digest
+
+
+def test_complete_false_reports_holes_and_keeps_the_engine_plan() -> None:
+    sdd = load("llama31-8b-eagle3-gaudi2.yaml", buckets={"coverage": {"complete": False}})
+    result = evaluate(sdd)
+    assert (result.coverage.status, result.coverage.reason) == ("False", "UncoveredShapesAllowed")
+    assert not result.stalled
+    assert result.summary.extra_buckets == 0
+    assert result.summary is not None
+    assert len(result.summary.uncovered_shapes or []) == 20  # listed: the status stays small
+    assert (result.summary.uncovered_count or 0) > 20
+
+
+def test_completion_beyond_the_cap_stalls() -> None:
+    sdd = load("llama31-8b-eagle3-gaudi2.yaml", buckets={"coverage": {"maxExtraBuckets": 1}})
+    result = evaluate(sdd)
+    assert result.coverage.reason == "ExtraBucketsCapped"
+    assert result.stalled
+    status = planned_status(sdd, result, at=T0)
+    stalled = get_condition(status.conditions, "Stalled")
+    assert stalled is not None
+    assert stalled.status == "True"
+    assert status.phase == "Failed"
+
+
+def test_transition_time_moves_only_when_a_status_changes() -> None:
+    sdd = load("llama31-8b-seeds.yaml")
+    first = planned_status(sdd, evaluate(sdd), at=T0)
+    again = planned_status(
+        sdd.model_copy(update={"status": first}), evaluate(sdd), at=T0 + timedelta(hours=1)
+    )
+    assert first == again  # a re-reconcile of an unchanged object writes nothing new
+    broken = load("llama31-8b-seeds.yaml", buckets={"seeds": {
+        "prompt": [[1, 128, 0]], "decode": [[16, 1, 8]]}})  # fmt: skip
+    failed = planned_status(
+        broken.model_copy(update={"status": first}), evaluate(broken), at=T0 + timedelta(hours=2)
+    )
+    planned = get_condition(failed.conditions, "BucketsPlanned")
+    ready = get_condition(failed.conditions, "Ready")
+    assert planned is not None
+    assert planned.reason == "PlanFailed"
+    assert planned.last_transition_time == T0 + timedelta(hours=2)
+    assert ready is not None
+    assert ready.last_transition_time == T0  # still False: unchanged
+    assert first.plan is not None
+    assert failed.plan is None  # status.plan describes this generation, which has no plan

@@ -1,0 +1,57 @@
+"""Prometheus metrics of the operator: plan sizes, coverage verdicts and planning time."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from prometheus_client import REGISTRY, Gauge, Histogram, start_http_server
+
+from warmgate.api.status import PlanSummary
+
+if TYPE_CHECKING:
+    from warmgate.handlers.planning import PlanningResult
+
+_LABELS = ("namespace", "name")
+
+PLAN_SECONDS = Histogram(
+    "warmgate_plan_duration_seconds",
+    "Wall time of one planning stage: bucket plan, coverage proof and completion.",
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
+)
+BUCKETS = Gauge(
+    "warmgate_plan_buckets",
+    "Buckets in the plan to warm, by phase (prompt, decode after the spec-decode expansion).",
+    [*_LABELS, "phase"],
+)
+EXTRA_BUCKETS = Gauge(
+    "warmgate_plan_extra_buckets", "Buckets the planner added to close coverage holes.", _LABELS
+)
+UNCOVERED = Gauge(
+    "warmgate_plan_uncovered_shapes",
+    "Reachable shapes the plan would run unwarmed (0 when coverage is proven).",
+    _LABELS,
+)
+COVERAGE_PROVEN = Gauge(
+    "warmgate_coverage_proven", "1 when the CoverageProven condition is True, else 0.", _LABELS
+)
+WARMUP_ESTIMATE = Gauge(
+    "warmgate_plan_estimated_warmup_seconds",
+    "Upper end of the estimated warmup time of the plan without a recipe-cache hit.",
+    _LABELS,
+)
+
+
+def record(namespace: str, name: str, result: PlanningResult) -> None:
+    """Export one object's planning result."""
+    summary = result.summary or PlanSummary()
+    BUCKETS.labels(namespace, name, "prompt").set(summary.prompt_buckets or 0)
+    BUCKETS.labels(namespace, name, "decode").set(summary.spec_decode_buckets or 0)
+    EXTRA_BUCKETS.labels(namespace, name).set(summary.extra_buckets or 0)
+    UNCOVERED.labels(namespace, name).set(summary.uncovered_count or 0)
+    COVERAGE_PROVEN.labels(namespace, name).set(1 if result.coverage.status == "True" else 0)
+    WARMUP_ESTIMATE.labels(namespace, name).set(summary.estimated_warmup_seconds or 0)
+
+
+def serve(port: int) -> None:
+    """Serve /metrics on all interfaces (the chart's Service and ServiceMonitor scrape it)."""
+    start_http_server(port, registry=REGISTRY)

@@ -1,0 +1,99 @@
+"""Kopf registration: settings, the level-based reconcile of SpecDecodeDeployments, metrics."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import kopf
+
+from warmgate.api import GROUP, PLURAL, VERSION, ManifestError, parse_manifest
+from warmgate.api.constants import COVERAGE_PROVEN
+from warmgate.api.status import SpecDecodeDeploymentStatus
+from warmgate.handlers import metrics
+from warmgate.handlers.planning import PlanningResult, Verdict, evaluate, planned_status
+
+METRICS_PORT_ENV = "WARMGATE_METRICS_PORT"
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, logger: kopf.Logger, **_: Any) -> None:
+    """Keep kopf's bookkeeping under `warmgate.dev/` annotations, out of the typed status."""
+    # The CRD's status schema prunes unknown fields, so kopf's default status storage would be
+    # dropped by the server and the handlers would re-run forever.
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=GROUP, key="last-handled-configuration"
+    )
+    settings.persistence.finalizer = f"{GROUP}/kopf-finalizer"
+    settings.posting.level = logging.INFO
+    port = int(os.environ.get(METRICS_PORT_ENV, "0") or 0)
+    if port:
+        metrics.serve(port)
+        logger.info(f"Started the metrics endpoint on port {port}")
+
+
+@kopf.on.resume(GROUP, VERSION, PLURAL)
+@kopf.on.create(GROUP, VERSION, PLURAL)
+@kopf.on.update(GROUP, VERSION, PLURAL)
+def reconcile(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: Any) -> None:
+    """One path for create, resume and update: compute the status from the current state."""
+    try:
+        sdd = parse_manifest(dict(body))
+    except ManifestError as exc:
+        # The server validated the spec, so this is version skew between CRD and operator.
+        # Retrying cannot help; report it and wait for the next change of the object.
+        kopf.warn(body, reason="InvalidSpec", message=str(exc)[:1024])
+        raise kopf.PermanentError(f"Refused an object the operator cannot read: {exc}") from exc
+    with metrics.PLAN_SECONDS.time():
+        result = evaluate(sdd)
+    status = planned_status(sdd, result)
+    _write_status(patch, sdd.status, status)
+    _announce(body, sdd.status, result, logger)
+    metrics.record(sdd.metadata.namespace or "", sdd.metadata.name or "", result)
+
+
+def _write_status(
+    patch: kopf.Patch, old: SpecDecodeDeploymentStatus | None, new: SpecDecodeDeploymentStatus
+) -> None:
+    """Write the status only when it changed, so an unchanged object causes no API write."""
+    dumped = new.model_dump(mode="json", by_alias=True, exclude_none=True)
+    before = (old or SpecDecodeDeploymentStatus()).model_dump(
+        mode="json", by_alias=True, exclude_none=True
+    )
+    if dumped != before:
+        patch.status.update(dumped)
+        for gone in before.keys() - dumped.keys():
+            patch.status[gone] = None  # a merge patch deletes a key only when it is null
+
+
+def _announce(
+    body: kopf.Body,
+    old: SpecDecodeDeploymentStatus | None,
+    result: PlanningResult,
+    logger: kopf.Logger,
+) -> None:
+    """An Event and a log line when the plan or the coverage verdict changed."""
+    previous = _verdict_of(old, COVERAGE_PROVEN)
+    plan_hash = old.plan.hash if old and old.plan else None
+    new_hash = result.summary.hash if result.summary else None
+    if previous == (result.coverage.status, result.coverage.reason) and plan_hash == new_hash:
+        return
+    if result.planned.status != "True":
+        kopf.warn(body, reason=result.planned.reason, message=result.planned.message)
+        logger.warning(f"Refused to plan SpecDecodeDeployment: {result.planned.message}")
+        return
+    post = kopf.info if result.coverage.status == "True" else kopf.warn
+    post(body, reason=result.coverage.reason, message=result.coverage.message)
+    logger.info(f"Planned SpecDecodeDeployment {new_hash}: {result.coverage.message}")
+
+
+def _verdict_of(old: SpecDecodeDeploymentStatus | None, type_: str) -> tuple[str, str] | None:
+    for condition in (old.conditions or []) if old else []:
+        if condition.type == type_:
+            return (condition.status, condition.reason)
+    return None
+
+
+__all__ = ["Verdict", "configure", "reconcile"]

@@ -1,0 +1,216 @@
+"""The planning stage of a reconcile: spec -> bucket plan -> coverage proof -> status (pure)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+from pydantic import ValidationError
+
+from warmgate.api import (
+    SpecDecodeDeployment,
+    SpecDecodeDeploymentStatus,
+    derive_phase,
+    engine_shape_config,
+    set_condition,
+)
+from warmgate.api.conditions import remove_condition
+from warmgate.api.constants import (
+    BUCKETS_PLANNED,
+    COVERAGE_PROVEN,
+    READY,
+    RECONCILING,
+    STALLED,
+    WARMED,
+    Reason,
+)
+from warmgate.api.status import MAX_UNCOVERED_LISTED, Condition, PlanSummary
+from warmgate.buckets import BucketPlan, BucketPlanError, plan_buckets
+from warmgate.buckets.complete import CompletionError, complete_plan
+from warmgate.buckets.cost import CostEstimate, ModelProfile, estimate_plan
+from warmgate.buckets.coverage import CoverageReport, prove_coverage
+
+# "Llama-3.3-70B-Instruct" -> 70.0: the cost model scales with model size; names are the only
+# size hint a spec carries, so an unparsable name falls back to the cost model's 8B reference.
+_PARAMS_B = re.compile(r"(?<![0-9.])(\d+(?:\.\d+)?)[bB](?![a-zA-Z])")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One condition to set: status, reason and message."""
+
+    status: str
+    reason: str
+    message: str
+
+
+@dataclass
+class PlanningResult:
+    """What the planning stage decided; ``plan`` is the plan to warm (None when it failed)."""
+
+    plan: BucketPlan | None
+    planned: Verdict
+    coverage: Verdict
+    summary: PlanSummary | None = None
+    stalled: bool = False
+
+
+def model_profile(sdd: SpecDecodeDeployment) -> ModelProfile:
+    """Model size for the cost model, read from the model name when it states one."""
+    match = _PARAMS_B.search(sdd.spec.model.name)
+    return ModelProfile(params_b=float(match.group(1))) if match else ModelProfile()
+
+
+def evaluate(sdd: SpecDecodeDeployment) -> PlanningResult:
+    """Plan the buckets, prove coverage and complete the plan as the spec's policy asks."""
+    try:
+        cfg = engine_shape_config(sdd)
+        plan = plan_buckets(cfg)
+    except (ValueError, ValidationError, BucketPlanError) as exc:
+        reason = Reason.PLAN_FAILED if isinstance(exc, BucketPlanError) else Reason.INVALID_SPEC
+        failed = Verdict("False", reason, _one_line(exc))
+        waiting = Verdict("Unknown", Reason.PENDING, "Waiting for a bucket plan")
+        return PlanningResult(None, failed, waiting, stalled=True)
+    policy = sdd.spec.buckets.coverage
+    report = prove_coverage(plan, policy.partial_drafts)
+    planned = Verdict("True", Reason.PLANNED, _plan_message(plan))
+    if report.covered:
+        return _result(
+            sdd, plan, planned, Verdict("True", Reason.COVERAGE_COMPLETE, _proven(report))
+        )
+    if not policy.complete:
+        message = f"{_holes(report)}; allowed by spec.buckets.coverage.complete=false"
+        return _result(
+            sdd, plan, planned, Verdict("False", Reason.UNCOVERED_SHAPES_ALLOWED, message), report
+        )
+    return _complete(sdd, plan, planned, report)
+
+
+def _complete(
+    sdd: SpecDecodeDeployment, plan: BucketPlan, planned: Verdict, report: CoverageReport
+) -> PlanningResult:
+    policy = sdd.spec.buckets.coverage
+    try:
+        done = complete_plan(plan.config, policy.partial_drafts)
+    except CompletionError as exc:
+        failed = Verdict("False", Reason.UNCOVERED_SHAPES, f"{_holes(report)}; {exc}")
+        return _result(sdd, plan, planned, failed, report, stalled=True)
+    extra = _total(done) - _total(plan)
+    if extra > policy.max_extra_buckets:
+        message = (
+            f"{_holes(report)}; closing them needs {extra} extra buckets, more than "
+            f"spec.buckets.coverage.maxExtraBuckets={policy.max_extra_buckets}"
+        )
+        failed = Verdict("False", Reason.EXTRA_BUCKETS_CAPPED, message)
+        return _result(sdd, plan, planned, failed, report, stalled=True)
+    proven = prove_coverage(done, policy.partial_drafts)
+    message = f"Completed the plan with {extra} extra buckets; {_proven(proven)}"
+    return _result(
+        sdd, done, planned, Verdict("True", Reason.COVERAGE_COMPLETE, message), extra=extra
+    )
+
+
+def _result(
+    sdd: SpecDecodeDeployment,
+    plan: BucketPlan,
+    planned: Verdict,
+    coverage: Verdict,
+    report: CoverageReport | None = None,
+    *,
+    extra: int = 0,
+    stalled: bool = False,
+) -> PlanningResult:
+    cost = estimate_plan(plan, model_profile(sdd))
+    summary = _summary(plan, extra, report, cost)
+    if coverage.status == "True":
+        coverage = Verdict(coverage.status, coverage.reason, f"{coverage.message}; warmup {cost}")
+    return PlanningResult(plan, planned, coverage, summary, stalled)
+
+
+def _summary(
+    plan: BucketPlan, extra: int, report: CoverageReport | None, cost: CostEstimate
+) -> PlanSummary:
+    gaps = report.uncovered if report else []
+    return PlanSummary(
+        hash=plan.digest,
+        prompt_buckets=len(plan.prompt_buckets),
+        decode_buckets=len(plan.seed_decode_buckets),
+        spec_decode_buckets=len(plan.decode_buckets),
+        total_buckets=_total(plan),
+        extra_buckets=extra,
+        uncovered_count=len(gaps),
+        uncovered_shapes=[str(g.engine_config) for g in gaps[:MAX_UNCOVERED_LISTED]] or None,
+        # The upper end of the estimated range: later stages size probe budgets from it.
+        estimated_warmup_seconds=round(cost.high_s),
+    )
+
+
+def _total(plan: BucketPlan) -> int:
+    return len(plan.prompt_buckets) + len(plan.decode_buckets)
+
+
+def _plan_message(plan: BucketPlan) -> str:
+    return (
+        f"{len(plan.prompt_buckets)} prompt and {len(plan.decode_buckets)} decode buckets "
+        f"({len(plan.seed_decode_buckets)} seeds, +{plan.spec_added} from the spec-decode "
+        f"expansion), profile {plan.config.profile}"
+    )
+
+
+def _proven(report: CoverageReport) -> str:
+    return f"all {report.states:,} reachable states run a planned bucket"
+
+
+def _holes(report: CoverageReport) -> str:
+    top = report.uncovered[0]
+    return (
+        f"{len(report.uncovered)} shapes would run unwarmed in {report.uncovered_states:,} of "
+        f"{report.states:,} reachable states, e.g. {top.engine_config} for state {top.example}"
+    )
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())[:1024]
+
+
+def planned_status(
+    sdd: SpecDecodeDeployment, result: PlanningResult, at: datetime | None = None
+) -> SpecDecodeDeploymentStatus:
+    """The status after planning; warmup and serving conditions stay pending (later stages)."""
+    old = sdd.status or SpecDecodeDeploymentStatus()
+    gen = sdd.metadata.generation
+    conditions: list[Condition] | None = old.conditions
+    for type_, verdict in ((BUCKETS_PLANNED, result.planned), (COVERAGE_PROVEN, result.coverage)):
+        conditions = _set(conditions, type_, verdict, gen, at)
+    waiting = Verdict("Unknown", Reason.WARMUP_PENDING, "The warmup stage has not run")
+    conditions = _set(conditions, WARMED, waiting, gen, at)
+    not_ready = Verdict("False", Reason.WARMUP_PENDING, "Serving waits for a verified warmup")
+    conditions = _set(conditions, READY, not_ready, gen, at)
+    conditions = _kstatus(conditions, result, gen, at)
+    return old.model_copy(
+        update={
+            "observed_generation": gen,
+            "conditions": conditions,
+            "phase": derive_phase(conditions),
+            "plan": result.summary,
+        }
+    )
+
+
+def _set(
+    conditions: list[Condition] | None, type_: str, v: Verdict, gen: int | None, at: datetime | None
+) -> list[Condition]:
+    status = v.status if v.status in ("True", "False") else "Unknown"
+    return set_condition(conditions, type_, status, v.reason, v.message, generation=gen, at=at)  # type: ignore[arg-type]
+
+
+def _kstatus(
+    conditions: list[Condition], result: PlanningResult, gen: int | None, at: datetime | None
+) -> list[Condition]:
+    """kstatus: Stalled while the spec cannot progress; Reconciling is gone once planned."""
+    conditions = remove_condition(conditions, RECONCILING)
+    if not result.stalled:
+        return remove_condition(conditions, STALLED)
+    cause = result.planned if result.planned.status != "True" else result.coverage
+    return _set(conditions, STALLED, Verdict("True", cause.reason, cause.message), gen, at)
