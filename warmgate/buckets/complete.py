@@ -97,12 +97,16 @@ def _decode_additions(plan: BucketPlan, gaps: Iterable[UncoveredShape]) -> list[
     partial T=3 over B=8 gives V=24 with targets up to 3*192=576 -> seed (24, 1, 576). Without
     contiguous PA the decode filter drops seeds with bs > blocks, so blocks is at least V.
     """
+    contiguous = plan.config.contiguous_pa
     need: dict[int, int] = {}
     for gap in gaps:
         if gap.phase == "decode":
             virtual, _, blocks = gap.requested
+            # Contiguous PA runs max(C, S) capped at num_gpu_blocks + 1 (doc section 3.6), which
+            # can exceed the lookup target: the row needs the shape's own blocks.
+            blocks = max(blocks, gap.shape[2]) if contiguous else blocks
             need[virtual] = max(need.get(virtual, 0), blocks)
-    floor = 0 if plan.config.contiguous_pa else 1
+    floor = 0 if contiguous else 1
     return [(v, 1, max(blocks, v * floor, 1)) for v, blocks in sorted(need.items())]
 
 

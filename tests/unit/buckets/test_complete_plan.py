@@ -108,12 +108,15 @@ def _small_configs(draw: st.DrawFn) -> EngineShapeConfig:
     if draw(st.booleans()):
         rows = draw(st.lists(st.tuples(st.integers(1, 20), st.integers(1, 200)), min_size=1))
         file = "\n".join([f"({b}, 1, {c})" for b, c in rows] + [f"(1, {min(mbt, mml)}, 0)"])
+    contiguous = draw(st.booleans())
+    blocks = draw(st.integers(1, 600) if contiguous else st.none() | st.integers(1, 600))
     return EngineShapeConfig(
         max_num_seqs=draw(st.integers(1, 20)),
         max_model_len=mml,
         max_num_batched_tokens=mbt,
         block_size=block,
-        num_gpu_blocks=draw(st.none() | st.integers(1, 600)),
+        num_gpu_blocks=blocks,
+        contiguous_pa=contiguous,
         num_speculative_tokens=draw(st.integers(0, 4)),
         strategy=draw(st.sampled_from(["exp", "lin", "pad"])),
         profile=draw(st.sampled_from(["v0.26.0", "main-2026-08"])),
