@@ -216,10 +216,13 @@ def main(argv: list[str]) -> int:
     usable = f"Usable num_blocks: {kv}, actual allocated num_blocks: {kv + 1}"
     log("INFO", "hpu_worker.py:240", f"{usable} (_PAD_BLOCK_ID={kv}, _PAD_SLOT_ID=0)")
     lists = compute_lists(args, kv)
+    # Order and content as vllm-gaudi common.py: the spec line lists only the added buckets,
+    # then the decode line lists the whole expanded list.
     print_list("prompt", lists["prompt"])
-    print_list("decode", lists["seeds"])
     if spec_tokens(args) > 0:
-        print_list("spec decode", lists["decode"])
+        seeds = set(lists["seeds"])
+        print_list("spec decode", [b for b in lists["decode"] if b not in seeds])
+    print_list("decode", lists["decode"])
     return serve_or_hang(args, lists)
 
 

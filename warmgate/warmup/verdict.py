@@ -41,15 +41,18 @@ class Verdict:
 
 
 def _observed(log: EngineLog, name: str) -> list[tuple[int, int, int]] | None:
-    # §1 item 2: with k > 0 the engine logs the expanded list as "spec decode buckets"; the
-    # plain "decode buckets" line then holds the seeds (or, if logged after the replacement,
-    # the expanded list again; _check_seed accepts that case as "not logged separately").
-    # With k = 0 there is no spec line and seeds == decode buckets.
+    # vllm-gaudi common.py: with k > 0, generate_spec_decode_buckets first logs only the
+    # buckets it ADDED ("Generated 62 spec decode buckets ...", §6 "62 added"), then
+    # log_generate_info logs the full expanded list as "Generated 105 decode buckets ...".
+    # The seeds are never logged; they are the decode list minus the added ones.
     if name == "prompt":
         return log.lists.get("prompt")
-    if name == "decode" and "spec_decode" in log.lists:
-        return log.lists["spec_decode"]
-    return log.lists.get("decode")
+    decode = log.lists.get("decode")
+    added = log.lists.get("spec_decode")
+    if name == "decode" or decode is None or added is None:
+        return decode  # with k = 0 there is no spec line and seeds == decode buckets
+    extra = set(added)
+    return [row for row in decode if row not in extra]
 
 
 def check_lists(plan: Plan, log: EngineLog) -> list[ListCheck]:
@@ -62,17 +65,10 @@ def check_lists(plan: Plan, log: EngineLog) -> list[ListCheck]:
             continue
         digest = bucket_digest(rows)
         check = ListCheck(name, expected, len(rows), digest, digest == expected.digest)
-        if name == "seed_decode" and not check.match:
-            _check_seed(check, plan, digest)
+        if name == "seed_decode" and "spec_decode" in log.lists:
+            check.note = "derived: decode list minus the logged spec decode additions"
         checks.append(check)
     return checks
-
-
-def _check_seed(check: ListCheck, plan: Plan, digest: str) -> None:
-    final = plan.buckets.expected.get("decode")
-    if final is not None and digest == final.digest:
-        check.match = None
-        check.note = "engine logged the expanded list on its decode line; seeds not logged"
 
 
 def early_mismatches(plan: Plan, log: EngineLog) -> list[str]:

@@ -35,36 +35,40 @@ def config_a_lists(k: int) -> dict[str, Any]:
     return {"plan": plan_buckets(config)}
 
 
-def logged(k: int, decode_line: str = "seeds") -> EngineLog:
+def logged(k: int) -> EngineLog:
+    """What vllm-gaudi logs (common.py): the spec line holds only the added buckets, the decode
+    line the whole expanded list."""
     plan = config_a_lists(k)["plan"]
     log = EngineLog(kv_blocks=8192, warmup_secs=1.0)
     log.lists["prompt"] = plan.prompt_buckets
-    log.lists["decode"] = (
-        plan.seed_decode_buckets if decode_line == "seeds" else plan.decode_buckets
-    )
+    log.lists["decode"] = plan.decode_buckets
     if k:
-        log.lists["spec_decode"] = plan.decode_buckets
+        seeds = set(plan.seed_decode_buckets)
+        log.lists["spec_decode"] = [b for b in plan.decode_buckets if b not in seeds]
     return log
 
 
 def test_verdict_accepts_matching_lists(tmp_path: Path) -> None:
     plan = parse_plan(make_plan(tmp_path, k=1))
-    verdict = final_verdict(plan, logged(1))
+    log = logged(1)
+    assert len(log.lists["spec_decode"]) == 62  # §6: config A, k=1 adds 62 buckets
+    verdict = final_verdict(plan, log)
     assert verdict.mismatches == []
     assert {c.name: c.match for c in verdict.checks} == {
         "decode": True,
         "prompt": True,
         "seed_decode": True,
     }
-
-
-def test_verdict_when_decode_line_holds_the_expanded_list(tmp_path: Path) -> None:
-    plan = parse_plan(make_plan(tmp_path, k=1))
-    verdict = final_verdict(plan, logged(1, decode_line="expanded"))
-    assert verdict.mismatches == []
     seed = next(c for c in verdict.checks if c.name == "seed_decode")
-    assert seed.match is None
-    assert "seeds not logged" in seed.note
+    assert (seed.observed_count, seed.note.split(":")[0]) == (43, "derived")
+
+
+def test_spec_line_holding_the_whole_list_fails_the_seed_check(tmp_path: Path) -> None:
+    plan = parse_plan(make_plan(tmp_path, k=1))
+    log = logged(1)
+    log.lists["spec_decode"] = list(log.lists["decode"])
+    (reason,) = early_mismatches(plan, log)
+    assert reason.startswith("seed_decode buckets: engine generated 0 ")
 
 
 def test_verdict_without_spec_decode_compares_plain_decode(tmp_path: Path) -> None:
@@ -86,7 +90,9 @@ def test_missing_lines_are_mismatches_only_at_the_end(tmp_path: Path) -> None:
 def test_seed_file_expanded_twice_is_a_mismatch(tmp_path: Path) -> None:
     plan = parse_plan(make_plan(tmp_path, k=1))
     log = logged(1)
+    # A seed file that was already expanded gets expanded again (§2.6): extra bs-256 rows.
     log.lists["spec_decode"] = [*log.lists["spec_decode"], (256, 1, 4096)]
+    log.lists["decode"] = sorted([*log.lists["decode"], (256, 1, 4096)])
     (reason,) = early_mismatches(plan, log)
     assert reason.startswith("decode buckets: engine generated 106 with digest sha256:")
 
