@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from warmgate.buckets.generate import Bucket
 
-__all__ = ["BucketIndex", "Lookup", "fallback_value", "first_fit"]
+__all__ = ["BucketIndex", "DecodeRows", "Lookup", "fallback_value", "first_fit"]
 
 # generate_fallback_bucket's base steps: bs rounds on 2, query and blocks on 32.
 FALLBACK_BS_BASE = 2
@@ -77,6 +77,36 @@ class BucketIndex:
                 row = self._ctx[i]
                 return (kb, kq, row[bisect_left(row, ctx)])
         return None
+
+
+class DecodeRows:
+    """Decode buckets (all of query 1) as bs rows of sorted block counts, for fast first fit.
+
+    e.g. config A seeds: rows [1, 2, 4, 8, ...], row 12 -> [64, 128, 192, 256, 320, 384]; the
+    lookup (12, 500) skips row 12 (max 384) and returns (22, 1, 640) from row 22.
+    """
+
+    __slots__ = ("_bs", "_ctx", "_max")
+
+    def __init__(self, sorted_buckets: Sequence[Bucket]) -> None:
+        if any(q != 1 for _, q, _ in sorted_buckets):
+            raise ValueError("decode buckets must all have query 1")
+        index = BucketIndex(sorted_buckets)
+        self._bs = [b for b, _ in index._keys]
+        self._ctx = index._ctx
+        self._max = index._max
+
+    def find(self, bs: int, blocks: int) -> Bucket | None:
+        """Same answer as ``first_fit(buckets, (bs, 1, blocks))``."""
+        maxes = self._max
+        n = len(maxes)
+        i = bisect_left(self._bs, bs)
+        while i < n and maxes[i] < blocks:
+            i += 1
+        if i == n:
+            return None
+        row = self._ctx[i]
+        return (self._bs[i], 1, row[bisect_left(row, blocks)])
 
 
 def fallback_value(n: int, base: int) -> int:

@@ -17,6 +17,7 @@ from warmgate.buckets.lookup import (
     FALLBACK_BS_BASE,
     FALLBACK_QUERY_BASE,
     BucketIndex,
+    DecodeRows,
     Lookup,
     fallback_value,
 )
@@ -106,12 +107,12 @@ class BucketPlan:
         return BucketIndex(self._prompt)
 
     @cached_property
-    def _seed_index(self) -> BucketIndex:
-        return BucketIndex(self._seeds)
+    def _seed_index(self) -> DecodeRows:
+        return DecodeRows(self._seeds)
 
     @cached_property
-    def _decode_index(self) -> BucketIndex:
-        return BucketIndex(self._decode)
+    def _decode_index(self) -> DecodeRows:
+        return DecodeRows(self._decode)
 
     @cached_property
     def _decode_set(self) -> frozenset[Bucket]:
@@ -150,10 +151,10 @@ class BucketPlan:
         if fmc > 0 and nblocks > fmc:
             nblocks = fmc
         if seed and self._seeds:
-            hit = self._seed_index.find(bs, 1, nblocks)
+            hit = self._seed_index.find(bs, nblocks)
             if hit is not None:
                 return Lookup(hit, fallback=False, planned=True)
-        hit = self._decode_index.find(bs, 1, nblocks)
+        hit = self._decode_index.find(bs, nblocks)
         if (
             extra is not None
             and extra[0] >= bs
@@ -239,8 +240,27 @@ class BucketPlan:
         """(B*T, 1, C): the decode bucket the step runs, i.e. ``('decode', B*T, 1, C)``.
 
         Config A, k=3, 8 x 3000 tokens with a partial T=3 -> (24, 1, 768), which is not warmed.
+        Same answer as ``decode_step(...).shape``; the common case (no fallback, non-contiguous
+        PA) skips building the lookup records, for throughput.
         """
-        return self.decode_step(num_seqs, total_blocks, tokens_per_seq).shape
+        t = tokens_per_seq
+        if self.config.contiguous_pa or num_seqs < 1 or total_blocks < 0 or t < 1 or t > self._t:
+            return self.decode_step(num_seqs, total_blocks, t).shape
+        fmc = self.fallback_max_ctx
+        hit = None
+        if t > 1 and self._seeds:
+            hit = self._seed_index.find(num_seqs, min(total_blocks, fmc))
+        if hit is None:
+            hit = self._decode_index.find(num_seqs, min(total_blocks, fmc))
+        if hit is not None:
+            blocks = self._decode_index.find(hit[0] * t, min(t * total_blocks, fmc))
+            if blocks is not None:
+                return (hit[0] * t, 1, blocks[2])
+        return self.decode_step(num_seqs, total_blocks, t).shape
+
+    @cached_property
+    def _t(self) -> int:
+        return self.config.tokens_per_step
 
     def prompt_shape(self, batch_size: int, query_len: int, ctx_blocks: int = 0) -> Bucket:
         """(bs', query', ctx'): the prompt bucket a prefill batch runs (fallback included)."""

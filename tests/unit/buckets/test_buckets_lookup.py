@@ -9,6 +9,7 @@ import pytest
 from bucket_golden import Bucket, config, tables
 
 from warmgate.buckets import BucketIndex, Lookup, fallback_value, first_fit, plan_buckets
+from warmgate.buckets.lookup import DecodeRows
 
 
 def _blocks(n: int, tokens: int) -> int:
@@ -155,6 +156,24 @@ def test_bucket_index_matches_first_fit_exhaustively() -> None:
     plan = plan_buckets(config("D", num_speculative_tokens=2))
     buckets: list[Bucket] = plan.decode_buckets
     index = BucketIndex(buckets)
+    rows = DecodeRows(buckets)
     for bs in range(1, 520, 3):
         for blocks in range(0, 25000, 97):
-            assert index.find(bs, 1, blocks) == first_fit(buckets, (bs, 1, blocks))
+            expected = first_fit(buckets, (bs, 1, blocks))
+            assert index.find(bs, 1, blocks) == expected
+            assert rows.find(bs, blocks) == expected
+
+
+def test_prompt_index_matches_first_fit_exhaustively() -> None:
+    plan = plan_buckets(config("C", prompt_bs_max=8))
+    buckets = plan.prompt_buckets
+    index = BucketIndex(buckets)
+    for bs in range(1, 10):
+        for query in range(1, 8300, 61):
+            for ctx in range(0, 260, 23):
+                assert index.find(bs, query, ctx) == first_fit(buckets, (bs, query, ctx))
+
+
+def test_decode_rows_refuse_prompt_buckets() -> None:
+    with pytest.raises(ValueError, match="query 1"):
+        DecodeRows([(1, 128, 0)])

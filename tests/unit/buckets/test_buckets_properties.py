@@ -151,3 +151,14 @@ def test_bucket_file_round_trips(cfg: EngineShapeConfig) -> None:
     assert again.prompt_buckets == plan.prompt_buckets
     assert again.decode_buckets == plan.decode_buckets
     assert again.digest == plan.digest
+
+
+@given(configs(), st.data())
+def test_decode_shape_fast_path_matches_decode_step(
+    cfg: EngineShapeConfig, data: st.DataObject
+) -> None:
+    plan = _plan(cfg)
+    n = data.draw(st.integers(1, 2 * cfg.max_num_seqs))
+    s = data.draw(st.integers(0, 2 * n * cfg.max_blocks_per_seq))
+    t = data.draw(st.integers(1, cfg.tokens_per_step))
+    assert plan.decode_shape(n, s, t) == plan.decode_step(n, s, t).shape
