@@ -17,6 +17,7 @@ import shutil
 import socket
 import ssl
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -266,3 +267,48 @@ class ControlPlane:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class OperatorProcess:
+    """`warmgate operator` as a child process watching one namespace, as the chart runs it."""
+
+    def __init__(self, kubeconfig: Path, namespace: str, log: Path) -> None:
+        self.metrics_port, self.health_port = _free_port(), _free_port()
+        cmd = [
+            sys.executable, "-m", "warmgate", "operator", "--namespace", namespace,
+            "--metrics-port", str(self.metrics_port),
+            "--liveness", f"http://127.0.0.1:{self.health_port}/healthz",
+        ]  # fmt: skip
+        self.log = log
+        self._out = log.open("wb")
+        env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+        self.proc = subprocess.Popen(cmd, env=env, stdout=self._out, stderr=subprocess.STDOUT)
+
+    def get(self, path: str, port: int | None = None) -> str:
+        """GET a path of the operator's metrics (default) or liveness port."""
+        url = f"http://127.0.0.1:{port or self.metrics_port}{path}"
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return str(resp.read().decode())
+
+    def wait_alive(self, timeout: float = 60.0) -> OperatorProcess:
+        """Wait until kopf's liveness endpoint answers; fail with the log if the process died."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the operator exited:\n{self.log.read_text()[-4000:]}")
+            try:
+                self.get("/healthz", self.health_port)
+                return self
+            except OSError:
+                time.sleep(0.2)
+        raise TimeoutError(f"the operator did not become alive:\n{self.log.read_text()[-4000:]}")
+
+    def stop(self) -> None:
+        """Terminate the operator (kopf stops its handlers gracefully on SIGTERM)."""
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._out.close()

@@ -3,71 +3,19 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 from warmgate.api import parse_manifest
-from warmgate.controlplane import REPO_ROOT, ControlPlane
+from warmgate.controlplane import REPO_ROOT, ControlPlane, OperatorProcess
 from warmgate.handlers.planning import evaluate
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CRD = REPO_ROOT / "crds" / "warmgate.dev_specdecodedeployments.yaml"
-
-
-def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _get(url: str) -> str:
-    with urllib.request.urlopen(url, timeout=2) as resp:
-        return str(resp.read().decode())
-
-
-class Operator:
-    """`warmgate operator` as a child process, as the chart runs it."""
-
-    def __init__(self, cp: ControlPlane, namespace: str, log: Path) -> None:
-        self.metrics, self.health = _port(), _port()
-        env = {**os.environ, "KUBECONFIG": str(cp.kubeconfig)}
-        cmd = [sys.executable, "-m", "warmgate", "operator", "--namespace", namespace,
-               "--metrics-port", str(self.metrics),
-               "--liveness", f"http://127.0.0.1:{self.health}/healthz"]  # fmt: skip
-        self.log = log
-        self._out = log.open("wb")
-        self.proc = subprocess.Popen(cmd, env=env, stdout=self._out, stderr=subprocess.STDOUT)
-
-    def wait_alive(self, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, self.log.read_text()
-            try:
-                _get(f"http://127.0.0.1:{self.health}/healthz")
-                return
-            except OSError:
-                time.sleep(0.2)
-        raise TimeoutError(self.log.read_text())
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self._out.close()
 
 
 @pytest.fixture(scope="module")
@@ -88,11 +36,11 @@ def namespace(control_plane: ControlPlane) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def operator(
     control_plane: ControlPlane, crd: None, namespace: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Operator]:
-    op = Operator(control_plane, namespace, tmp_path_factory.mktemp("operator") / "operator.log")
+) -> Iterator[OperatorProcess]:
+    log = tmp_path_factory.mktemp("operator") / "operator.log"
+    op = OperatorProcess(control_plane.kubeconfig, namespace, log)
     try:
-        op.wait_alive()
-        yield op
+        yield op.wait_alive()
     finally:
         op.stop()
 
@@ -120,7 +68,7 @@ def conditions(obj: dict[str, Any]) -> dict[str, tuple[str, str]]:
 
 
 def test_example_is_planned_proven_and_reported(
-    control_plane: ControlPlane, operator: Operator, namespace: str
+    control_plane: ControlPlane, operator: OperatorProcess, namespace: str
 ) -> None:
     doc = example("llama31-8b-eagle3-gaudi2.yaml", namespace, "eagle3")
     apply(control_plane, doc)
@@ -146,12 +94,12 @@ def test_example_is_planned_proven_and_reported(
     )  # fmt: skip
     reasons = [e["reason"] for e in json.loads(events.stdout)["items"]]
     assert "CoverageComplete" in reasons
-    metrics = _get(f"http://127.0.0.1:{operator.metrics}/metrics")
+    metrics = operator.get("/metrics")
     assert f'warmgate_coverage_proven{{name="eagle3",namespace="{namespace}"}} 1.0' in metrics
 
 
 def test_spec_change_replans_with_a_new_generation(
-    control_plane: ControlPlane, operator: Operator, namespace: str
+    control_plane: ControlPlane, operator: OperatorProcess, namespace: str
 ) -> None:
     doc = example("llama31-8b-seeds.yaml", namespace, "replanned")
     apply(control_plane, doc)
@@ -168,7 +116,7 @@ def test_spec_change_replans_with_a_new_generation(
 
 
 def test_unplannable_spec_stalls_without_crashing_the_operator(
-    control_plane: ControlPlane, operator: Operator, namespace: str
+    control_plane: ControlPlane, operator: OperatorProcess, namespace: str
 ) -> None:
     bad = example("llama31-8b-seeds.yaml", namespace, "unplannable")
     apply(control_plane, bad)
@@ -188,7 +136,7 @@ def test_unplannable_spec_stalls_without_crashing_the_operator(
 
 
 def test_policy_caps_and_allowances_are_reported(
-    control_plane: ControlPlane, operator: Operator, namespace: str
+    control_plane: ControlPlane, operator: OperatorProcess, namespace: str
 ) -> None:
     capped = example(
         "minimal-ngram.yaml", namespace, "capped", buckets={"coverage": {"maxExtraBuckets": 3}}

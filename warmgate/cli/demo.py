@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,7 @@ from warmgate.api import SpecDecodeDeployment, engine_shape_config, load_manifes
 from warmgate.buckets import BucketPlan, plan_buckets
 from warmgate.buckets.complete import CompletionError, complete_plan
 from warmgate.buckets.coverage import prove_coverage
-from warmgate.controlplane import REPO_ROOT, ControlPlane, find_assets
+from warmgate.controlplane import REPO_ROOT, ControlPlane, OperatorProcess, find_assets
 
 CRD_FILE = REPO_ROOT / "crds" / "warmgate.dev_specdecodedeployments.yaml"
 EXAMPLES = REPO_ROOT / "examples"
@@ -65,6 +66,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--kubeconfig", type=Path, default=None)
     parser.add_argument("--namespace", default="warmgate-demo")
+    parser.add_argument(
+        "--no-operator", action="store_true", help="only plan locally; do not start the operator"
+    )
     parser.add_argument("manifests", nargs="*", type=Path, help="default: examples/*.yaml")
     parser.set_defaults(func=run)
 
@@ -74,11 +78,29 @@ def run(args: argparse.Namespace) -> int:
     with _cluster(args.kubeconfig) as kubectl:
         _install_crd(kubectl)
         kubectl("create", "namespace", args.namespace, check=False)
-        for path in manifests:
-            _apply_and_plan(kubectl, path, args.namespace)
-        _show_refusal(kubectl, args.namespace)
+        with _operator(kubectl, args.namespace, enabled=not args.no_operator):
+            names = [_apply_and_plan(kubectl, path, args.namespace) for path in manifests]
+            _show_refusal(kubectl, args.namespace)
+            if not args.no_operator:
+                _show_status(kubectl, args.namespace, names)
         print(kubectl("get", "sdd", "-n", args.namespace, "-o", "wide").stdout)
     return 0
+
+
+@contextlib.contextmanager
+def _operator(kubectl: Kubectl, namespace: str, enabled: bool) -> Iterator[None]:
+    if not enabled:
+        yield
+        return
+    with tempfile.TemporaryDirectory(prefix="warmgate-operator-") as tmp:
+        op = OperatorProcess(kubectl.kubeconfig, namespace, Path(tmp) / "operator.log")
+        try:
+            op.wait_alive()
+            print(f"Started the operator (watching namespace {namespace})")
+            yield
+        finally:
+            op.stop()
+            print("Stopped the operator")
 
 
 @contextlib.contextmanager
@@ -108,7 +130,7 @@ def _install_crd(kubectl: Kubectl) -> None:
     print(f"Installed CRD from {CRD_FILE.relative_to(REPO_ROOT)}")
 
 
-def _apply_and_plan(kubectl: Kubectl, path: Path, namespace: str) -> None:
+def _apply_and_plan(kubectl: Kubectl, path: Path, namespace: str) -> str:
     sdd = load_manifest(path)
     doc = yaml.safe_load(path.read_text())
     doc["metadata"]["namespace"] = namespace
@@ -116,6 +138,7 @@ def _apply_and_plan(kubectl: Kubectl, path: Path, namespace: str) -> None:
     verdict = res.stdout.strip() or res.stderr.strip()
     print(f"\n== {path.name}: {verdict}")
     _print_plan(sdd)
+    return str(doc["metadata"]["name"])
 
 
 def _print_plan(sdd: SpecDecodeDeployment) -> None:
@@ -143,6 +166,19 @@ def _state(gap: Any) -> str:
     if gap.phase == "decode":
         return f"{a} seqs holding {b} KV blocks, {c} tokens each"
     return f"a prefill of {a} x {b} tokens after {c} cached blocks"
+
+
+def _show_status(kubectl: Kubectl, namespace: str, names: list[str]) -> None:
+    """What the operator wrote: wait for each object's status, then print its conditions."""
+    print("\n== status written by the operator:")
+    for name in names:
+        kubectl("wait", "-n", namespace, f"sdd/{name}", "--timeout=120s",
+                "--for=jsonpath={.status.observedGeneration}=1", check=False)  # fmt: skip
+        got = kubectl("get", "-n", namespace, "sdd", name, "-o", "json", check=False)
+        status = json.loads(got.stdout).get("status", {}) if got.returncode == 0 else {}
+        print(f"   {name}: phase {status.get('phase', '(none yet)')}")
+        for c in status.get("conditions", []):
+            print(f"     {c['type']}={c['status']} {c['reason']}: {c.get('message', '')[:160]}")
 
 
 def _counts(plan: BucketPlan) -> str:
