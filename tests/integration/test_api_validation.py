@@ -70,6 +70,22 @@ def test_api_clients_get_the_same_message_with_field_validation_strict(
     assert case.expect[0] in json.loads(info.value.body)["message"]
 
 
+@pytest.mark.parametrize(
+    "how",
+    [("create", "--dry-run=server"), ("apply", "--server-side", "--dry-run=server")],
+    ids=["kubectl-default", "server-side-apply"],
+)
+def test_unknown_fields_are_refused_by_default_kubectl_and_server_side_apply(
+    control_plane: ControlPlane, crd_namespace: str, how: tuple[str, ...]
+) -> None:
+    case = next(c for c in CASES if c.name == "unknown-field-engine")
+    result = control_plane.kubectl(
+        *how, "-n", crd_namespace, "-f", "-", stdin=json.dumps(case.manifest), check=False
+    )
+    assert result.returncode != 0
+    assert "maxModelLength" in result.stderr
+
+
 def test_unknown_fields_are_pruned_silently_without_strict_validation(
     control_plane: ControlPlane, crd_namespace: str
 ) -> None:

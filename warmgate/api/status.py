@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, PlainSerializer, Strict, StringConstraints
+from pydantic import ConfigDict, Field, PlainSerializer, Strict, StringConstraints
 
 from warmgate.api.base import ApiModel
 
@@ -29,8 +29,15 @@ Hash = Annotated[str, StringConstraints(max_length=128)]
 ObjectName = Annotated[str, StringConstraints(max_length=253)]
 
 
+def _message_required(schema: dict[str, Any], cls: type[Any]) -> None:
+    # metav1.Condition requires message (it may be empty); Python keeps a "" default for callers.
+    schema["required"] = [*schema.get("required", []), "message"]
+
+
 class Condition(ApiModel):
     """One aspect of the object's state (metav1.Condition)."""
+
+    model_config = ConfigDict(json_schema_extra=_message_required)
 
     type: Annotated[str, StringConstraints(max_length=316, pattern=CONDITION_TYPE_PATTERN)] = Field(
         description="Condition type: BucketsPlanned, CoverageProven, Warmed, Ready, ..."

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from warmgate.api import (
+    Condition,
     Phase,
     Reason,
     derive_phase,
@@ -78,7 +79,7 @@ def test_derive_phase_follows_the_lifecycle() -> None:
         (WARMED, Phase.STARTING),
         (READY, Phase.READY),
     ]
-    conds: list = []  # type: ignore[type-arg]
+    conds: list[Condition] = []
     for type_, phase in steps:
         conds = set_condition(conds, type_, "True", "Done", at=T0)
         assert derive_phase(conds) == phase

@@ -123,7 +123,8 @@ def test_status_has_no_defaults_and_conditions_are_a_map_keyed_by_type() -> None
     conditions = status["properties"]["conditions"]
     assert conditions["x-kubernetes-list-type"] == "map"
     assert conditions["x-kubernetes-list-map-keys"] == ["type"]
-    assert conditions["items"]["required"] == ["type", "status", "lastTransitionTime", "reason"]
+    required = ["type", "status", "lastTransitionTime", "reason", "message"]
+    assert conditions["items"]["required"] == required
 
 
 def test_nested_sections_default_to_empty_objects() -> None:
