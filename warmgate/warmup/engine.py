@@ -65,14 +65,18 @@ class EngineProcess:
         self._sink = sink
         # A new session makes the engine the leader of its own process group, so stopping it
         # also stops vLLM's EngineCore and worker children.
-        self.proc = subprocess.Popen(
-            argv,
-            env=dict(env),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
+        try:
+            self.proc = subprocess.Popen(
+                argv,
+                env=dict(env),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
+        except OSError:
+            self._log.close()
+            raise
         self._readers = [
             self._reader(self.proc.stdout, "stdout"),
             self._reader(self.proc.stderr, "stderr"),

@@ -128,7 +128,7 @@ def write_report(report: dict[str, Any], report_dir: Path, key: str) -> Path:
     report_dir.mkdir(parents=True, exist_ok=True)
     path = report_dir / f"{key}.json"
     tmp = report_dir / f".{key}.json.{os.getpid()}.partial"
-    tmp.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps(report, sort_keys=True) + "\n", encoding="utf-8")
     os.replace(tmp, path)
     return path
 

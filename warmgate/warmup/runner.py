@@ -101,7 +101,10 @@ class Runner:
         shutil.rmtree(spec.local_dir, ignore_errors=True)
         restored = None
         if spec.reuse_existing:
-            restored = cache.restore(spec.volume_dir, spec.key, spec.local_dir)
+            try:
+                restored = cache.restore(spec.volume_dir, spec.key, spec.local_dir)
+            except OSError as exc:  # an unreadable volume only costs the speed-up
+                self.record.cache["restore_problems"] = [f"{exc}"]
         if restored is not None and not restored.problems:
             self.record.cache["restored_files"] = restored.files
             return True
