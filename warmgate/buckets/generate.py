@@ -11,6 +11,7 @@ __all__ = [
     "Bucket",
     "BucketPlanError",
     "correct_decode",
+    "decode_corrector",
     "decode_filter",
     "generate_decode",
     "generate_from_ranges",
@@ -49,15 +50,20 @@ def decode_filter(cfg: EngineShapeConfig) -> Callable[[int, int, int], bool]:
     return lambda bs, q, c: bs <= c
 
 
-def correct_decode(cfg: EngineShapeConfig, bucket: Bucket) -> Bucket:
+def decode_corrector(cfg: EngineShapeConfig) -> Callable[[int, int, int], Bucket]:
     """Clamp blocks to what bs sequences at max_model_len can hold (non-contiguous PA only).
 
     Config A: (1, 1, 64) -> (1, 1, 32), since one sequence never holds more than 4096/128 blocks.
     """
     if cfg.contiguous_pa:
-        return bucket
-    bs, q, c = bucket
-    return (bs, q, min(c, bs * cfg.max_blocks_per_seq))
+        return lambda bs, q, c: (bs, q, c)
+    per_seq = cfg.max_blocks_per_seq
+    return lambda bs, q, c: (bs, q, min(c, bs * per_seq))
+
+
+def correct_decode(cfg: EngineShapeConfig, bucket: Bucket) -> Bucket:
+    """``decode_corrector`` applied to one bucket."""
+    return decode_corrector(cfg)(*bucket)
 
 
 def generate_from_ranges(
@@ -71,6 +77,7 @@ def generate_from_ranges(
     value "sticks" (reproduced on purpose).
     """
     keep = prompt_filter(cfg) if is_prompt else decode_filter(cfg)
+    fix = (lambda bs, q, c: (bs, q, c)) if is_prompt else decode_corrector(cfg)
     max_c = max(ranges.ctx)
     edge = is_prompt and cfg.max_model_len >= LONG_CONTEXT
     out: set[Bucket] = set()
@@ -81,7 +88,7 @@ def generate_from_ranges(
                 if on_edge:
                     ctx = _edge_ctx(cfg, q, ctx)
                 if keep(bs, q, ctx):
-                    out.add((bs, q, ctx) if is_prompt else correct_decode(cfg, (bs, q, ctx)))
+                    out.add(fix(bs, q, ctx))
     return _non_empty(sorted(out), is_prompt)
 
 
@@ -126,11 +133,12 @@ def select_file_buckets(
 ) -> tuple[list[Bucket], list[Bucket]]:
     """(kept, omitted) file buckets: same filters and corrector, no product, no edge rule."""
     keep = prompt_filter(cfg) if is_prompt else decode_filter(cfg)
+    fix = decode_corrector(cfg)
     kept: set[Bucket] = set()
     omitted: set[Bucket] = set()
     for bucket in buckets:
         if not keep(*bucket):
             omitted.add(bucket)
         else:
-            kept.add(bucket if is_prompt else correct_decode(cfg, bucket))
+            kept.add(bucket if is_prompt else fix(*bucket))
     return _non_empty(sorted(kept), is_prompt), sorted(omitted)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from warmgate.buckets.config import EngineShapeConfig
-from warmgate.buckets.generate import Bucket, correct_decode
+from warmgate.buckets.generate import Bucket, decode_corrector
 
 __all__ = ["expand_spec"]
 
@@ -25,10 +25,10 @@ def expand_spec(cfg: EngineShapeConfig, seeds: Iterable[Bucket]) -> list[Bucket]
     if cfg.num_speculative_tokens == 0:
         return seeds
     t = cfg.tokens_per_step
-    out: set[Bucket] = set()
+    fix = decode_corrector(cfg)
+    out: set[Bucket] = set(seeds)
     for b, q, c in seeds:
-        out.add((b, q, c))
-        out.add(correct_decode(cfg, (b * t, q, c * t)))
+        out.add(fix(b * t, q, c * t))
         if b * t <= c:
-            out.add(correct_decode(cfg, (b * t, q, c)))
+            out.add(fix(b * t, q, c))
     return sorted(out)
