@@ -204,3 +204,20 @@ def test_sigterm_to_the_runner_stops_the_engine(tmp_path: Path) -> None:
     assert summary["reason"] == "runner received signal 15"
     with pytest.raises(ProcessLookupError):
         os.kill(json.loads(record.read_text())["pid"], 0)
+
+
+def test_key_held_by_a_folder_without_manifest_fails_publication(tmp_path: Path) -> None:
+    squatter = tmp_path / "volume" / "config-a"
+    squatter.mkdir(parents=True)
+    (squatter / "leftover.bin").write_bytes(b"?")
+    result = run_runner(tmp_path, make_plan(tmp_path))
+    _assert_outcome(result, Outcome.CACHE_FAILED)
+    assert "folder without manifest" in result.summary["reason"]
+    assert [p.name for p in squatter.iterdir()] == ["leftover.bin"]  # left untouched
+
+
+def test_unexpected_runner_error_still_reports(tmp_path: Path) -> None:
+    (tmp_path / "not-a-dir").write_text("")
+    result = run_runner(tmp_path, make_plan(tmp_path, work_dir=str(tmp_path / "not-a-dir")))
+    _assert_outcome(result, Outcome.INTERNAL_ERROR)
+    assert result.summary["reason"].startswith(("FileExistsError", "NotADirectoryError"))
