@@ -48,6 +48,7 @@ from warmgate.api.kube import (
     Resources,
     SecretKeyRef,
     Toleration,
+    container_resources,
 )
 from warmgate.api.mapping import engine_shape_config
 from warmgate.api.resource import (
@@ -112,6 +113,7 @@ __all__ = [
     "WarmupSummary",
     "WeightsVolume",
     "constants",
+    "container_resources",
     "derive_phase",
     "engine_shape_config",
     "get_condition",

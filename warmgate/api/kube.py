@@ -116,6 +116,18 @@ class Resources(ApiModel):
         return (self.limits or {}).get(GAUDI_RESOURCE)
 
 
+def container_resources(resources: Resources | None, gaudi_cards: int) -> dict[str, Any]:
+    """core/v1 ResourceRequirements for the vLLM container, `habana.ai/gaudi` filled in.
+
+    Extended resources are requested through limits alone (requests default to them), so the
+    card count goes into limits; a written count is kept (the CRD already forces it equal).
+    """
+    requests = dict(resources.requests or {}) if resources else {}
+    limits = dict(resources.limits or {}) if resources else {}
+    limits.setdefault(GAUDI_RESOURCE, gaudi_cards)
+    return {"requests": requests, "limits": limits} if requests else {"limits": limits}
+
+
 class EnvVar(ApiModel):
     """An environment variable of the vLLM container (core/v1 EnvVar)."""
 

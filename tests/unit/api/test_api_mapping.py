@@ -82,3 +82,14 @@ def test_every_example_maps_and_plans(path: Any) -> None:
     assert len(plan.decode_buckets) > len(plan.seed_decode_buckets)  # k >= 1 expands
     assert not plan.omitted_prompt  # the examples fit the engine
     assert not plan.omitted_decode
+
+
+def test_container_resources_default_the_gaudi_cards_to_the_tp_size() -> None:
+    from warmgate.api import Resources, container_resources
+
+    assert container_resources(None, 4) == {"limits": {"habana.ai/gaudi": 4}}
+    written = Resources(requests={"cpu": "8"}, limits={"habana.ai/gaudi": "2", "memory": "64Gi"})
+    assert container_resources(written, 2) == {
+        "requests": {"cpu": "8"},
+        "limits": {"habana.ai/gaudi": "2", "memory": "64Gi"},
+    }
