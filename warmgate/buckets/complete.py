@@ -8,8 +8,10 @@ from dataclasses import dataclass
 from warmgate.buckets.bucket_file import format_bucket_file
 from warmgate.buckets.config import EngineShapeConfig
 from warmgate.buckets.coverage import CoverageReport, UncoveredShape, prove_coverage
+from warmgate.buckets.coverage_prompt import PromptProver
 from warmgate.buckets.generate import Bucket
 from warmgate.buckets.plan import BucketPlan, plan_buckets
+from warmgate.buckets.states import StateSpace
 
 __all__ = ["CompletionError", "PlanDiff", "complete_plan", "plan_diff", "with_bucket_file"]
 
@@ -77,7 +79,13 @@ def complete_plan(
 def _next_plan(cfg: EngineShapeConfig, plan: BucketPlan, report: CoverageReport) -> BucketPlan:
     """Re-plan from the current seeds plus one bucket per gap row; fail if nothing new sticks."""
     gaps = report.uncovered
-    prompt = set(plan.prompt_buckets) | set(_prompt_additions(plan, gaps))
+    space = report.space
+    added = (
+        _prompt_additions(plan, space.partial_drafts, space.prefix_caching)
+        if any(g.phase == "prompt" for g in gaps)
+        else []
+    )
+    prompt = set(plan.prompt_buckets) | set(added)
     seeds = set(plan.seed_decode_buckets) | set(_decode_additions(plan, gaps))
     text = format_bucket_file(sorted(prompt), sorted(seeds), ("warmgate completed seed file",))
     nxt = plan_buckets(with_bucket_file(cfg, text))
@@ -110,23 +118,17 @@ def _decode_additions(plan: BucketPlan, gaps: Iterable[UncoveredShape]) -> list[
     return [(v, 1, max(blocks, v * floor, 1)) for v, blocks in sorted(need.items())]
 
 
-def _prompt_additions(plan: BucketPlan, gaps: Iterable[UncoveredShape]) -> list[Bucket]:
-    """One prompt bucket per (bs, query row) that falls back: the row's query, the largest ctx.
+def _prompt_additions(plan: BucketPlan, partial: bool, sharing: bool | None) -> list[Bucket]:
+    """One prompt bucket per (bs, query row) with gaps: the row's query, the largest ctx.
 
-    The query is the smallest planned query of that bs at or above the largest requested one
-    (keeping padding as today), else the request itself; never 1, which a file reads as decode.
+    The row is the planned query the gap's states pad to (the engine's own query padding is
+    kept); beyond the largest planned query it is the longest query itself. Never 1, which a
+    file reads as decode; at most mbt // bs, which the prompt filter demands.
     """
-    queries: dict[int, list[int]] = {}
-    for b, q, _ in plan.prompt_buckets:
-        queries.setdefault(b, []).append(q)
-    need: dict[tuple[int, int], int] = {}
-    for gap in gaps:
-        if gap.phase == "prompt":
-            bs, query, ctx = gap.requested
-            above = [q for q in queries.get(bs, []) if q >= query]
-            key = (bs, max(min(above, default=query), 2))
-            need[key] = max(need.get(key, 0), ctx)
-    return [(bs, q, ctx) for (bs, q), ctx in sorted(need.items())]
+    space = StateSpace.of(plan.config, partial_drafts=partial, prefix_caching=sharing)
+    needs = PromptProver(plan, space).row_needs(frozenset(plan.prompt_buckets))
+    mbt = plan.config.max_num_batched_tokens
+    return [(bs, max(2, min(q, mbt // bs)), ctx) for (bs, q), ctx in sorted(needs.items())]
 
 
 def _verified(plan: BucketPlan, partial_drafts: bool, prefix_caching: bool | None) -> BucketPlan:

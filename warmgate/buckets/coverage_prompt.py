@@ -45,18 +45,36 @@ class PromptProver:
     def run(self, tally: Tally) -> int:
         """Add every reachable prompt state to ``tally``; return how many there were."""
         total = 0
-        for bs in range(1, self.space.prompt_bs_max + 1):
-            for box, shape in self.pieces(bs):
-                if bs > 1 and not self.space.batch_allowed(shape):
-                    continue  # the runner does not form this batch (doc section 3.6)
-                count, q_last = self.count(bs, box)
-                if count:
-                    total += count
-                    top_ctx = min(box[3], self.space.ctx_max(bs, box[0]))
-                    tally_add(tally, shape, count, (bs, box[0], box[2]), (bs, q_last, top_ctx))
+        for bs, box, shape, _ in self.reachable():
+            count, q_last = self.count(bs, box)
+            total += count
+            top_ctx = min(box[3], self.space.ctx_max(bs, box[0]))
+            tally_add(tally, shape, count, (bs, box[0], box[2]), (bs, q_last, top_ctx))
         return total
 
-    def pieces(self, bs: int) -> Iterator[tuple[Box, Bucket]]:
+    def row_needs(self, planned: frozenset[Bucket]) -> dict[tuple[int, int], int]:
+        """For each (bs, query row) whose states run unplanned shapes: the largest such ctx.
+
+        The query row is the planned query the interval pads to (or the interval's top beyond
+        the last one), so a bucket (bs, row, ctx) closes the gap with the engine's own padding.
+        """
+        need: dict[tuple[int, int], int] = {}
+        for bs, box, shape, q_row in self.reachable():
+            if shape not in planned:
+                top_ctx = min(box[3], self.space.ctx_max(bs, box[0]))
+                need[bs, q_row] = max(need.get((bs, q_row), 0), top_ctx)
+        return need
+
+    def reachable(self) -> Iterator[tuple[int, Box, Bucket, int]]:
+        """(bs, box, shape, query row) for every non-empty box of states the runner forms."""
+        for bs in range(1, self.space.prompt_bs_max + 1):
+            for box, shape, q_row in self.pieces(bs):
+                if bs > 1 and not self.space.batch_allowed(shape):
+                    continue  # the runner does not form this batch (doc section 3.6)
+                if self.space.ctx_max(bs, box[0]) >= box[2]:
+                    yield bs, box, shape, q_row
+
+    def pieces(self, bs: int) -> Iterator[tuple[Box, Bucket, int]]:
         """Boxes of (query, ctx) with one prompt bucket each, for prompt batches of size bs."""
         qmax = self.space.query_max(bs)
         bounds = sorted({q for (b, q), _ in self.rows if b >= bs})
@@ -64,7 +82,9 @@ class PromptProver:
         for q_row in [*bounds, qmax]:
             hi = min(q_row, qmax)
             if lo <= hi:
-                yield from self._interval(bs, lo, hi, Staircase.build(self.rows, bs, q_row))
+                stairs = Staircase.build(self.rows, bs, q_row)
+                for box, shape in self._interval(bs, lo, hi, stairs):
+                    yield box, shape, q_row
             lo = max(lo, hi + 1)
 
     def _interval(

@@ -10,7 +10,7 @@ from typing import Protocol, cast
 
 # Each module named here defines `register(subparsers)`, which adds its sub-command and sets
 # `func(args) -> int` as the parser default. Add a line to plug in a new command.
-COMMANDS: tuple[str, ...] = ("buckets", "crd", "demo", "operator")
+COMMANDS: tuple[str, ...] = ("buckets", "crd", "demo", "operator", "plan")
 
 
 class _CommandModule(Protocol):
