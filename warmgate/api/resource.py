@@ -100,8 +100,7 @@ class SpecDecodeDeploymentSpec(ApiModel):
             # The planner sizes contiguous-PA decode buckets from the KV block count, and it
             # plans before any Gaudi Pod could measure it.
             cel=(
-                "!has(self.buckets) || !self.buckets.contiguousPA || "
-                "has(self.engine.numGpuBlocks)"
+                "!has(self.buckets) || !self.buckets.contiguousPA || has(self.engine.numGpuBlocks)"
             ),
             message="engine.numGpuBlocks is required when buckets.contiguousPA is true",
             check=lambda s: not s.buckets.contiguous_pa or s.engine.num_gpu_blocks is not None,
