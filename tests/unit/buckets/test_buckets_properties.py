@@ -8,6 +8,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from warmgate.buckets import (
+    BucketOverrides,
     BucketPlan,
     BucketPlanError,
     EngineShapeConfig,
@@ -36,7 +37,26 @@ def configs(draw: st.DrawFn) -> EngineShapeConfig:
         "prompt_bs_max": draw(st.sampled_from([None, 2, 8])),
         "profile": draw(st.sampled_from(["v0.26.0", "main-2026-08"])),
     }
+    if small and draw(st.booleans()):
+        fields["overrides"] = draw(overrides())
     return EngineShapeConfig(**fields)
+
+
+@st.composite
+def overrides(draw: st.DrawFn) -> BucketOverrides:
+    """A few per-dimension lin/pad variables with small values."""
+    names = draw(
+        st.lists(st.sampled_from(sorted(BucketOverrides.model_fields)), max_size=4, unique=True)
+    )
+    values: dict[str, int] = {}
+    for name in names:
+        if name.endswith("percent"):
+            values[name] = draw(st.integers(0, 50))
+        elif name.endswith("step"):
+            values[name] = draw(st.integers(1, 256))
+        else:
+            values[name] = draw(st.integers(0, 4096))
+    return BucketOverrides(**values)
 
 
 def _plan(cfg: EngineShapeConfig) -> BucketPlan:
