@@ -15,6 +15,7 @@ Faults are injected with STANDIN_FAULTS, a comma list of:
   extra_decode_bucket   generate one decode bucket the plan does not have
   skip_warmup           log "Skipping warmup..." instead of warming
   wrap_lists            print each bucket list wrapped over many short lines
+  logs_on_stderr        log records on stderr, glued to the end of the tqdm bars
   probe_http_500        answer every completion with HTTP 500
   exit_on_probe         exit 4 on the first completion request
 STANDIN_RECORD=<path> writes the argv and the runner-owned env variables there as JSON.
@@ -48,10 +49,12 @@ def faults() -> dict[str, str]:
 
 
 def log(level: str, where: str, message: str) -> None:
-    """One vLLM-style log record on stdout: 'INFO 11-29 19:40:04 [file.py:12] message'."""
+    """One vLLM-style log record: 'INFO 11-29 19:40:04 [file.py:12] message' (stdout, or
+    stderr with the logs_on_stderr fault, where it lands right after a tqdm bar)."""
     stamp = time.strftime("%m-%d %H:%M:%S")
-    sys.stdout.write(f"{level} {stamp} [{where}] {message}\n")
-    sys.stdout.flush()
+    stream = sys.stderr if "logs_on_stderr" in faults() else sys.stdout
+    stream.write(f"{level} {stamp} [{where}] {message}\n")
+    stream.flush()
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -110,9 +113,10 @@ def print_list(kind: str, rows: list[Any]) -> None:
         log("INFO", "common.py:85", f"Generated {len(rows)} {kind} buckets {HEADER}: {body}")
         return
     log("INFO", "common.py:85", f"Generated {len(rows)} {kind} buckets {HEADER}: {body[:50]}")
+    stream = sys.stderr if "logs_on_stderr" in faults() else sys.stdout
     for start in range(50, len(body), 50):
-        sys.stdout.write(body[start : start + 50] + "\n")
-    sys.stdout.flush()
+        stream.write(body[start : start + 50] + "\n")
+    stream.flush()
 
 
 def write_recipes() -> None:
@@ -138,7 +142,8 @@ def warm(lists: dict[str, list[Any]]) -> None:
             pct = 100 * i // total
             sys.stderr.write(f"\r{phase} warmup processing: {pct:3d}%|#| {i}/{total} [00:00<00:00]")
             sys.stderr.flush()
-        sys.stderr.write("\n")
+        if "logs_on_stderr" not in faults():
+            sys.stderr.write("\n")  # else the next record is glued to the bar, as on a tty
         log("INFO", "hpu_model_runner.py:4100", f"Graph/{phase} captured:{total} used_mem:0 B")
     log(
         "INFO",

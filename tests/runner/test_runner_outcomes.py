@@ -221,3 +221,12 @@ def test_unexpected_runner_error_still_reports(tmp_path: Path) -> None:
     result = run_runner(tmp_path, make_plan(tmp_path, work_dir=str(tmp_path / "not-a-dir")))
     _assert_outcome(result, Outcome.INTERNAL_ERROR)
     assert result.summary["reason"].startswith(("FileExistsError", "NotADirectoryError"))
+
+
+def test_log_records_glued_to_tqdm_bars_on_one_stream(tmp_path: Path) -> None:
+    result = run_runner(tmp_path, make_plan(tmp_path, k=1), faults="logs_on_stderr,wrap_lists")
+    _assert_outcome(result, Outcome.VERIFIED)
+    assert "105/105 [00:00<00:00]INFO " in result.stderr  # the glued line really happened
+    log = result.report()["engine_log"]
+    assert log["captured"] == {"decode": 105, "prompt": 63}
+    assert log["progress"] == {"decode": [105, 105], "prompt": [63, 63]}
