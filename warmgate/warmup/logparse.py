@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -244,9 +243,13 @@ class LogParser:
 
 
 def _normalise_tuple(text: str) -> str:
-    """Canonical repr of a logged config tuple, so equal shapes compare equal."""
-    try:
-        value = ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
-    return repr(value) if isinstance(value, tuple) else text
+    """Canonical repr of a logged config tuple, so equal shapes compare equal.
+
+    vllm-gaudi versions log it as repr, "('decode', 24, 1, 768)", or via %s formatting,
+    "(decode, 24, 1, 768)" (the v0 fork: "(prompt, 1, 36864)"); both become the repr form.
+    """
+    items = []
+    for raw in text.strip()[1:-1].split(","):
+        item = raw.strip().strip("'\"")
+        items.append(int(item) if item.isdigit() else item)
+    return repr(tuple(items))

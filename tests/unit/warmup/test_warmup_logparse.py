@@ -175,3 +175,14 @@ def test_endless_line_is_dropped_not_kept() -> None:
     parser.feed("\nINFO [x] Usable num_blocks: 5, actual allocated num_blocks: 6\n")
     assert parser.state.problems == [f"stdout: dropped a line longer than {MAX_LINE_CHARS}"]
     assert parser.state.kv_blocks == 5
+
+
+def test_percent_s_formatted_configurations_normalise_to_the_repr_form() -> None:
+    # Some vllm-gaudi versions format the tuple with %s (no quotes); the v0 fork had 3 fields.
+    state = parse(
+        "WARNING 04-28 07:43:17 [hpu_model_runner.py:1013] "
+        "Configuration: (decode, 24, 1, 768) was not warmed-up!\n",
+        "WARNING [x] Configuration: ('decode', 24, 1, 768) was not warmed-up!\n",
+        "WARNING [x] Configuration: (prompt, 1, 36864) was not warmed-up!\n",
+    ).state
+    assert [u.text for u in state.unwarmed] == ["('decode', 24, 1, 768)", "('prompt', 1, 36864)"]
