@@ -5,12 +5,13 @@ from warmgate.buckets.config import (
     DEFAULT_PROFILE,
     PROFILES,
     BucketOverrides,
+    BucketPlanError,
     EngineShapeConfig,
     Profile,
     Strategy,
 )
-from warmgate.buckets.generate import Bucket, BucketPlanError
-from warmgate.buckets.lookup import BucketIndex, Lookup, fallback_value, first_fit
+from warmgate.buckets.generate import Bucket
+from warmgate.buckets.lookup import BucketIndex, DecodeRows, Lookup, fallback_value, first_fit
 from warmgate.buckets.plan import BucketPlan, DecodeStep, plan_buckets
 from warmgate.buckets.ranges import exp_range, lin_range, pad_range
 from warmgate.buckets.spec import expand_spec
@@ -23,6 +24,7 @@ __all__ = [
     "BucketOverrides",
     "BucketPlan",
     "BucketPlanError",
+    "DecodeRows",
     "DecodeStep",
     "EngineShapeConfig",
     "Lookup",
