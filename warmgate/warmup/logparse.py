@@ -96,6 +96,7 @@ class EngineLog:
     kv_blocks: int | None = None
     flags: set[str] = field(default_factory=set)
     problems: list[str] = field(default_factory=list)
+    list_problems: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def warmup_finished(self) -> bool:
@@ -189,15 +190,23 @@ class LogParser:
         if pending.key.startswith("omitted_"):
             self.state.omitted[pending.key.removeprefix("omitted_")] = rows
             return
-        if not closed:
-            self.state.problems.append(f"{pending.key} bucket list ended before its closing ']'")
+        issues = [] if closed else [f"{pending.key} bucket list ended before its closing ']'"]
         if pending.declared != len(rows):
-            self.state.problems.append(
+            issues.append(
                 f"{pending.key} bucket list declares {pending.declared} buckets, "
                 f"{len(rows)} were parsed"
             )
-        self.state.lists[pending.key] = rows
-        self.state.declared[pending.key] = pending.declared
+        # With tensor parallelism every worker logs the same list, and big writes of several
+        # processes to one pipe can interleave: a clean copy wins over a garbled one.
+        state = self.state
+        if issues and pending.key in state.lists and pending.key not in state.list_problems:
+            return
+        state.lists[pending.key] = rows
+        state.declared[pending.key] = pending.declared
+        if issues:
+            state.list_problems[pending.key] = issues
+        else:
+            state.list_problems.pop(pending.key, None)
 
     def _unwarmed(self, line: str, _stream: str) -> bool:
         m = _UNWARMED.search(line)

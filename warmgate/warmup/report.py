@@ -83,7 +83,7 @@ def _log_section(log: EngineLog | None) -> dict[str, Any]:
         "omitted": {k: [list(b) for b in v] for k, v in log.omitted.items()},
         "unwarmed": [{"config": u.text, "after_warmup": u.after_warmup} for u in log.unwarmed],
         "not_prepared": [vars(n) for n in log.not_prepared],
-        "problems": log.problems,
+        "problems": log.problems + [p for v in log.list_problems.values() for p in v],
     }
 
 

@@ -97,7 +97,9 @@ def final_verdict(plan: Plan, log: EngineLog) -> Verdict:
     for check in verdict.checks:
         if check.observed_count is None:
             verdict.mismatches.append(f"engine never logged its {check.name} bucket list")
-    verdict.mismatches += [f"log: {p}" for p in log.problems if "bucket list" in p]
+    verdict.mismatches += [
+        f"log: {p}" for key in sorted(log.list_problems) for p in log.list_problems[key]
+    ]
     if not log.warmup_finished:
         verdict.mismatches.append("engine never logged 'Warmup finished in N secs'")
     return verdict

@@ -149,7 +149,9 @@ def test_kv_blocks_capture_flags_and_omitted_file_buckets() -> None:
 
 def test_declared_count_differing_from_parsed_rows_is_a_problem() -> None:
     line = f"{PREFIX}Generated 4 prompt buckets [bs, query, num_blocks]: [(1, 128, 0)]\n"
-    assert parse(line).state.problems == ["prompt bucket list declares 4 buckets, 1 were parsed"]
+    assert parse(line).state.list_problems == {
+        "prompt": ["prompt bucket list declares 4 buckets, 1 were parsed"]
+    }
 
 
 def test_unclosed_list_is_ended_by_the_next_log_record() -> None:
@@ -158,7 +160,7 @@ def test_unclosed_list_is_ended_by_the_next_log_record() -> None:
         "WARNING 11-29 19:40:05 [x] Configuration: ('decode', 2, 1, 64) was not warmed-up!\n",
     ).state
     assert state.lists["decode"] == [(1, 1, 1)]
-    assert "decode bucket list ended before its closing ']'" in state.problems
+    assert "decode bucket list ended before its closing ']'" in state.list_problems["decode"]
     assert [u.text for u in state.unwarmed] == ["('decode', 2, 1, 64)"]
 
 
@@ -186,3 +188,16 @@ def test_percent_s_formatted_configurations_normalise_to_the_repr_form() -> None
         "WARNING [x] Configuration: (prompt, 1, 36864) was not warmed-up!\n",
     ).state
     assert [u.text for u in state.unwarmed] == ["('decode', 24, 1, 768)", "('prompt', 1, 36864)"]
+
+
+def test_clean_copy_from_another_worker_wins_over_a_garbled_one() -> None:
+    # Two TP workers writing one long line each to the same pipe may interleave.
+    good = generated("decode", SEEDS)
+    garbled = good[: len(good) - 30] + "\n"  # the rest of it went elsewhere
+    assert parse(garbled).state.list_problems != {}
+    state = parse(garbled, good).state
+    assert state.lists["decode"] == SEEDS
+    assert state.list_problems == {}
+    later_garbled = parse(good, garbled).state
+    assert later_garbled.lists["decode"] == SEEDS
+    assert later_garbled.list_problems == {}
