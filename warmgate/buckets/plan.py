@@ -85,6 +85,16 @@ class BucketPlan:
         return list(self._decode)
 
     @property
+    def warmed_prompt_buckets(self) -> list[Bucket]:
+        """The prompt buckets warmup actually graphs: it skips query > max_num_batched_tokens.
+
+        Only merged-prefill bucket files can plan such buckets (no bs * query filter there),
+        e.g. config A merged with a file line (1, 4096, 0): planned, never warmed.
+        """
+        mbt = self.config.max_num_batched_tokens
+        return [b for b in self._prompt if b[1] <= mbt]
+
+    @property
     def spec_added(self) -> int:
         """How many decode buckets the spec expansion added."""
         return len(self._decode) - len(self._seeds)

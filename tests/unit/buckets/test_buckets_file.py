@@ -121,3 +121,11 @@ def test_query_one_prompt_buckets_cannot_be_written() -> None:
 def test_format_rejects_decode_rows_with_a_query() -> None:
     with pytest.raises(ValueError, match="query 1"):
         format_bucket_file([], [(1, 2, 3)])
+
+
+def test_merged_file_buckets_above_the_token_budget_are_planned_but_not_warmed() -> None:
+    text = "(1, 4096, 0)\n(1, 128, 0)\n(1, 1, 64)\n"
+    plan = plan_buckets(config("A", merged_prefill=True, bucket_file=text))
+    assert plan.prompt_buckets == [(1, 128, 0), (1, 4096, 0)]
+    assert plan.warmed_prompt_buckets == [(1, 128, 0)]
+    assert plan_buckets(config("A")).warmed_prompt_buckets == A_PROMPT
