@@ -139,7 +139,7 @@ def test_hung_engine_times_out(tmp_path: Path) -> None:
 
 
 def test_engine_ignoring_sigterm_is_killed(tmp_path: Path) -> None:
-    plan = make_plan(tmp_path, timeouts={"startup_s": 3, "stop_grace_s": 1})
+    plan = make_plan(tmp_path, timeouts={"startup_s": 5, "stop_grace_s": 1})
     result = run_runner(tmp_path, plan, faults="hang_ignore_term")
     _assert_outcome(result, Outcome.TIMED_OUT)
     pid = result.standin_record()["pid"]
