@@ -12,8 +12,12 @@ TokenRequest API (``kubectl create token``).
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import ctypes
 import os
 import shutil
+import signal
 import socket
 import ssl
 import subprocess
@@ -73,6 +77,23 @@ def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def _libc_prctl() -> Any:
+    with contextlib.suppress(OSError, AttributeError):
+        return ctypes.CDLL(None, use_errno=True).prctl
+    return None
+
+
+# Resolved in the parent: between fork and exec the child makes one libc call and nothing else.
+_PRCTL = _libc_prctl()
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGKILL the child when its parent dies, so no etcd outlives a killed test run."""
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _openssl(*args: str, cwd: Path) -> None:
@@ -189,8 +210,15 @@ class ControlPlane:
     def _spawn(self, binary: str, args: list[str]) -> None:
         log = (self.workdir / f"{binary}.log").open("wb")
         self._logs.append(log)
-        proc = subprocess.Popen([str(self.assets / binary), *args], stdout=log, stderr=log)
+        proc = subprocess.Popen(
+            [str(self.assets / binary), *args],
+            stdout=log,
+            stderr=log,
+            preexec_fn=_die_with_parent,  # noqa: PLW1509 - only the async-signal-safe prctl call
+        )
         self._procs.append(proc)
+        if len(self._procs) == 1:
+            atexit.register(self._terminate)
 
     def _write_kubeconfig(self) -> None:
         self.kubeconfig.write_text(
