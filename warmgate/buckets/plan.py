@@ -250,11 +250,11 @@ class BucketPlan:
         """(B*T, 1, C): the decode bucket the step runs, i.e. ``('decode', B*T, 1, C)``.
 
         Config A, k=3, 8 x 3000 tokens with a partial T=3 -> (24, 1, 768), which is not warmed.
-        Same answer as ``decode_step(...).shape``; the common case (no fallback, non-contiguous
-        PA) skips building the lookup records, for throughput.
+        Same answer as ``decode_step(...).shape``; the common case (no fallback) skips building
+        the lookup records, for throughput.
         """
         t = tokens_per_seq
-        if self.config.contiguous_pa or num_seqs < 1 or total_blocks < 0 or t < 1 or t > self._t:
+        if num_seqs < 1 or total_blocks < 0 or t < 1 or t > self._t:
             return self.decode_step(num_seqs, total_blocks, t).shape
         fmc = self.fallback_max_ctx
         hit = None
@@ -263,10 +263,19 @@ class BucketPlan:
         if hit is None:
             hit = self._decode_index.find(num_seqs, min(total_blocks, fmc))
         if hit is not None:
-            blocks = self._decode_index.find(hit[0] * t, min(t * total_blocks, fmc))
+            cpa_cap = self._cpa_cap
+            wanted = total_blocks if cpa_cap else t * total_blocks
+            blocks = self._decode_index.find(hit[0] * t, min(wanted, fmc))
             if blocks is not None:
-                return (hit[0] * t, 1, blocks[2])
+                ctx = min(max(blocks[2], total_blocks), cpa_cap) if cpa_cap else blocks[2]
+                return (hit[0] * t, 1, ctx)
         return self.decode_step(num_seqs, total_blocks, t).shape
+
+    @cached_property
+    def _cpa_cap(self) -> int:
+        """num_gpu_blocks + 1 with contiguous PA (validation guarantees the count), else 0."""
+        nhb = self.config.num_gpu_blocks
+        return nhb + 1 if self.config.contiguous_pa and nhb is not None else 0
 
     @cached_property
     def _t(self) -> int:
