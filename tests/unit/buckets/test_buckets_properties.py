@@ -13,6 +13,7 @@ from warmgate.buckets import (
     BucketPlanError,
     EngineShapeConfig,
     first_fit,
+    parse_bucket_file,
     plan_buckets,
 )
 
@@ -182,3 +183,21 @@ def test_decode_shape_fast_path_matches_decode_step(
     s = data.draw(st.integers(0, 2 * n * cfg.max_blocks_per_seq))
     t = data.draw(st.integers(1, cfg.tokens_per_step))
     assert plan.decode_shape(n, s, t) == plan.decode_step(n, s, t).shape
+
+
+@given(configs())
+def test_profiles_agree_unless_the_3x_clamp_binds(cfg: EngineShapeConfig) -> None:
+    # Reference 2.4: v0.26.0 and main differ only where ceil(mml/block) * mns > 3 * blocks.
+    assume(cfg.strategy == "exp" and not cfg.contiguous_pa and cfg.num_gpu_blocks is not None)
+    assume(cfg.max_blocks_per_seq * cfg.max_num_seqs <= 3 * cfg.num_gpu_blocks)
+    release = _plan(cfg.model_copy(update={"profile": "v0.26.0"}))
+    main = _plan(cfg.model_copy(update={"profile": "main-2026-08"}))
+    assert release.decode_buckets == main.decode_buckets
+    assert release.prompt_buckets == main.prompt_buckets
+
+
+@given(st.text(alphabet="()[], 0123456789range#\n-x'", max_size=200))
+def test_parse_bucket_file_never_raises(text: str) -> None:
+    parsed = parse_bucket_file(text)
+    assert all(b[1] == 1 for b in parsed.decode)
+    assert all(b[1] != 1 for b in parsed.prompt)
