@@ -13,6 +13,7 @@ from warmgate.api.constants import (
     STALLED,
     WARMED,
     Phase,
+    Reason,
 )
 from warmgate.api.status import Condition, ConditionStatus, PhaseName
 
@@ -83,18 +84,23 @@ def same_conditions(a: Sequence[Condition] | None, b: Sequence[Condition] | None
 
 
 def derive_phase(conditions: Sequence[Condition] | None) -> PhaseName:
-    """The one-word status.phase summary, derived from the conditions only."""
+    """The one-word status.phase summary, derived from the conditions only.
+
+    Warming means a warmup runs now (Warmed=False, reason WarmupRunning), not merely that the
+    plan is ready for one: a plan waiting for its warmup is Pending, and the Ready message says
+    what it waits for. Planning covers a plan still being computed (BucketsPlanned not True).
+    """
     if is_true(conditions, STALLED):
         return Phase.FAILED
-    steps: tuple[tuple[str, PhaseName], ...] = (
-        (READY, Phase.READY),
-        (WARMED, Phase.STARTING),
-        (COVERAGE_PROVEN, Phase.WARMING),
-        (BUCKETS_PLANNED, Phase.PLANNING),
-    )
-    for type_, phase in steps:
-        if is_true(conditions, type_):
-            return phase
+    if is_true(conditions, READY):
+        return Phase.READY
+    if is_true(conditions, WARMED):
+        return Phase.STARTING
+    warmed = get_condition(conditions, WARMED)
+    if warmed is not None and warmed.reason == Reason.WARMUP_RUNNING:
+        return Phase.WARMING
+    if conditions and not is_true(conditions, BUCKETS_PLANNED):
+        return Phase.PLANNING
     return Phase.PENDING
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from warmgate.api import (
-    Condition,
     Phase,
     Reason,
     derive_phase,
@@ -73,16 +72,18 @@ def test_remove_and_same_conditions() -> None:
 
 def test_derive_phase_follows_the_lifecycle() -> None:
     assert derive_phase(None) == Phase.PENDING
-    steps = [
-        (BUCKETS_PLANNED, Phase.PLANNING),
-        (COVERAGE_PROVEN, Phase.WARMING),
-        (WARMED, Phase.STARTING),
-        (READY, Phase.READY),
-    ]
-    conds: list[Condition] = []
-    for type_, phase in steps:
-        conds = set_condition(conds, type_, "True", "Done", at=T0)
-        assert derive_phase(conds) == phase
+    conds = set_condition([], BUCKETS_PLANNED, "Unknown", Reason.PENDING, at=T0)
+    assert derive_phase(conds) == Phase.PLANNING
+    conds = set_condition(conds, BUCKETS_PLANNED, "True", Reason.PLANNED, at=T0)
+    conds = set_condition(conds, COVERAGE_PROVEN, "True", Reason.COVERAGE_COMPLETE, at=T0)
+    conds = set_condition(conds, WARMED, "Unknown", Reason.WARMUP_PENDING, at=T0)
+    assert derive_phase(conds) == Phase.PENDING  # planned and proven, no warmup running yet
+    conds = set_condition(conds, WARMED, "False", Reason.WARMUP_RUNNING, at=T0)
+    assert derive_phase(conds) == Phase.WARMING
+    conds = set_condition(conds, WARMED, "True", Reason.WARMUP_SUCCEEDED, at=T0)
+    assert derive_phase(conds) == Phase.STARTING
+    conds = set_condition(conds, READY, "True", Reason.REPLICAS_READY, at=T0)
+    assert derive_phase(conds) == Phase.READY
     conds = set_condition(conds, STALLED, "True", Reason.WARMUP_FAILED, at=T0)
     assert derive_phase(conds) == Phase.FAILED
 
