@@ -6,10 +6,12 @@ from bisect import bisect_left
 from collections.abc import Iterator
 
 from warmgate.buckets.coverage_steps import (
+    INF,
     Bucket,
     Staircase,
     Tally,
     fallback_pieces,
+    overlap,
     rows_of,
     tally_add,
 )
@@ -20,7 +22,6 @@ from warmgate.buckets.states import StateSpace
 __all__ = ["DecodeProver"]
 
 Piece = tuple[int, int, int]  # (S low, S high, value), inclusive
-_Need = tuple[int, int, int, int]  # (S low, S high, ctx, largest block-lookup target)
 
 
 class DecodeProver:
@@ -59,20 +60,57 @@ class DecodeProver:
     def run(self, tally: Tally) -> int:
         """Add every decode state to ``tally``; return how many there were."""
         total = 0
+        reach = self._reach()
         for t in self.space.tokens:
-            for n in range(1, self.space.max_num_seqs + 1):
-                lo, hi = self.space.total_blocks(n)
-                for a, b, shape, need in self.pieces(n, t, lo, hi):
-                    total += b - a + 1
-                    tally_add(tally, shape, b - a + 1, (n, a, t), (shape[0], 1, need))
+            mult = 1 if self.contiguous else t
+            for n1, n2 in self._groups(t):
+                for a, b, shape in self.pieces(n1, t, n1, self.space.total_blocks(n2)[1]):
+                    hit = overlap(a, b, n1, n2, reach)
+                    if hit is not None:
+                        count, n, s, s_top = hit
+                        total += count
+                        need = (shape[0], 1, min(mult * s_top, self.fmc))
+                        tally_add(tally, shape, count, (n, s, t), need)
         return total
 
-    def pieces(self, n: int, t: int, lo: int, hi: int) -> Iterator[tuple[int, int, Bucket, int]]:
-        """(S low, S high, shape, largest block target) for n sequences of T tokens, S ascending."""
+    def _reach(self) -> tuple[int, int]:
+        """(per_seq, cap) with S <= min(per_seq * n, cap): the space's upper bound on S."""
+        space = self.space
+        if self.contiguous:
+            cap = space.total_blocks(1)[1]
+            return cap, cap
+        _, cap = space.total_blocks(space.max_num_seqs)
+        shared = space.prefix_caching or self.nhb is None
+        return space.blocks_per_seq, INF if shared else cap
+
+    def _groups(self, t: int) -> Iterator[tuple[int, int]]:
+        """Runs of n whose steps map S to shapes through the same function.
+
+        B depends on n only through the first seed and full rows at or above n, and through
+        the fallback bs when some S of n falls past every row; so n in 1..12 of config A's
+        seeds (rows 1, 2, 4, 8, 12, ...) split into 1, 2, 3..4, 5..8, 9..12.
+        """
+        start, previous = 1, None
+        for n in range(1, self.space.max_num_seqs + 1):
+            key = self._group_key(n, t)
+            if previous is not None and key != previous:
+                yield start, n - 1
+                start = n
+            previous = key
+        yield start, self.space.max_num_seqs
+
+    def _group_key(self, n: int, t: int) -> tuple[int, int, int]:
+        seeded = bisect_left(self._seed_bs, n) if t > 1 and self._seed_rows else -1
+        reach = min(self.space.total_blocks(n)[1], self.fmc)
+        falls = reach > self._stairs(False, n).top
+        return seeded, bisect_left(self._row_bs, n), self._fallback_bs(n) if falls else 0
+
+    def pieces(self, n: int, t: int, lo: int, hi: int) -> Iterator[tuple[int, int, Bucket]]:
+        """(S low, S high, shape) for n sequences of T tokens, S ascending."""
         for sa, sb, padded in _merge(self._batch_pieces(n, t, lo, hi)):
             virtual = padded * t
-            for a, b, ctx, need in self._ctx_pieces(virtual, t, sa, sb):
-                yield a, b, (virtual, 1, ctx), need
+            for a, b, ctx in self._ctx_pieces(virtual, t, sa, sb):
+                yield a, b, (virtual, 1, ctx)
 
     # -- padded batch B ----------------------------------------------------------------------
 
@@ -106,43 +144,43 @@ class DecodeProver:
 
     # -- block bucket C ----------------------------------------------------------------------
 
-    def _ctx_pieces(self, virtual: int, t: int, sa: int, sb: int) -> Iterator[_Need]:
+    def _ctx_pieces(self, virtual: int, t: int, sa: int, sb: int) -> Iterator[Piece]:
         """C over S in [sa, sb] for virtual batch B*T; contiguous PA looks up S, not T*S."""
         mult = 1 if self.contiguous else t
         split = self.fmc // mult  # above it, min(mult*S, fmc) is fmc
         if sa <= min(sb, split):
             yield from self._ctx_x(virtual, mult, sa, min(sb, split))
         if sb > split:
-            for _, _, ctx, _ in self._ctx_x(virtual, 1, self.fmc, self.fmc):
-                yield from self._post(max(sa, split + 1), sb, ctx, self.fmc)
+            for _, _, ctx in self._ctx_x(virtual, 1, self.fmc, self.fmc):
+                yield from self._post(max(sa, split + 1), sb, ctx)
 
-    def _ctx_x(self, virtual: int, mult: int, sa: int, sb: int) -> Iterator[_Need]:
+    def _ctx_x(self, virtual: int, mult: int, sa: int, sb: int) -> Iterator[Piece]:
         """Pieces where the lookup target is mult*S (uncapped)."""
         for xa, xb, hit in self._stairs(False, virtual).pieces(mult * sa, mult * sb):
             a, b = max(sa, -(-xa // mult)), min(sb, xb // mult)
             if a > b:
                 continue
             if hit is not None:
-                yield from self._post(a, b, hit[2], mult * b)
+                yield from self._post(a, b, hit[2])
                 continue
             for fa, fb, value in fallback_pieces(mult * a, mult * b, FALLBACK_BLOCKS_BASE):
                 pa, pb = max(a, -(-fa // mult)), min(b, fb // mult)
                 if pa <= pb:
-                    yield from self._post(pa, pb, self._fallback_ctx(value), mult * pb)
+                    yield from self._post(pa, pb, self._fallback_ctx(value))
 
     def _fallback_ctx(self, value: int) -> int:
         """cf(nblocks, 32) capped at fmc; 0 when the KV block count is unknown (doc section 3.4)."""
         return 0 if self.nhb is None else min(value, self.fmc)
 
-    def _post(self, a: int, b: int, ctx: int, need: int) -> Iterator[_Need]:
+    def _post(self, a: int, b: int, ctx: int) -> Iterator[Piece]:
         """Contiguous PA runs max(C, S) capped at num_gpu_blocks + 1; others run C."""
         if not self.contiguous or ctx >= b:
-            yield a, b, self._cap(ctx), need
+            yield a, b, self._cap(ctx)
             return
         if a <= ctx:
-            yield a, ctx, self._cap(ctx), need
+            yield a, ctx, self._cap(ctx)
         for s in range(max(a, ctx + 1), b + 1):
-            yield s, s, self._cap(s), need
+            yield s, s, self._cap(s)
 
     def _cap(self, ctx: int) -> int:
         if self.contiguous and self.nhb is not None:

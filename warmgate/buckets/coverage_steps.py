@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
@@ -13,6 +14,7 @@ __all__ = [
     "Staircase",
     "Tally",
     "fallback_pieces",
+    "overlap",
     "rows_of",
     "tally_add",
 ]
@@ -21,6 +23,7 @@ __all__ = [
 INF = 1 << 62
 
 Bucket = tuple[int, int, int]
+Overlap = tuple[int, int, int, int]  # (states, example n, example S, largest S)
 Row = tuple[tuple[int, int], list[int]]
 
 
@@ -151,3 +154,49 @@ def fallback_pieces(lo: int, hi: int, base: int) -> Iterator[tuple[int, int, int
         end = min(value, _band_end(m), hi)
         yield x, end, value
         x = end + 1
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _positive_run(p: int, q: int, u: int, v: int) -> tuple[int, int] | None:
+    """The sub-range of n in [u, v] where p*n + q >= 1 (a linear count stays positive)."""
+    if p > 0:
+        u = max(u, _ceil_div(1 - q, p))
+    elif p < 0:
+        v = min(v, (q - 1) // -p)
+    elif q < 1:
+        return None
+    return (u, v) if u <= v else None
+
+
+def overlap(a: int, b: int, n1: int, n2: int, reach: tuple[int, int]) -> Overlap | None:
+    """How many (n, S) with n in [n1, n2] and S in [a, b] are reachable: n <= S <= hi(n).
+
+    hi(n) = min(per_seq * n, cap) with (per_seq, cap) = reach. Returns (count, smallest n, its
+    smallest S, largest S), or None. The count min(b, hi(n)) - max(a, n) + 1 is linear in n
+    between the breakpoints n = top // per_seq and n = a, so each segment is an arithmetic
+    series. e.g. a=5, b=8, n in 1..3, per_seq 4: n=1 reaches S <= 4 (none), n=2 and n=3 reach
+    S 5..8 (4 each) -> (8, 2, 5, 8).
+    """
+    per_seq, cap = reach
+    top = min(b, cap)
+    k1 = top // per_seq  # per_seq * n <= top exactly when n <= k1
+    cuts = sorted({n1, n2 + 1, *(c for c in (k1 + 1, a + 1) if n1 < c <= n2)})
+    count, first, last = 0, None, None
+    for u, nxt in itertools.pairwise(cuts):
+        v = nxt - 1
+        up, uq = (per_seq, 0) if v <= k1 else (0, top)  # hi side: per_seq * n, or top
+        lp, lq = (0, a) if v <= a else (1, 0)  # lo side: a, or n
+        run = _positive_run(up - lp, uq - lq + 1, u, v)
+        if run is None:
+            continue
+        x, y = run
+        p, q = up - lp, uq - lq + 1
+        count += p * (x + y) * (y - x + 1) // 2 + q * (y - x + 1)
+        first = first or (x, lp * x + lq)
+        last = up * y + uq
+    if first is None or last is None:
+        return None
+    return count, first[0], first[1], last
