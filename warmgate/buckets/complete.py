@@ -87,7 +87,10 @@ def _next_plan(cfg: EngineShapeConfig, plan: BucketPlan, report: CoverageReport)
     )
     prompt = set(plan.prompt_buckets) | set(added)
     seeds = set(plan.seed_decode_buckets) | set(_decode_additions(plan, gaps))
-    text = format_bucket_file(sorted(prompt), sorted(seeds), ("warmgate completed seed file",))
+    try:
+        text = format_bucket_file(sorted(prompt), sorted(seeds), ("warmgate completed seed file",))
+    except ValueError as exc:  # e.g. query-1 prompt buckets (VLLM_PROMPT_QUERY_BUCKET_MIN=1)
+        raise CompletionError(f"the plan cannot be written as a seed file: {exc}") from exc
     nxt = plan_buckets(with_bucket_file(cfg, text))
     if set(nxt.prompt_buckets) <= set(plan.prompt_buckets) and set(nxt.seed_decode_buckets) <= set(
         plan.seed_decode_buckets
@@ -132,14 +135,21 @@ def _prompt_additions(plan: BucketPlan, partial: bool, sharing: bool | None) -> 
 
 
 def _verified(plan: BucketPlan, partial_drafts: bool, prefix_caching: bool | None) -> BucketPlan:
-    """Re-plan from the plan's own seed file and prove it again, as the engine would read it."""
-    if plan.config.bucket_file is None:
-        return plan
-    again = plan_buckets(with_bucket_file(plan.config, plan.to_bucket_file()))
-    same = (again.prompt_buckets, again.decode_buckets) == (
-        plan.prompt_buckets,
-        plan.decode_buckets,
-    )
-    if not same or not prove_coverage(again, partial_drafts, prefix_caching=prefix_caching).covered:
-        raise CompletionError("the completed seed file does not re-plan to a covered plan")
-    return again
+    """Re-plan from the plan's own seed file and prove it again, as the engine would read it.
+
+    A strategy plan that was covered from the start and cannot be written as a file (query-1
+    prompt buckets) is returned as it is: the engine generates it without a file.
+    """
+    try:
+        text = plan.to_bucket_file()
+    except ValueError:
+        if plan.config.bucket_file is None:
+            return plan
+        raise
+    again = plan_buckets(with_bucket_file(plan.config, text))
+    lists = (again.prompt_buckets, again.decode_buckets)
+    if lists != (plan.prompt_buckets, plan.decode_buckets):
+        raise CompletionError("the completed seed file re-plans to different buckets")
+    if not prove_coverage(again, partial_drafts, prefix_caching=prefix_caching).covered:
+        raise CompletionError("the completed seed file re-plans to an uncovered plan")
+    return plan if plan.config.bucket_file is None else again

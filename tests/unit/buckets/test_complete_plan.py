@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from warmgate.buckets import (
     BucketPlan,
+    CompletionError,
     EngineShapeConfig,
     complete_plan,
     plan_buckets,
@@ -137,3 +138,15 @@ def test_completion_always_ends_covered(
     assert prove_coverage(after, partial, prefix_caching=sharing).covered
     _keeps_everything(before, after)
     _replans_to_itself(after)
+
+
+def test_query_one_prompt_buckets_cannot_be_completed() -> None:
+    """VLLM_PROMPT_QUERY_BUCKET_MIN=1 plans hold query-1 prompt buckets, which a file cannot."""
+    cfg = EngineShapeConfig(
+        **DOC_CONFIGS["A"],
+        num_gpu_blocks=8192,
+        num_speculative_tokens=2,
+        prompt_query_bucket_min_one=True,
+    )
+    with pytest.raises(CompletionError, match="query 1"):
+        complete_plan(cfg)
