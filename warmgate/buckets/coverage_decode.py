@@ -31,7 +31,8 @@ class DecodeProver:
     step function of S whose steps are the ctx values of the seed (then full) rows at or above n;
     the block bucket C = find_decode_bucket(B*T, min(T*S, fmc))[2] is a step function of T*S on
     row B*T and above. Fallbacks round on cube-root steps (``fallback_pieces``). Every piece is
-    an interval of S with one shape, so the work is the number of pieces, not of states.
+    an interval of S with one shape; runs of n that share the S -> shape function are counted
+    together in closed form (``overlap``), so the work is rows x T x pieces, not states.
     """
 
     def __init__(self, plan: BucketPlan, space: StateSpace) -> None:
