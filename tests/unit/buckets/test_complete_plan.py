@@ -18,6 +18,7 @@ from warmgate.buckets import (
     prove_coverage,
 )
 from warmgate.buckets.complete import with_bucket_file
+from warmgate.buckets.states import StateSpace
 
 DOC_CONFIGS: dict[str, dict[str, Any]] = {
     "A": {"max_num_seqs": 64, "max_model_len": 4096, "max_num_batched_tokens": 2048},
@@ -150,3 +151,24 @@ def test_query_one_prompt_buckets_cannot_be_completed() -> None:
     )
     with pytest.raises(CompletionError, match="query 1"):
         complete_plan(cfg)
+
+
+@pytest.mark.parametrize("k", [2, 3])
+@pytest.mark.parametrize("sharing", [True, False])
+def test_completed_plan_is_warmed_step_by_step(k: int, sharing: bool) -> None:
+    """Every decode step of a completed plan is ``warmed`` by the planner's own definition too:
+    no lookup falls back, so the engine never appends a bucket at runtime (docs/coverage.md)."""
+    cfg = EngineShapeConfig(
+        max_num_seqs=12,
+        max_model_len=1024,
+        max_num_batched_tokens=256,
+        block_size=64,
+        num_gpu_blocks=90,
+        num_speculative_tokens=k,
+        bucket_file="(1, 256, [0, 2])\n(4, 1, 16)\n(12, 1, [32, 90])\n",
+    )
+    plan = complete_plan(cfg, prefix_caching=sharing)
+    space = StateSpace.of(plan.config, partial_drafts=True, prefix_caching=sharing)
+    steps = [plan.decode_step(n, s, t) for n, s, t in space.decode_states()]
+    assert steps
+    assert all(step.warmed for step in steps)
