@@ -1,0 +1,98 @@
+{{/* Chart name, truncated to a DNS label. */}}
+{{- define "warmgate.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Full name: the prefix of every object name of the release. */}}
+{{- define "warmgate.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Chart label value. */}}
+{{- define "warmgate.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels that select the operator pod (immutable in the Deployment's selector). */}}
+{{- define "warmgate.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "warmgate.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: operator
+{{- end }}
+
+{{/* Labels of every object of the release. */}}
+{{- define "warmgate.labels" -}}
+helm.sh/chart: {{ include "warmgate.chart" . }}
+{{ include "warmgate.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: warmgate
+{{- end }}
+
+{{/* The operator's ServiceAccount name. */}}
+{{- define "warmgate.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "warmgate.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The image reference; the tag defaults to the chart's appVersion. */}}
+{{- define "warmgate.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/* True (non-empty) when the operator watches every namespace. */}}
+{{- define "warmgate.clusterWide" -}}
+{{- if not .Values.watchNamespaces }}true{{ end }}
+{{- end }}
+
+{{/*
+Rules on the watched resource, granted per watched namespace (Role) or cluster-wide (ClusterRole).
+kopf 1.45 posts Events through the core v1 API; events.k8s.io is granted too because kopf's
+deployment docs list it and other kopf versions use it (create only).
+*/}}
+{{- define "warmgate.namespacedRules" -}}
+# Framework (kopf): watch the SpecDecodeDeployments (an initial list, then a watch) and store the
+# handler progress and last-handled state in `warmgate.dev/` annotations (merge patch).
+- apiGroups: ["warmgate.dev"]
+  resources: ["specdecodedeployments"]
+  verbs: ["list", "watch", "patch"]
+# Application: the reconcile handler writes `status` (conditions, plan); kopf sends it to the
+# status subresource because the CRD declares one.
+- apiGroups: ["warmgate.dev"]
+  resources: ["specdecodedeployments/status"]
+  verbs: ["patch"]
+# Framework (kopf): post Events about handler results (kopf.info/kopf.warn and handler errors).
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create"]
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create"]
+{{- /*
+Not granted yet (least privilege): the warmup and serving stages will create and own
+  batch/jobs, configmaps, apps/deployments, services and persistentvolumeclaims
+(verbs: get, list, watch, create, patch, delete). Today's operator only plans, so these rules
+are added together with the code that needs them; see the chart README.
+*/}}
+{{- end }}
+
+{{/* Cluster-scoped framework rules that every install needs (CRDs are cluster-scoped). */}}
+{{- define "warmgate.clusterRules" -}}
+# Framework (kopf): runtime observation of CustomResourceDefinitions, so the operator notices
+# when the SpecDecodeDeployment CRD is installed, upgraded or removed while it runs.
+- apiGroups: ["apiextensions.k8s.io"]
+  resources: ["customresourcedefinitions"]
+  verbs: ["list", "watch"]
+{{- end }}
