@@ -119,6 +119,7 @@ def _configs(draw: st.DrawFn) -> EngineShapeConfig:
         strategy=draw(st.sampled_from(["exp", "lin", "pad"])),
         contiguous_pa=contiguous,
         prompt_bs_max=draw(st.none() | st.integers(1, 3)),
+        merged_prefill=draw(st.booleans()),
         profile=draw(st.sampled_from(["v0.26.0", "main-2026-08"])),
         bucket_file=file,
     )
