@@ -1,0 +1,444 @@
+"""The Helm chart with the real helm against the real apiserver, and the operator as its SA.
+
+helm installs into namespaces of the harness' kube-apiserver. There is no kubelet, so the
+operator Deployment never gets pods; instead the operator runs as a local process that logs in
+with a token of the chart's ServiceAccount, which proves that the chart's RBAC is sufficient.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from warmgate.controlplane import REPO_ROOT, ControlPlane, OperatorProcess
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+CHART = REPO_ROOT / "charts" / "warmgate"
+CRD = REPO_ROOT / "crds" / "warmgate.dev_specdecodedeployments.yaml"
+CRD_NAME = "specdecodedeployments.warmgate.dev"
+SDD = "specdecodedeployments.warmgate.dev"
+
+
+class Helm:
+    """The real helm binary, with its caches in a temporary folder and the harness' kubeconfig."""
+
+    def __init__(self, binary: Path, kubeconfig: Path, home: Path) -> None:
+        self.binary, self.kubeconfig = binary, kubeconfig
+        self.env = {
+            **os.environ,
+            "HELM_CACHE_HOME": str(home / "cache"),
+            "HELM_CONFIG_HOME": str(home / "config"),
+            "HELM_DATA_HOME": str(home / "data"),
+        }
+
+    def __call__(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        cmd = [str(self.binary), f"--kubeconfig={self.kubeconfig}", *args]
+        done = subprocess.run(cmd, capture_output=True, text=True, env=self.env, check=False)
+        if check and done.returncode != 0:
+            raise AssertionError(f"{' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
+        return done
+
+    def template(self, namespace: str, *args: str) -> list[dict[str, Any]]:
+        out = self("template", "wg", str(CHART), f"--namespace={namespace}", *args).stdout
+        return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+@pytest.fixture(scope="module")
+def helm(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Helm:
+    binary = control_plane.assets / "helm"
+    if not binary.is_file():
+        reason = f"no helm binary at {binary}: run `hack/provision-envtest.sh helm`"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"the chart tests need helm under CI: {reason}")
+        print(reason)
+        pytest.skip(reason)
+    return Helm(binary, control_plane.kubeconfig, tmp_path_factory.mktemp("helm"))
+
+
+@pytest.fixture(scope="module")
+def crd(control_plane: ControlPlane) -> None:
+    """The CRD exists (other modules apply it too), so releases can run with crds.install=false."""
+    control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
+    control_plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRD))
+
+
+def kinds(docs: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str, Any]]:
+    return {(d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]): d for d in docs}
+
+
+def dry_run(cp: ControlPlane, docs: list[dict[str, Any]]) -> str:
+    """Server-side dry-run apply: the real apiserver validates every object, nothing is stored."""
+    stream = "\n---\n".join(json.dumps(d) for d in docs)
+    args = ("apply", "--server-side", "--force-conflicts", "--dry-run=server", "-f", "-")
+    done = cp.kubectl(*args, stdin=stream, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def can_i(cp: ControlPlane, sa: str, *args: str) -> bool:
+    done = cp.kubectl("auth", "can-i", f"--as={sa}", *args, check=False)
+    assert done.stdout.strip() in {"yes", "no"}, done.stderr
+    return done.stdout.strip() == "yes"
+
+
+def sa_kubeconfig(cp: ControlPlane, namespace: str, sa: str, path: Path) -> Path:
+    """A kubeconfig that logs in as the ServiceAccount (same server and CA as the admin's)."""
+    token = cp.kubectl("create", "token", sa, "-n", namespace, "--duration=1h").stdout.strip()
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "local",
+                "cluster": {"server": cp.server, "certificate-authority": str(cp.ca_file)},
+            }
+        ],
+        "users": [{"name": sa, "user": {"token": token}}],
+        "contexts": [
+            {"name": sa, "context": {"cluster": "local", "user": sa, "namespace": namespace}}
+        ],
+        "current-context": sa,
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def example_in(namespace: str, name: str) -> str:
+    doc = yaml.safe_load((REPO_ROOT / "examples" / "llama31-8b-seeds.yaml").read_text())
+    doc["metadata"].update(namespace=namespace, name=name)
+    return json.dumps(doc)
+
+
+@pytest.fixture
+def other_namespace(control_plane: ControlPlane) -> Iterator[str]:
+    name = f"chart-other-{uuid.uuid4().hex[:6]}"
+    control_plane.kubectl("create", "namespace", name)
+    yield name
+    control_plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+# --- helm lint and template ---------------------------------------------------------------
+
+
+NON_DEFAULT = [
+    "--set=fullnameOverride=gate",
+    "--set=image.repository=registry.example.com/ml/warmgate-operator",
+    "--set=image.tag=0.1.0-test",
+    "--set=image.pullPolicy=Always",
+    "--set=imagePullSecrets[0].name=regcred",
+    "--set=verbose=true",
+    "--set=crds.keep=false",
+    "--set=serviceAccount.annotations.example\\.com/role=operator",
+    "--set=metrics.port=9090",
+    "--set=metrics.service.port=9091",
+    "--set=metrics.serviceMonitor.enabled=true",
+    "--set=metrics.serviceMonitor.labels.release=prometheus",
+    "--set=metrics.serviceMonitor.scrapeTimeout=10s",
+    "--set=liveness.port=9092",
+    "--set=env[0].name=WARMGATE_EXTRA",
+    "--set-string=env[0].value=1",
+    "--set=resources.limits.cpu=1",
+    "--set=nodeSelector.kubernetes\\.io/os=linux",
+    "--set=tolerations[0].key=dedicated",
+    "--set=tolerations[0].operator=Exists",
+    "--set=tolerations[0].effect=NoSchedule",
+    "--set=affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    ".nodeSelectorTerms[0].matchExpressions[0].key=kubernetes.io/arch",
+    "--set=affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    ".nodeSelectorTerms[0].matchExpressions[0].operator=In",
+    "--set=affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    ".nodeSelectorTerms[0].matchExpressions[0].values[0]=amd64",
+    "--set=priorityClassName=system-cluster-critical",
+    "--set=podAnnotations.example\\.com/team=ml",
+    "--set=podLabels.team=ml",
+    "--set=tmpSizeLimit=128Mi",
+]
+
+
+def test_lint_strict_with_default_and_non_default_values(helm: Helm) -> None:
+    helm("lint", "--strict", str(CHART))
+    helm("lint", "--strict", str(CHART), "--set=watchNamespaces={a,b}", *NON_DEFAULT)
+
+
+def test_default_render_is_valid_for_the_apiserver(
+    control_plane: ControlPlane, helm: Helm, namespace: str
+) -> None:
+    docs = helm.template(namespace)
+    objs = kinds(docs)
+    assert set(objs) == {
+        ("CustomResourceDefinition", "", CRD_NAME),
+        ("ServiceAccount", namespace, "wg-warmgate"),
+        ("ClusterRole", "", "wg-warmgate"),
+        ("ClusterRoleBinding", "", "wg-warmgate"),
+        ("Deployment", namespace, "wg-warmgate"),
+        ("Service", namespace, "wg-warmgate-metrics"),
+    }
+    crd = objs[("CustomResourceDefinition", "", CRD_NAME)]
+    assert crd["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+    assert crd["spec"] == yaml.safe_load(CRD.read_text())["spec"]
+    deployment = objs[("Deployment", namespace, "wg-warmgate")]
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["args"] == [
+        "--all-namespaces",
+        "--liveness=http://0.0.0.0:8081/healthz",
+        "--metrics-port=8080",
+    ]
+    dry_run(control_plane, docs)
+
+
+def test_non_default_render_is_valid_for_the_apiserver(
+    control_plane: ControlPlane, helm: Helm, namespace: str, other_namespace: str
+) -> None:
+    watched = f"--set=watchNamespaces={{{namespace},{other_namespace}}}"
+    docs = helm.template(
+        namespace, watched, *NON_DEFAULT, "--api-versions=monitoring.coreos.com/v1"
+    )
+    objs = kinds(docs)
+    for ns in (namespace, other_namespace):
+        assert ("Role", ns, "gate") in objs
+        assert ("RoleBinding", ns, "gate") in objs
+    assert ("ClusterRole", "", "gate-observer") in objs
+    assert ("ClusterRole", "", "gate") not in objs
+    crd = objs[("CustomResourceDefinition", "", CRD_NAME)]
+    assert "annotations" not in crd["metadata"]
+    monitor = objs.pop(("ServiceMonitor", namespace, "gate"))
+    assert monitor["metadata"]["labels"]["release"] == "prometheus"
+    endpoint = monitor["spec"]["endpoints"][0]
+    assert endpoint == {"port": "metrics", "path": "/metrics", "interval": "30s",
+                        "scrapeTimeout": "10s"}  # fmt: skip
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [namespace]}
+    pod = objs[("Deployment", namespace, "gate")]["spec"]["template"]
+    container = pod["spec"]["containers"][0]
+    assert container["image"] == "registry.example.com/ml/warmgate-operator:0.1.0-test"
+    assert container["args"] == [
+        f"--namespace={namespace}",
+        f"--namespace={other_namespace}",
+        "--liveness=http://0.0.0.0:9092/healthz",
+        "--metrics-port=9090",
+        "--verbose",
+    ]
+    assert {"name": "WARMGATE_EXTRA", "value": "1"} in container["env"]
+    assert pod["metadata"]["labels"]["team"] == "ml"
+    assert pod["spec"]["priorityClassName"] == "system-cluster-critical"
+    service = objs[("Service", namespace, "gate-metrics")]
+    assert service["spec"]["ports"][0]["port"] == 9091
+    # No ServiceMonitor CRD in the harness: the rest goes through the server's validation.
+    dry_run(control_plane, list(objs.values()))
+
+
+def test_service_monitor_needs_the_prometheus_operator_api(helm: Helm) -> None:
+    docs = helm.template("wg", "--set=metrics.serviceMonitor.enabled=true")
+    assert "ServiceMonitor" not in {d["kind"] for d in docs}
+
+
+@pytest.mark.parametrize(
+    ("flags", "error"),
+    [
+        (["--set=replicas=2"], "additional properties 'replicas' not allowed"),
+        (["--set=metrics.serviceMonitor.intervall=1m"], "additional properties 'intervall'"),
+        (["--set=image.pullPolicy=Sometimes"], "/image/pullPolicy"),
+        (["--set=watchNamespaces={Not_A_Namespace}"], "/watchNamespaces/0"),
+        (["--set=env[0].name=N", "--set=env[0].value=1"], "/env/0/value"),
+    ],
+)
+def test_schema_rejects_bad_values(helm: Helm, flags: list[str], error: str) -> None:
+    done = helm("template", "wg", str(CHART), *flags, check=False)
+    assert done.returncode != 0
+    assert "values don't meet the specifications of the schema" in done.stderr
+    assert error in done.stderr
+
+
+# --- install, upgrade, uninstall ----------------------------------------------------------
+
+
+def adopt_crd(cp: ControlPlane, release: str, namespace: str) -> None:
+    """Let the release own the CRD that other test modules applied (helm's adoption rule)."""
+    cp.kubectl("label", "--overwrite", "crd", CRD_NAME, "app.kubernetes.io/managed-by=Helm")
+    cp.kubectl(
+        "annotate", "--overwrite", "crd", CRD_NAME,
+        f"meta.helm.sh/release-name={release}", f"meta.helm.sh/release-namespace={namespace}",
+    )  # fmt: skip
+
+
+def test_install_upgrade_and_uninstall_keeps_the_crd(
+    control_plane: ControlPlane, helm: Helm, crd: None, namespace: str
+) -> None:
+    adopt_crd(control_plane, "wg", namespace)
+    helm("install", "wg", str(CHART), f"--namespace={namespace}")
+    get = control_plane.kubectl("get", "-n", namespace, "deploy/wg-warmgate", "-o", "json")
+    pod = json.loads(get.stdout)["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod["serviceAccountName"] == "wg-warmgate"
+    container = pod["containers"][0]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert container["livenessProbe"]["httpGet"] == {
+        "path": "/healthz", "port": "liveness", "scheme": "HTTP"
+    }  # fmt: skip
+    assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
+    control_plane.kubectl("get", "-n", namespace, "sa/wg-warmgate", "svc/wg-warmgate-metrics")
+    control_plane.kubectl("get", "clusterrole/wg-warmgate", "clusterrolebinding/wg-warmgate")
+    crd_meta = json.loads(control_plane.kubectl("get", "crd", CRD_NAME, "-o", "json").stdout)
+    assert crd_meta["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+
+    helm("upgrade", "wg", str(CHART), f"--namespace={namespace}", "--reuse-values",
+         "--set=verbose=true")  # fmt: skip
+    get = control_plane.kubectl("get", "-n", namespace, "deploy/wg-warmgate", "-o", "json")
+    args = json.loads(get.stdout)["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--verbose" in args
+
+    done = helm("uninstall", "wg", f"--namespace={namespace}")
+    assert "kept due to the resource policy" in done.stdout + done.stderr
+    control_plane.kubectl("get", "crd", CRD_NAME)
+    gone = control_plane.kubectl("get", "-n", namespace, "deploy/wg-warmgate", check=False)
+    assert gone.returncode != 0
+    assert "NotFound" in gone.stderr
+    gone = control_plane.kubectl("get", "clusterrole/wg-warmgate", check=False)
+    assert gone.returncode != 0
+    assert "NotFound" in gone.stderr
+
+
+# --- acting as the chart's ServiceAccount ------------------------------------------------
+
+
+def test_operator_runs_as_the_namespaced_service_account(
+    *,
+    control_plane: ControlPlane,
+    helm: Helm,
+    crd: None,
+    namespace: str,
+    other_namespace: str,
+    tmp_path: Path,
+) -> None:
+    helm("install", "wg-ns", str(CHART), f"--namespace={namespace}", "--set=crds.install=false",
+         f"--set=watchNamespaces={{{namespace}}}")  # fmt: skip
+    sa = f"system:serviceaccount:{namespace}:wg-ns-warmgate"
+    kubeconfig = sa_kubeconfig(control_plane, namespace, "wg-ns-warmgate", tmp_path / "sa.yaml")
+    operator = OperatorProcess(kubeconfig, namespace, tmp_path / "operator.log")
+    try:
+        operator.wait_alive()
+        control_plane.kubectl("apply", "-f", "-", stdin=example_in(namespace, "seeds"))
+        control_plane.kubectl("wait", "-n", namespace, "sdd/seeds",
+                              "--for=condition=CoverageProven", "--timeout=120s")  # fmt: skip
+        events = control_plane.kubectl(
+            "get", "events", "-n", namespace, "--field-selector=involvedObject.name=seeds",
+            "-o", "json",
+        )  # fmt: skip
+        assert json.loads(events.stdout)["items"], "the operator posted no Event"
+        assert "warmgate_coverage_proven" in operator.get("/metrics")
+    finally:
+        operator.stop()
+    log = operator.log.read_text()
+    for needle in ("forbidden", "Forbidden", "403", "Not enough permissions"):
+        assert needle not in log, log[-4000:]
+
+    # What it may do, and only where it may do it.
+    for args in (
+        ("patch", SDD, "-n", namespace),
+        ("patch", SDD, "--subresource=status", "-n", namespace),
+        ("create", "events", "-n", namespace),
+        ("watch", "customresourcedefinitions"),
+        ("list", "namespaces"),
+    ):
+        assert can_i(control_plane, sa, *args), args
+    for args in (
+        ("delete", "nodes"),
+        ("get", "secrets", "-n", namespace),
+        ("list", "secrets", "-A"),
+        ("get", "pods", "-n", namespace),
+        ("create", "jobs.batch", "-n", namespace),
+        ("delete", SDD, "-n", namespace),
+        ("create", SDD, "-n", namespace),
+        ("patch", SDD, "-n", other_namespace),
+        ("create", "events", "-n", other_namespace),
+        ("patch", "customresourcedefinitions"),
+        ("create", "rolebindings.rbac.authorization.k8s.io", "-n", namespace),
+    ):
+        assert not can_i(control_plane, sa, *args), args
+    helm("uninstall", "wg-ns", f"--namespace={namespace}")
+
+
+def test_cluster_wide_service_account_rights(
+    control_plane: ControlPlane, helm: Helm, crd: None, namespace: str, other_namespace: str
+) -> None:
+    helm("install", "wg-all", str(CHART), f"--namespace={namespace}", "--set=crds.install=false")
+    sa = f"system:serviceaccount:{namespace}:wg-all-warmgate"
+    for ns in (namespace, other_namespace):
+        assert can_i(control_plane, sa, "patch", SDD, "-n", ns)
+        assert can_i(control_plane, sa, "patch", SDD, "--subresource=status", "-n", ns)
+        assert can_i(control_plane, sa, "create", "events", "-n", ns)
+        assert not can_i(control_plane, sa, "get", "secrets", "-n", ns)
+        assert not can_i(control_plane, sa, "delete", SDD, "-n", ns)
+    # kopf observes namespaces only when it serves a namespace list.
+    assert not can_i(control_plane, sa, "list", "namespaces")
+    assert not can_i(control_plane, sa, "delete", "nodes")
+    helm("uninstall", "wg-all", f"--namespace={namespace}")
+
+
+def test_operator_runs_cluster_wide_as_the_service_account(
+    control_plane: ControlPlane, helm: Helm, crd: None, namespace: str, tmp_path: Path
+) -> None:
+    """`--all-namespaces` as the cluster-wide ServiceAccount: the ClusterRole suffices."""
+    helm("install", "wg-cw", str(CHART), f"--namespace={namespace}", "--set=crds.install=false")
+    kubeconfig = sa_kubeconfig(control_plane, namespace, "wg-cw-warmgate", tmp_path / "sa.yaml")
+    log = tmp_path / "operator.log"
+    with ClusterWideOperator(kubeconfig, log):
+        control_plane.kubectl("apply", "-f", "-", stdin=example_in(namespace, "seeds-cw"))
+        control_plane.kubectl("wait", "-n", namespace, "sdd/seeds-cw",
+                              "--for=condition=CoverageProven", "--timeout=180s")  # fmt: skip
+    text = log.read_text()
+    for needle in ("forbidden", "Forbidden", "403", "Not enough permissions"):
+        assert needle not in text, text[-4000:]
+    helm("uninstall", "wg-cw", f"--namespace={namespace}")
+
+
+class ClusterWideOperator:
+    """`warmgate operator --all-namespaces` as a child (OperatorProcess takes one namespace)."""
+
+    def __init__(self, kubeconfig: Path, log: Path) -> None:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = int(sock.getsockname()[1])
+        self.kubeconfig, self.log = kubeconfig, log
+
+    def __enter__(self) -> ClusterWideOperator:
+        self._out = self.log.open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "warmgate", "operator", "--all-namespaces",
+             "--liveness", f"http://127.0.0.1:{self.port}/healthz"],
+            env={**os.environ, "KUBECONFIG": str(self.kubeconfig)}, stdout=self._out,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the operator exited:\n{self.log.read_text()[-4000:]}")
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=2).close()
+                return self
+            except OSError:
+                time.sleep(0.2)
+        self.__exit__()
+        raise TimeoutError(f"the operator did not become alive:\n{self.log.read_text()[-4000:]}")
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._out.close()
