@@ -122,6 +122,13 @@ def generate_decode(cfg: EngineShapeConfig) -> list[Bucket]:
     as a last column when the range stops below it (config A cpa: ... 2048, 8192).
     """
     ranges = decode_ranges(cfg)
+    if not ranges.ctx:
+        # e.g. lin (min 65, step 64, max 65): no multiple of the step lies in [min, max]. The
+        # engine indexes ctx[-1] here and fails; refuse with a message that says why instead.
+        raise BucketPlanError(
+            "the decode block range is empty (no multiple of the step between min and max); "
+            "the engine cannot start with this bucketing configuration"
+        )
     nhb = cfg.num_gpu_blocks
     if cfg.contiguous_pa and nhb is not None and ranges.ctx[-1] < nhb:
         ranges = ranges._replace(ctx=[*ranges.ctx, nhb])
