@@ -1,0 +1,94 @@
+"""The runner's probe workload, designed from the plan: decode batches and contexts that matter."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from warmgate.api import SpecDecodeDeployment
+from warmgate.buckets import BucketPlan
+
+Manifest = dict[str, Any]
+
+# Decode steps per request: enough for several spec-decode steps at every batch size, short
+# enough that the probe costs seconds, not minutes (docs/runner.md, "Probe").
+MAX_TOKENS: Final = 16
+# A near-limit request stops k slots short of max_model_len at some step, so the scheduler
+# runs partial drafts (bucketing reference §5.3): two of them keep the batch small.
+NEAR_LIMIT_CONCURRENCY: Final = 2
+SHORT_PROMPT: Final = 64
+# Prompt tokens of one long-context burst: at 2048-8192 batched tokens a step, tens of prefill
+# steps, so the probe stays bounded even at max_num_seqs 2048 (hypothetical costs, not measured).
+TOKEN_BUDGET: Final = 262144
+
+
+def _batch_sizes(plan: BucketPlan) -> list[int]:
+    """Smallest, middle and largest seed decode batch size within max_num_seqs.
+
+    e.g. seeds with bs 1, 2, 4, ..., 128 and max_num_seqs 128 -> [1, 16, 128]: the ends are
+    where padding and the 1+k expansion differ most, the middle is the common case.
+    """
+    mns = plan.config.max_num_seqs
+    sizes = sorted({b for b, _, _ in plan.seed_decode_buckets if b <= mns}) or [1]
+    return sorted({sizes[0], sizes[len(sizes) // 2], sizes[-1]})
+
+
+def _long_prompt(plan: BucketPlan, batch: int) -> int:
+    """The longest prompt for `batch` sequences within the seed bucket of that bs, the KV
+    cache (when pinned) and a prefill budget of TOKEN_BUDGET tokens per step.
+
+    e.g. seed (8, 1, 256), block 128: 256 // 8 = 32 blocks a sequence -> 4096 - 16 decode
+    tokens - 128 (one block of slack) = 3952 tokens, within max_model_len - MAX_TOKENS.
+    """
+    cfg = plan.config
+    row = min((b for b, _, _ in plan.seed_decode_buckets if b >= batch), default=batch)
+    blocks = max((c for b, _, c in plan.seed_decode_buckets if b == row), default=0)
+    if cfg.num_gpu_blocks is not None:
+        blocks = min(blocks, cfg.num_gpu_blocks)
+    per_seq = blocks // batch * cfg.block_size - MAX_TOKENS - cfg.block_size
+    return max(1, min(per_seq, cfg.max_model_len - MAX_TOKENS, TOKEN_BUDGET // batch))
+
+
+def _step(name: str, concurrency: int, prompt: int, pattern: str = "varied") -> Manifest:
+    return {
+        "name": name,
+        "concurrency": concurrency,
+        "prompt_tokens": prompt,
+        "max_tokens": MAX_TOKENS,
+        "token_pattern": pattern,
+    }
+
+
+def probe_steps(sdd: SpecDecodeDeployment, plan: BucketPlan) -> list[Manifest]:
+    """Bursts over the decode batch sizes at short and long context, plus partial drafts.
+
+    Every method gets a near-limit step (drafts capped by max_model_len, §5.3); ngram also gets
+    a `repeat` burst, whose 8-id cycle makes the drafter find full matches while the `varied`
+    bursts leave it few (so accepted lengths, and T, vary).
+    """
+    steps: list[Manifest] = []
+    sizes = _batch_sizes(plan)
+    for batch in sizes:
+        steps.append(_step(f"decode-bs{batch}-short", batch, SHORT_PROMPT))
+        long = _long_prompt(plan, batch)
+        if long > SHORT_PROMPT:
+            steps.append(_step(f"decode-bs{batch}-ctx{long}", batch, long))
+    if sdd.spec.speculative.method == "ngram":
+        middle = sizes[len(sizes) // 2]
+        steps.append(_step(f"ngram-matches-bs{middle}", middle, SHORT_PROMPT * 4, "repeat"))
+    near = plan.config.max_model_len - MAX_TOKENS
+    steps.append(_step("partial-drafts-near-limit", NEAR_LIMIT_CONCURRENCY, near))
+    return steps
+
+
+def probe_section(sdd: SpecDecodeDeployment, plan: BucketPlan) -> Manifest:
+    """The runner plan's `probe` object; no steps when spec.warmup.probeWorkload is false."""
+    steps = probe_steps(sdd, plan) if sdd.spec.warmup.probe_workload else []
+    total = sum(int(s["concurrency"]) for s in steps)
+    return {
+        "steps": steps,
+        # The runner refuses a plan whose steps exceed max_requests; the default is 512.
+        "max_requests": max(512, total),
+        "request_timeout_s": 300,
+        "token_id_min": 100,
+        "token_id_max": 20000,
+    }

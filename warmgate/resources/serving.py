@@ -1,0 +1,220 @@
+"""The serving children: the gated vLLM Deployment and the Service in front of it."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Final
+
+from warmgate.api import SpecDecodeDeployment, container_resources
+from warmgate.api.constants import (
+    ANNOTATION_CACHE_KEY,
+    ANNOTATION_PLAN_HASH,
+    COMPONENT_SERVING,
+    READINESS_GATE,
+)
+from warmgate.buckets import BucketPlan
+from warmgate.buckets.cost import estimate_plan
+from warmgate.resources.engine import (
+    BUCKET_FILE,
+    CACHE_DIR,
+    LOCAL_DIR,
+    PLAN_DIR,
+    RECIPE_DIR,
+    cache_key,
+    container_env,
+    engine_section,
+)
+from warmgate.resources.names import child_name, metadata, parent_name, selector_labels
+from warmgate.resources.pod import (
+    VOLUME_LOCAL,
+    cache_claim_name,
+    cache_mount,
+    cache_volume,
+    engine_mounts,
+    engine_security,
+    operator_container,
+    placement_fields,
+    plan_volume,
+    shared_volumes,
+)
+from warmgate.resources.warmup import build_runner_plan, configmap_name
+from warmgate.warmup.engine import engine_argv, recipe_cache_config
+from warmgate.warmup.plan import Plan, parse_plan
+
+__all__ = ["build_service", "build_serving_deployment", "serving_engine", "startup_budget_s"]
+
+Manifest = dict[str, Any]
+
+CONTAINER: Final = "vllm"
+PORT_NAME: Final = "http"
+PROBE_PERIOD_S: Final = 10
+# Seconds before the warmup starts: model load from a claim, or a download from the Hub
+# (a 70B BF16 checkpoint is ~140 GB). Not measured on hardware: a generous allowance.
+LOAD_ALLOWANCE_S: Final = {True: 600, False: 1800}
+# Serving warms again from the restored cache (§4.6: only the graph-compiler stage is skipped);
+# the budget is the cost model's uncached upper end times this margin, so even a cache miss fits.
+BUDGET_MARGIN: Final = 1.5
+
+
+def _estimated_warmup_s(sdd: SpecDecodeDeployment, plan: BucketPlan) -> float:
+    """status.plan.estimatedWarmupSeconds when it describes this plan, else the cost model."""
+    summary = sdd.status.plan if sdd.status else None
+    if summary and summary.hash == plan.digest and summary.estimated_warmup_seconds is not None:
+        return float(summary.estimated_warmup_seconds)
+    return estimate_plan(plan).high_s
+
+
+def startup_budget_s(sdd: SpecDecodeDeployment, plan: BucketPlan) -> int:
+    """Seconds a serving Pod may take to answer /health (field.md §4 item 8).
+
+    e.g. the eagle3 example (189 decode + 34 prompt buckets, estimate 337 s, weights from the
+    Hub): 1800 + 1.5 * 337 = 2306 s -> the startupProbe allows 231 checks of 10 s.
+    """
+    load = LOAD_ALLOWANCE_S[sdd.spec.model.weights is not None]
+    return math.ceil(load + BUDGET_MARGIN * _estimated_warmup_s(sdd, plan))
+
+
+def serving_engine(sdd: SpecDecodeDeployment, plan: BucketPlan, *, kv_blocks: int | None) -> Plan:
+    """The runner's own parse of the warmup plan, its engine listening on all interfaces.
+
+    Serving reuses `warmgate.warmup.engine.engine_argv` on it, so the Deployment's command is
+    the warmup engine's command by construction (same flags, same pinned KV block count).
+    """
+    document = build_runner_plan(sdd, plan, cache_key=cache_key(sdd, plan))
+    engine = engine_section(sdd, plan, kv_blocks=kv_blocks)
+    return parse_plan({**document, "engine": {**engine, "host": "0.0.0.0"}})
+
+
+def _engine_env(sdd: SpecDecodeDeployment, parsed: Plan) -> list[Manifest]:
+    """What the runner gives the engine (docs/runner.md), with the restored cache reused."""
+    size = sdd.spec.warmup.cache.max_size_mb
+    owned = {
+        "VLLM_BUCKETING_FROM_FILE": f"{PLAN_DIR}/{BUCKET_FILE}",
+        "VLLM_SKIP_WARMUP": "false",
+        # DELETE=False keeps the restored recipes (§4.6); without a claim there is nothing to
+        # restore and the engine fills an empty folder.
+        "PT_HPU_RECIPE_CACHE_CONFIG": recipe_cache_config(
+            Path(RECIPE_DIR), cache_claim_name(sdd) is not None, size
+        ),
+        "PYTHONUNBUFFERED": "1",
+    }
+    values = {**parsed.engine.env, **owned}
+    return [{"name": k, "value": v} for k, v in values.items()] + container_env(sdd)
+
+
+def _probe(path: str, period: int, failures: int) -> Manifest:
+    return {
+        "httpGet": {"path": path, "port": PORT_NAME},
+        "periodSeconds": period,
+        "timeoutSeconds": 5,
+        "failureThreshold": failures,
+    }
+
+
+def _vllm_container(sdd: SpecDecodeDeployment, plan: BucketPlan, kv_blocks: int | None) -> Manifest:
+    parsed = serving_engine(sdd, plan, kv_blocks=kv_blocks)
+    budget = startup_budget_s(sdd, plan)
+    return {
+        "name": CONTAINER,
+        "image": sdd.spec.image,
+        "command": engine_argv(parsed),
+        "env": _engine_env(sdd, parsed),
+        "ports": [{"name": PORT_NAME, "containerPort": sdd.spec.serving.port, "protocol": "TCP"}],
+        "resources": container_resources(
+            sdd.spec.serving.resources, sdd.spec.engine.tensor_parallel_size
+        ),
+        "volumeMounts": engine_mounts(sdd),
+        "startupProbe": _probe("/health", PROBE_PERIOD_S, math.ceil(budget / PROBE_PERIOD_S)),
+        "readinessProbe": _probe("/health", PROBE_PERIOD_S, 3),
+        "livenessProbe": _probe("/health", 30, 5),
+        "securityContext": engine_security(),
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+
+
+def _restore(key: str, operator_image: str) -> Manifest:
+    """`--restore-cache VOLUME KEY DEST`: copy the verified entry to local disk (§4.6, NFS
+    lacks locking). Fails the init container when the entry is missing or corrupt, so a Pod
+    never starts on a cache the operator did not verify."""
+    command = ["python", "-m", "warmgate.warmup", "--restore-cache", CACHE_DIR, key, RECIPE_DIR]
+    mounts = [cache_mount(read_only=True), {"name": VOLUME_LOCAL, "mountPath": LOCAL_DIR}]
+    return operator_container("restore-cache", operator_image, command, mounts)
+
+
+def _pod_spec(
+    sdd: SpecDecodeDeployment, plan: BucketPlan, key: str, operator_image: str, kv: int | None
+) -> Manifest:
+    serving = sdd.spec.serving
+    volumes = [plan_volume(configmap_name(sdd, key), plan=False), *shared_volumes(sdd)]
+    init: list[Manifest] = []
+    if cache_claim_name(sdd) is not None:
+        volumes.append(cache_volume(sdd, read_only=True))
+        init.append(_restore(key, operator_image))
+    spec: Manifest = {
+        # Ready only once the operator sets this Pod condition (docs/resources.md).
+        "readinessGates": [{"conditionType": READINESS_GATE}],
+        **placement_fields(serving.placement),
+        "containers": [_vllm_container(sdd, plan, kv)],
+        "volumes": volumes,
+        "terminationGracePeriodSeconds": 60,
+    }
+    if init:
+        spec["initContainers"] = init
+    return spec
+
+
+def build_serving_deployment(
+    sdd: SpecDecodeDeployment,
+    plan: BucketPlan,
+    *,
+    operator_image: str,
+    kv_blocks: int | None = None,
+) -> Manifest:
+    """The serving Deployment of a verified plan: gated Pods, same engine as the warmup Job.
+
+    ``kv_blocks``: the KV block count the warmup measured (the runner's termination summary,
+    `kv_blocks`), pinned when neither the spec nor the plan fixes it.
+    """
+    key = cache_key(sdd, plan)
+    serving = sdd.spec.serving
+    annotations = {ANNOTATION_PLAN_HASH: plan.digest, ANNOTATION_CACHE_KEY: key}
+    name = child_name(parent_name(sdd), COMPONENT_SERVING)
+    meta = metadata(sdd, name, COMPONENT_SERVING, plan_digest=plan.digest, annotations=annotations)
+    pod_labels = {**(serving.pod_labels or {}), **meta["labels"]}
+    pod_annotations = {**(serving.pod_annotations or {}), **annotations}
+    spec: Manifest = {
+        "replicas": serving.replicas,
+        # Never the plan hash: Pods of the last verified plan keep matching (docs/resources.md).
+        "selector": {"matchLabels": selector_labels(sdd, COMPONENT_SERVING)},
+        # No ready replica is given up before a new, gated one is Ready.
+        "strategy": {
+            "type": "RollingUpdate",
+            "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+        },
+        "progressDeadlineSeconds": startup_budget_s(sdd, plan) + 600,
+        "revisionHistoryLimit": 3,
+        "template": {
+            "metadata": {"labels": pod_labels, "annotations": pod_annotations},
+            "spec": _pod_spec(sdd, plan, key, operator_image, kv_blocks),
+        },
+    }
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "spec": spec}
+
+
+def build_service(sdd: SpecDecodeDeployment) -> Manifest:
+    """The Service in front of the serving Pods; it only routes to Pods that passed the gate."""
+    serving = sdd.spec.serving
+    name = child_name(parent_name(sdd), COMPONENT_SERVING)
+    port = {"name": PORT_NAME, "port": serving.port, "targetPort": PORT_NAME, "protocol": "TCP"}
+    spec = {
+        "type": serving.service_type,
+        "selector": selector_labels(sdd, COMPONENT_SERVING),
+        "ports": [port],
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata(sdd, name, COMPONENT_SERVING),
+        "spec": spec,
+    }

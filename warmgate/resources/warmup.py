@@ -1,0 +1,268 @@
+"""The warmup children: the runner plan, its ConfigMap, the warmup Job and the cache claim."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+from warmgate.api import SpecDecodeDeployment, container_resources
+from warmgate.api.constants import ANNOTATION_CACHE_KEY, ANNOTATION_PLAN_HASH, COMPONENT_WARMUP
+from warmgate.buckets import BucketPlan
+from warmgate.resources.engine import (
+    BUCKET_FILE,
+    CACHE_DIR,
+    PLAN_DIR,
+    PLAN_FILE,
+    RECIPE_DIR,
+    RUNNER_DIR,
+    WORK_DIR,
+    cache_key,
+    container_env,
+    engine_section,
+)
+from warmgate.resources.names import (
+    COMPONENT_CACHE,
+    COMPONENT_PLAN,
+    child_name,
+    metadata,
+    parent_name,
+)
+from warmgate.resources.pod import (
+    cache_mount,
+    cache_volume,
+    engine_mounts,
+    engine_security,
+    operator_container,
+    placement_fields,
+    plan_volume,
+    shared_volumes,
+)
+from warmgate.resources.probe import probe_section
+from warmgate.warmup.plan import PLAN_FORMAT_VERSION, bucket_digest
+
+__all__ = [
+    "build_cache_pvc",
+    "build_plan_configmap",
+    "build_runner_plan",
+    "build_warmup_job",
+    "cache_key",
+    "configmap_name",
+    "job_name",
+]
+
+Manifest = dict[str, Any]
+
+TERMINATION_LOG: Final = "/dev/termination-log"
+CONTAINER: Final = "warmup"
+VOLUME_RUNNER: Final = "runner"
+# A ConfigMap holds at most 1 MiB (etcd's object limit); a plan above it cannot be mounted.
+CONFIGMAP_LIMIT: Final = 1024 * 1024
+# Exit codes that a retry cannot change (docs/runner.md, "Exit codes"): plan_invalid,
+# unwarmed_shapes, plan_mismatch. They fail the Job at once instead of burning retries.
+PERMANENT_EXIT_CODES: Final = (2, 3, 4)
+# Copies warmgate/__init__.py and warmgate/warmup/*.py (standard library only) out of the
+# operator image into the emptyDir the vLLM image puts on PYTHONPATH (docs/runner.md).
+_COPY_RUNNER: Final = """\
+import pathlib, shutil, warmgate
+src = pathlib.Path(warmgate.__file__).parent
+dst = pathlib.Path("{dir}") / "warmgate"
+shutil.rmtree(dst, ignore_errors=True)
+(dst / "warmup").mkdir(parents=True)
+shutil.copyfile(src / "__init__.py", dst / "__init__.py")
+for f in sorted((src / "warmup").glob("*.py")):
+    shutil.copyfile(f, dst / "warmup" / f.name)
+print("Copied the warmup runner to", dst)
+"""
+
+
+def job_name(sdd: SpecDecodeDeployment, key: str) -> str:
+    """`<parent>-warmup-<hash>`: one Job per cache key (stack identity + plan digest)."""
+    return child_name(parent_name(sdd), COMPONENT_WARMUP, _key_hash(key))
+
+
+def configmap_name(sdd: SpecDecodeDeployment, key: str) -> str:
+    """`<parent>-plan-<hash>`: the plan files of one cache key."""
+    return child_name(parent_name(sdd), COMPONENT_PLAN, _key_hash(key))
+
+
+def _key_hash(key: str) -> str:
+    """The hex part of a cache key, `gaudi2-tp1-3f2a9c0d41...` -> `3f2a9c0d41...`."""
+    return key.rsplit("-", 1)[-1]
+
+
+def _expected(plan: BucketPlan) -> Manifest:
+    """Counts and digests with the runner's own algorithm (docs/runner.md, "Digests")."""
+    lists = {
+        "prompt": plan.prompt_buckets,
+        "seed_decode": plan.seed_decode_buckets,
+        "decode": plan.decode_buckets,
+    }
+    return {n: {"count": len(rows), "digest": bucket_digest(rows)} for n, rows in lists.items()}
+
+
+def _timeouts(sdd: SpecDecodeDeployment) -> Manifest:
+    """Runner deadlines inside the Pod's activeDeadlineSeconds, so the runner ends first and
+    still writes its report: 95 % of it, split facts 10 % / probe 25 % / stop 5 % (capped)."""
+    total = sdd.spec.warmup.timeout_seconds * 0.95
+    facts, probe, grace = (
+        min(300.0, total * 0.1),
+        min(1800.0, total * 0.25),
+        min(60.0, total * 0.05),
+    )
+    startup = total - facts - probe - grace
+    return {"total_s": total, "facts_s": facts, "startup_s": startup, "probe_s": probe,
+            "stop_grace_s": grace}  # fmt: skip
+
+
+def build_runner_plan(sdd: SpecDecodeDeployment, plan: BucketPlan, *, cache_key: str) -> Manifest:
+    """The runner's plan document, format v1, exactly as `warmgate.warmup.plan` validates it."""
+    return {
+        "format_version": PLAN_FORMAT_VERSION,
+        "plan_id": f"{parent_name(sdd)}-{plan.digest[:12]}",
+        "engine": engine_section(sdd, plan),
+        "buckets": {
+            # Seeds only: the engine expands decode seeds by 1+k itself (§2.6).
+            "seed_file_text": plan.to_bucket_file(),
+            "expected": _expected(plan),
+            "abort_on_mismatch": True,
+        },
+        "kv_blocks_expected": plan.config.num_gpu_blocks,
+        "cache": {
+            "volume_dir": CACHE_DIR,
+            "key": cache_key,
+            "local_dir": RECIPE_DIR,
+            "size_mb": sdd.spec.warmup.cache.max_size_mb,
+            "reuse_existing": True,
+        },
+        "probe": probe_section(sdd, plan),
+        "timeouts": _timeouts(sdd),
+        "report": {"dir": f"{CACHE_DIR}/reports", "termination_log": TERMINATION_LOG},
+        "work_dir": WORK_DIR,
+        "require_device": True,
+    }
+
+
+def _annotations(plan: BucketPlan, key: str) -> dict[str, str]:
+    return {ANNOTATION_PLAN_HASH: plan.digest, ANNOTATION_CACHE_KEY: key}
+
+
+def build_plan_configmap(sdd: SpecDecodeDeployment, plan: BucketPlan) -> Manifest:
+    """The ConfigMap with plan.json (the Job's runner) and buckets.txt (serving's seed file)."""
+    key = cache_key(sdd, plan)
+    runner_plan = build_runner_plan(sdd, plan, cache_key=key)
+    data = {
+        PLAN_FILE: json.dumps(runner_plan, indent=2, sort_keys=True) + "\n",
+        BUCKET_FILE: runner_plan["buckets"]["seed_file_text"],
+    }
+    size = sum(len(v.encode("utf-8")) for v in data.values())
+    if size > CONFIGMAP_LIMIT:
+        raise ValueError(f"the plan files take {size} bytes, over a ConfigMap's 1 MiB")
+    meta = metadata(
+        sdd, configmap_name(sdd, key), COMPONENT_PLAN,
+        plan_digest=plan.digest, annotations=_annotations(plan, key),
+    )  # fmt: skip
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}
+
+
+def _runner_copy(operator_image: str) -> Manifest:
+    command = ["python", "-c", _COPY_RUNNER.format(dir=RUNNER_DIR)]
+    mounts = [{"name": VOLUME_RUNNER, "mountPath": RUNNER_DIR}]
+    return operator_container("copy-runner", operator_image, command, mounts)
+
+
+def _warmup_container(sdd: SpecDecodeDeployment) -> Manifest:
+    env = [{"name": "PYTHONPATH", "value": RUNNER_DIR}, *container_env(sdd)]
+    mounts = [*engine_mounts(sdd), cache_mount(read_only=False)]
+    mounts.append({"name": VOLUME_RUNNER, "mountPath": RUNNER_DIR, "readOnly": True})
+    return {
+        "name": CONTAINER,
+        "image": sdd.spec.image,
+        "command": ["python3", "-m", "warmgate.warmup", "--plan", f"{PLAN_DIR}/{PLAN_FILE}"],
+        "env": env,
+        "resources": container_resources(
+            sdd.spec.warmup.resources, sdd.spec.engine.tensor_parallel_size
+        ),
+        "volumeMounts": mounts,
+        "securityContext": engine_security(),
+        # The runner writes its compact JSON summary here; the handler reads it from the Pod.
+        "terminationMessagePath": TERMINATION_LOG,
+        "terminationMessagePolicy": "File",
+    }
+
+
+def _pod_spec(sdd: SpecDecodeDeployment, key: str, operator_image: str) -> Manifest:
+    volumes = [
+        plan_volume(configmap_name(sdd, key), plan=True),
+        {"name": VOLUME_RUNNER, "emptyDir": {}},
+        cache_volume(sdd, read_only=False),
+        *shared_volumes(sdd),
+    ]
+    return {
+        "restartPolicy": "Never",
+        # One attempt's limit (docs/api.md, warmup.timeoutSeconds); SIGTERM ends the runner
+        # with outcome timed_out and a report.
+        "activeDeadlineSeconds": sdd.spec.warmup.timeout_seconds,
+        "terminationGracePeriodSeconds": 90,
+        **placement_fields(sdd.spec.warmup.placement),
+        "initContainers": [_runner_copy(operator_image)],
+        "containers": [_warmup_container(sdd)],
+        "volumes": volumes,
+    }
+
+
+def _failure_policy() -> Manifest:
+    """Fail fast on verdicts a retry cannot change; evictions do not count as attempts."""
+    return {
+        "rules": [
+            {
+                "action": "FailJob",
+                "onExitCodes": {
+                    "containerName": CONTAINER,
+                    "operator": "In",
+                    "values": list(PERMANENT_EXIT_CODES),
+                },
+            },
+            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+        ]
+    }
+
+
+def build_warmup_job(
+    sdd: SpecDecodeDeployment, plan: BucketPlan, *, operator_image: str
+) -> Manifest:
+    """The Job that runs `python3 -m warmgate.warmup` in the user's vLLM image on Gaudi nodes."""
+    key = cache_key(sdd, plan)
+    warmup = sdd.spec.warmup
+    annotations = _annotations(plan, key)
+    meta = metadata(
+        sdd, job_name(sdd, key), COMPONENT_WARMUP, plan_digest=plan.digest, annotations=annotations
+    )
+    template_meta = {"labels": meta["labels"], "annotations": annotations}
+    spec: Manifest = {
+        "backoffLimit": warmup.retries,
+        # Bounds all attempts together; each Pod has its own activeDeadlineSeconds.
+        "activeDeadlineSeconds": warmup.timeout_seconds * (warmup.retries + 1) + 300,
+        "podFailurePolicy": _failure_policy(),
+        "template": {"metadata": template_meta, "spec": _pod_spec(sdd, key, operator_image)},
+    }
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
+
+
+def build_cache_pvc(sdd: SpecDecodeDeployment) -> Manifest | None:
+    """The recipe-cache claim from spec.warmup.cache.claimTemplate, or None without a template.
+
+    Not tied to a plan: every cache key is its own folder inside (docs/runner.md, "Cache"), so
+    one claim serves all plans of the parent.
+    """
+    template = sdd.spec.warmup.cache.claim_template
+    if template is None:
+        return None
+    spec: Manifest = {
+        "accessModes": list(template.access_modes),
+        "resources": {"requests": {"storage": template.size}},
+        "volumeMode": "Filesystem",
+    }
+    if template.storage_class_name is not None:
+        spec["storageClassName"] = template.storage_class_name
+    meta = metadata(sdd, child_name(parent_name(sdd), COMPONENT_CACHE), COMPONENT_CACHE)
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": spec}
