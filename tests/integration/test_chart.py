@@ -78,13 +78,13 @@ def kinds(docs: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str, An
     return {(d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]): d for d in docs}
 
 
-def dry_run(cp: ControlPlane, docs: list[dict[str, Any]]) -> str:
+def dry_run(cp: ControlPlane, docs: list[dict[str, Any]]) -> subprocess.CompletedProcess[str]:
     """Server-side dry-run apply: the real apiserver validates every object, nothing is stored."""
     stream = "\n---\n".join(json.dumps(d) for d in docs)
     args = ("apply", "--server-side", "--force-conflicts", "--dry-run=server", "-f", "-")
     done = cp.kubectl(*args, stdin=stream, check=False)
     assert done.returncode == 0, done.stderr
-    return done.stdout
+    return done
 
 
 def can_i(cp: ControlPlane, sa: str, *args: str) -> bool:
@@ -119,6 +119,13 @@ def example_in(namespace: str, name: str) -> str:
     doc = yaml.safe_load((REPO_ROOT / "examples" / "llama31-8b-seeds.yaml").read_text())
     doc["metadata"].update(namespace=namespace, name=name)
     return json.dumps(doc)
+
+
+def wait_proven(cp: ControlPlane, namespace: str, name: str, log: Path) -> None:
+    """Wait for CoverageProven; on a timeout, show the operator's log (RBAC errors land there)."""
+    done = cp.kubectl("wait", "-n", namespace, f"sdd/{name}", "--for=condition=CoverageProven",
+                      "--timeout=120s", check=False)  # fmt: skip
+    assert done.returncode == 0, f"{done.stderr}\noperator log:\n{log.read_text()[-4000:]}"
 
 
 @pytest.fixture
@@ -194,7 +201,12 @@ def test_default_render_is_valid_for_the_apiserver(
         "--liveness=http://0.0.0.0:8081/healthz",
         "--metrics-port=8080",
     ]
-    dry_run(control_plane, docs)
+    # Pod Security admission warns about any workload that breaks the "restricted" profile.
+    control_plane.kubectl(
+        "label", "namespace", namespace, "pod-security.kubernetes.io/warn=restricted"
+    )
+    done = dry_run(control_plane, docs)
+    assert "PodSecurity" not in done.stderr, done.stderr
 
 
 def test_non_default_render_is_valid_for_the_apiserver(
@@ -331,8 +343,7 @@ def test_operator_runs_as_the_namespaced_service_account(
     try:
         operator.wait_alive()
         control_plane.kubectl("apply", "-f", "-", stdin=example_in(namespace, "seeds"))
-        control_plane.kubectl("wait", "-n", namespace, "sdd/seeds",
-                              "--for=condition=CoverageProven", "--timeout=120s")  # fmt: skip
+        wait_proven(control_plane, namespace, "seeds", operator.log)
         events = control_plane.kubectl(
             "get", "events", "-n", namespace, "--field-selector=involvedObject.name=seeds",
             "-o", "json",
@@ -397,8 +408,7 @@ def test_operator_runs_cluster_wide_as_the_service_account(
     log = tmp_path / "operator.log"
     with ClusterWideOperator(kubeconfig, log):
         control_plane.kubectl("apply", "-f", "-", stdin=example_in(namespace, "seeds-cw"))
-        control_plane.kubectl("wait", "-n", namespace, "sdd/seeds-cw",
-                              "--for=condition=CoverageProven", "--timeout=180s")  # fmt: skip
+        wait_proven(control_plane, namespace, "seeds-cw", log)
     text = log.read_text()
     for needle in ("forbidden", "Forbidden", "403", "Not enough permissions"):
         assert needle not in text, text[-4000:]

@@ -81,10 +81,17 @@ deployment docs list it and other kopf versions use it (create only).
   resources: ["events"]
   verbs: ["create"]
 {{- /*
-Not granted yet (least privilege): the warmup and serving stages will create and own
-  batch/jobs, configmaps, apps/deployments, services and persistentvolumeclaims
-(verbs: get, list, watch, create, patch, delete). Today's operator only plans, so these rules
-are added together with the code that needs them; see the chart README.
+Application rules for the warmup and serving stages go here, with the code that needs them
+(least privilege: today's operator only plans, so a release never grants unused rights):
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: [""]
+  resources: ["configmaps", "services", "persistentvolumeclaims"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: ["apps"]
+  resources: ["deployments"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 */}}
 {{- end }}
 
