@@ -29,6 +29,15 @@ INIT_RESOURCES: Final = {
 }
 
 
+def pod_defaults() -> Manifest:
+    """PodSpec fields both pods set: no Service environment links.
+
+    vLLM reads every `VLLM_*` variable; a Service named `vllm` in the namespace would inject
+    VLLM_PORT=tcp://... and the engine refuses to start (vLLM's Kubernetes deployment docs).
+    """
+    return {"enableServiceLinks": False}
+
+
 def placement_fields(placement: Placement | None) -> Manifest:
     """nodeSelector, tolerations and affinity of a PodSpec (unset fields stay absent)."""
     if placement is None:

@@ -36,6 +36,7 @@ from warmgate.resources.pod import (
     operator_container,
     placement_fields,
     plan_volume,
+    pod_defaults,
     shared_volumes,
 )
 from warmgate.resources.warmup import build_runner_plan, configmap_name
@@ -155,6 +156,7 @@ def _pod_spec(
         # Ready only once the operator sets this Pod condition (docs/resources.md).
         "readinessGates": [{"conditionType": READINESS_GATE}],
         **placement_fields(serving.placement),
+        **pod_defaults(),
         "containers": [_vllm_container(sdd, plan, kv)],
         "volumes": volumes,
         "terminationGracePeriodSeconds": 60,

@@ -35,6 +35,7 @@ from warmgate.resources.pod import (
     operator_container,
     placement_fields,
     plan_volume,
+    pod_defaults,
     shared_volumes,
 )
 from warmgate.resources.probe import probe_section
@@ -204,6 +205,7 @@ def _pod_spec(sdd: SpecDecodeDeployment, key: str, operator_image: str) -> Manif
         "activeDeadlineSeconds": sdd.spec.warmup.timeout_seconds,
         "terminationGracePeriodSeconds": 90,
         **placement_fields(sdd.spec.warmup.placement),
+        **pod_defaults(),
         "initContainers": [_runner_copy(operator_image)],
         "containers": [_warmup_container(sdd)],
         "volumes": volumes,

@@ -1,0 +1,226 @@
+"""Every builder on every example: owner references, names, labels, and the decided fields."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from conftest import OPERATOR_IMAGE, UID, Case
+
+from warmgate.api import GAUDI_RESOURCE
+from warmgate.api.constants import (
+    ANNOTATION_CACHE_KEY,
+    ANNOTATION_PLAN_HASH,
+    LABEL_PLAN_HASH,
+    PREFIX,
+    READINESS_GATE,
+)
+from warmgate.resources import (
+    build_cache_pvc,
+    build_plan_configmap,
+    build_service,
+    build_serving_deployment,
+    build_warmup_job,
+    cache_key,
+)
+from warmgate.resources.engine import CACHE_DIR, PLAN_DIR, RECIPE_DIR, RUNNER_DIR
+from warmgate.resources.names import DNS_1035_LABEL, MAX_NAME
+from warmgate.resources.serving import startup_budget_s
+from warmgate.resources.warmup import PERMANENT_EXIT_CODES
+
+
+def _all(case: Case) -> list[dict[str, Any]]:
+    built = [
+        build_plan_configmap(case.sdd, case.plan),
+        build_warmup_job(case.sdd, case.plan, operator_image=OPERATOR_IMAGE),
+        build_serving_deployment(case.sdd, case.plan, operator_image=OPERATOR_IMAGE),
+        build_service(case.sdd),
+        build_cache_pvc(case.sdd),
+    ]
+    return [m for m in built if m is not None]
+
+
+def _pod(manifest: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = manifest["spec"]["template"]["spec"]
+    return spec
+
+
+def _container(manifest: dict[str, Any], name: str, init: bool = False) -> dict[str, Any]:
+    containers = _pod(manifest)["initContainers" if init else "containers"]
+    return next(c for c in containers if c["name"] == name)
+
+
+def test_every_child_is_owned_named_and_labelled(case: Case) -> None:
+    for manifest in _all(case):
+        meta = manifest["metadata"]
+        assert meta["ownerReferences"][0]["uid"] == UID
+        assert meta["namespace"] == "llm"
+        assert len(meta["name"]) <= MAX_NAME
+        assert DNS_1035_LABEL.match(meta["name"])
+        assert meta["name"].startswith(case.sdd.metadata.name or "")
+        assert all(k.startswith((PREFIX, "app.kubernetes.io/")) for k in meta["labels"])
+        assert all(k.startswith(PREFIX) for k in meta.get("annotations", {}))
+
+
+def test_builders_are_deterministic(case: Case) -> None:
+    assert _all(case) == _all(case)
+
+
+def test_plan_children_carry_the_plan_hash_and_cache_key(case: Case) -> None:
+    key = cache_key(case.sdd, case.plan)
+    job = build_warmup_job(case.sdd, case.plan, operator_image=OPERATOR_IMAGE)
+    configmap = build_plan_configmap(case.sdd, case.plan)
+    for manifest in (job, configmap):
+        assert manifest["metadata"]["annotations"][ANNOTATION_PLAN_HASH] == case.plan.digest
+        assert manifest["metadata"]["annotations"][ANNOTATION_CACHE_KEY] == key
+        assert manifest["metadata"]["labels"][LABEL_PLAN_HASH] == case.plan.digest[:16]
+        assert manifest["metadata"]["name"].endswith(key.rsplit("-", 1)[1][:10])
+    assert _pod(job)["volumes"][0]["configMap"]["name"] == configmap["metadata"]["name"]
+
+
+def test_the_job_runs_the_runner_in_the_vllm_image_on_gaudi(case: Case) -> None:
+    sdd, warmup = case.sdd, case.sdd.spec.warmup
+    job = build_warmup_job(sdd, case.plan, operator_image=OPERATOR_IMAGE)
+    pod, main = _pod(job), _container(job, "warmup")
+    assert job["spec"]["backoffLimit"] == warmup.retries
+    assert pod["activeDeadlineSeconds"] == warmup.timeout_seconds
+    assert pod["restartPolicy"] == "Never"
+    assert main["image"] == sdd.spec.image
+    assert main["command"] == [
+        "python3",
+        "-m",
+        "warmgate.warmup",
+        "--plan",
+        f"{PLAN_DIR}/plan.json",
+    ]
+    assert {"name": "PYTHONPATH", "value": RUNNER_DIR} in main["env"]
+    limits = main["resources"]["limits"]
+    assert int(limits[GAUDI_RESOURCE]) == sdd.spec.engine.tensor_parallel_size
+    assert main["terminationMessagePath"] == "/dev/termination-log"
+    assert main["terminationMessagePolicy"] == "File"
+    assert main["securityContext"]["allowPrivilegeEscalation"] is False
+    mounts = {m["mountPath"]: m for m in main["volumeMounts"]}
+    assert mounts[CACHE_DIR]["readOnly"] is False
+    assert mounts[RUNNER_DIR]["readOnly"] is True
+    policy = job["spec"]["podFailurePolicy"]["rules"][0]
+    assert policy["onExitCodes"]["values"] == list(PERMANENT_EXIT_CODES)
+
+
+def test_the_init_container_copies_the_runner_from_the_operator_image(case: Case) -> None:
+    job = build_warmup_job(case.sdd, case.plan, operator_image=OPERATOR_IMAGE)
+    init = _container(job, "copy-runner", init=True)
+    assert init["image"] == OPERATOR_IMAGE
+    assert init["volumeMounts"] == [{"name": "runner", "mountPath": RUNNER_DIR}]
+    assert init["securityContext"]["runAsNonRoot"] is True
+    compile(init["command"][2], "<copy-runner>", "exec")  # the script is valid Python
+
+
+def test_placement_follows_the_spec(case: Case) -> None:
+    job = build_warmup_job(case.sdd, case.plan, operator_image=OPERATOR_IMAGE)
+    deployment = build_serving_deployment(case.sdd, case.plan, operator_image=OPERATOR_IMAGE)
+    for pod, placement in (
+        (_pod(job), case.sdd.spec.warmup.placement),
+        (_pod(deployment), case.sdd.spec.serving.placement),
+    ):
+        selector = placement.node_selector if placement else None
+        assert pod.get("nodeSelector") == selector
+        assert pod["enableServiceLinks"] is False
+
+
+def test_the_cache_volume_is_the_claim_the_spec_names(case: Case) -> None:
+    cache = case.sdd.spec.warmup.cache
+    job = build_warmup_job(case.sdd, case.plan, operator_image=OPERATOR_IMAGE)
+    volume = next(v for v in _pod(job)["volumes"] if v["name"] == "recipe-cache")
+    pvc = build_cache_pvc(case.sdd)
+    if cache.existing_claim:
+        assert volume["persistentVolumeClaim"]["claimName"] == cache.existing_claim
+        assert pvc is None
+    elif cache.claim_template:
+        assert pvc is not None
+        assert volume["persistentVolumeClaim"]["claimName"] == pvc["metadata"]["name"]
+        assert pvc["spec"]["accessModes"] == cache.claim_template.access_modes
+        assert pvc["spec"]["resources"]["requests"]["storage"] == cache.claim_template.size
+    else:
+        assert volume == {"name": "recipe-cache", "emptyDir": {}}
+        assert pvc is None
+
+
+def test_serving_pods_are_gated_and_restore_the_cache(case: Case) -> None:
+    sdd = case.sdd
+    deployment = build_serving_deployment(sdd, case.plan, operator_image=OPERATOR_IMAGE)
+    pod, vllm = _pod(deployment), _container(deployment, "vllm")
+    assert deployment["spec"]["replicas"] == sdd.spec.serving.replicas
+    assert pod["readinessGates"] == [{"conditionType": READINESS_GATE}]
+    env = {e["name"]: e.get("value") for e in vllm["env"]}
+    size = sdd.spec.warmup.cache.max_size_mb
+    has_claim = bool(sdd.spec.warmup.cache.existing_claim or sdd.spec.warmup.cache.claim_template)
+    assert (
+        env["PT_HPU_RECIPE_CACHE_CONFIG"] == f"{RECIPE_DIR},{not has_claim},{size}"
+    )  # DELETE=False reuses
+    if has_claim:
+        restore = _container(deployment, "restore-cache", init=True)
+        key = cache_key(sdd, case.plan)
+        assert restore["command"][-4:] == ["--restore-cache", CACHE_DIR, key, RECIPE_DIR]
+        assert restore["image"] == OPERATOR_IMAGE
+    else:
+        assert "initContainers" not in pod
+    assert vllm["ports"][0]["containerPort"] == sdd.spec.serving.port
+
+
+def test_the_selector_never_holds_the_plan_hash(case: Case) -> None:
+    deployment = build_serving_deployment(case.sdd, case.plan, operator_image=OPERATOR_IMAGE)
+    service = build_service(case.sdd)
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    assert LABEL_PLAN_HASH not in selector
+    assert service["spec"]["selector"] == selector
+    template_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert selector.items() <= template_labels.items()
+    assert template_labels[LABEL_PLAN_HASH] == case.plan.digest[:16]
+    for key, value in (case.sdd.spec.serving.pod_labels or {}).items():
+        assert template_labels[key] == value
+
+
+def test_the_service_follows_spec_serving(case: Case) -> None:
+    service = build_service(case.sdd)
+    serving = case.sdd.spec.serving
+    assert service["spec"]["type"] == serving.service_type
+    assert service["spec"]["ports"][0]["port"] == serving.port
+    assert service["spec"]["ports"][0]["targetPort"] == "http"
+
+
+def test_the_startup_budget_covers_the_estimated_warmup(case: Case) -> None:
+    deployment = build_serving_deployment(case.sdd, case.plan, operator_image=OPERATOR_IMAGE)
+    probe = _container(deployment, "vllm")["startupProbe"]
+    allowed = probe["periodSeconds"] * probe["failureThreshold"]
+    budget = startup_budget_s(case.sdd, case.plan)
+    assert budget <= allowed < budget + probe["periodSeconds"]
+    assert deployment["spec"]["progressDeadlineSeconds"] > budget
+
+
+def test_the_budget_prefers_the_status_estimate_of_this_plan(case: Case) -> None:
+    from warmgate.api import PlanSummary, SpecDecodeDeploymentStatus
+
+    def with_estimate(digest: str, seconds: int) -> int:
+        status = SpecDecodeDeploymentStatus(
+            plan=PlanSummary(hash=digest, estimated_warmup_seconds=seconds)
+        )
+        return startup_budget_s(case.sdd.model_copy(update={"status": status}), case.plan)
+
+    base = with_estimate(case.plan.digest, 0)
+    assert with_estimate(case.plan.digest, 1000) == base + 1500
+    assert with_estimate("other", 1000) == startup_budget_s(case.sdd, case.plan)
+
+
+def test_a_measured_kv_block_count_is_pinned_only_when_the_plan_has_none(case: Case) -> None:
+    deployment = build_serving_deployment(
+        case.sdd, case.plan, operator_image=OPERATOR_IMAGE, kv_blocks=1234
+    )
+    argv = _container(deployment, "vllm")["command"]
+    pinned = case.plan.config.num_gpu_blocks or 1234
+    assert argv[argv.index("--num-gpu-blocks-override") + 1] == str(pinned)
+
+
+def test_a_missing_name_or_uid_is_refused(case: Case) -> None:
+    meta = case.sdd.metadata.model_copy(update={"uid": None})
+    with pytest.raises(ValueError, match="uid"):
+        build_service(case.sdd.model_copy(update={"metadata": meta}))
