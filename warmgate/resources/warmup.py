@@ -224,7 +224,10 @@ def _failure_policy() -> Manifest:
                     "values": list(PERMANENT_EXIT_CODES),
                 },
             },
-            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+            {
+                "action": "Ignore",
+                "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+            },
         ]
     }
 

@@ -1,0 +1,122 @@
+"""Every child built for every example is accepted by the real kube-apiserver (dry-run=server)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from warmgate.api import SpecDecodeDeployment, parse_manifest
+from warmgate.api.constants import CRD_FILE, CRD_NAME, READINESS_GATE
+from warmgate.controlplane import ControlPlane
+from warmgate.handlers.planning import evaluate
+from warmgate.resources import (
+    build_cache_pvc,
+    build_plan_configmap,
+    build_service,
+    build_serving_deployment,
+    build_warmup_job,
+)
+
+pytestmark = pytest.mark.integration
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+OPERATOR_IMAGE = "registry.example.com/warmgate/operator:0.1.0"
+
+
+@pytest.fixture(scope="module")
+def crd(control_plane: ControlPlane) -> ControlPlane:
+    """The committed CRD, installed (idempotently, server-side) and established."""
+    control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / CRD_FILE))
+    control_plane.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
+    return control_plane
+
+
+def _create_parent(cp: ControlPlane, namespace: str, path: Path) -> SpecDecodeDeployment:
+    """Create the example for real: the owner references need the server's uid."""
+    doc: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8"))
+    doc["metadata"].pop("namespace", None)
+    out = cp.kubectl(
+        "create", "--validate=strict", "-n", namespace, "-o", "json", "-f", "-",
+        stdin=json.dumps(doc),
+    )  # fmt: skip
+    created: dict[str, Any] = json.loads(out.stdout)
+    assert created["metadata"]["uid"]
+    return parse_manifest(created)
+
+
+def _children(sdd: SpecDecodeDeployment) -> list[dict[str, Any]]:
+    plan = evaluate(sdd).plan
+    assert plan is not None
+    built = [
+        build_cache_pvc(sdd),
+        build_plan_configmap(sdd, plan),
+        build_warmup_job(sdd, plan, operator_image=OPERATOR_IMAGE),
+        build_serving_deployment(sdd, plan, operator_image=OPERATOR_IMAGE, kv_blocks=4096),
+        build_service(sdd),
+    ]
+    return [m for m in built if m is not None]
+
+
+def _dry_run(cp: ControlPlane, namespace: str, manifest: dict[str, Any]) -> dict[str, Any]:
+    out = cp.kubectl(
+        "apply", "--dry-run=server", "--validate=strict", "-n", namespace, "-o", "json",
+        "-f", "-", stdin=json.dumps(manifest), check=False,
+    )  # fmt: skip
+    kind, name = manifest["kind"], manifest["metadata"]["name"]
+    assert out.returncode == 0, f"{kind}/{name} refused: {out.stderr}"
+    accepted: dict[str, Any] = json.loads(out.stdout)
+    return accepted
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_every_child_is_accepted_by_the_apiserver(
+    crd: ControlPlane, namespace: str, path: Path
+) -> None:
+    sdd = _create_parent(crd, namespace, path)
+    children = _children(sdd)
+    assert {c["kind"] for c in children} >= {"ConfigMap", "Job", "Deployment", "Service"}
+    for manifest in children:
+        accepted = _dry_run(crd, namespace, manifest)
+        assert accepted["metadata"]["name"] == manifest["metadata"]["name"]
+        assert accepted["metadata"]["ownerReferences"][0]["uid"] == sdd.metadata.uid
+        assert accepted["metadata"]["labels"] == manifest["metadata"]["labels"]
+
+
+def test_the_server_keeps_the_gate_the_probes_and_the_failure_policy(
+    crd: ControlPlane, namespace: str
+) -> None:
+    """Nothing the design relies on is pruned or defaulted away by the server."""
+    sdd = _create_parent(crd, namespace, EXAMPLES[0])
+    by_kind = {c["kind"]: c for c in _children(sdd)}
+    deployment = _dry_run(crd, namespace, by_kind["Deployment"])
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["readinessGates"] == [{"conditionType": READINESS_GATE}]
+    sent = by_kind["Deployment"]["spec"]["template"]["spec"]["containers"][0]
+    kept = pod["containers"][0]
+    assert kept["startupProbe"]["failureThreshold"] == sent["startupProbe"]["failureThreshold"]
+    assert kept["command"] == sent["command"]
+    job = _dry_run(crd, namespace, by_kind["Job"])
+    assert job["spec"]["podFailurePolicy"] == by_kind["Job"]["spec"]["podFailurePolicy"]
+    main = job["spec"]["template"]["spec"]["containers"][0]
+    assert main["terminationMessagePolicy"] == "File"
+
+
+def test_the_children_can_be_created_and_applied_again(crd: ControlPlane, namespace: str) -> None:
+    """Created for real, then re-applied unchanged: the builders are apply-idempotent."""
+    sdd = _create_parent(crd, namespace, EXAMPLES[-1])
+    text = json.dumps({"apiVersion": "v1", "kind": "List", "items": _children(sdd)})
+    crd.kubectl("apply", "--server-side", "--field-manager=warmgate", "-n", namespace, "-f", "-",
+                stdin=text)  # fmt: skip
+    again = crd.kubectl(
+        "apply", "--server-side", "--field-manager=warmgate", "-n", namespace, "-f", "-",
+        "-o", "json", stdin=text,
+    )  # fmt: skip
+    items = json.loads(again.stdout)["items"]
+    assert len(items) == len(_children(sdd))
+    diff = crd.kubectl("diff", "--server-side", "--field-manager=warmgate", "-n", namespace,
+                       "-f", "-", stdin=text, check=False)  # fmt: skip
+    assert diff.returncode == 0, diff.stdout + diff.stderr
