@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import OPERATOR_IMAGE, UID, Case
+from resources_cases import OPERATOR_IMAGE, UID, Case
 
 from warmgate.api import GAUDI_RESOURCE
 from warmgate.api.constants import (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import REPO
+from resources_cases import REPO
 
 from warmgate import resources
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import OPERATOR_IMAGE, REPO, Case
+from resources_cases import OPERATOR_IMAGE, REPO, Case
 
 from warmgate.resources import build_plan_configmap, build_serving_deployment, build_warmup_job
 from warmgate.warmup.engine import engine_argv, engine_env

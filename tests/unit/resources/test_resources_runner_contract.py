@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES, OPERATOR_IMAGE, Case, make_case
+from resources_cases import EXAMPLES, OPERATOR_IMAGE, Case, make_case
 
 from warmgate.buckets import plan_buckets
 from warmgate.resources import build_plan_configmap, build_runner_plan, build_warmup_job, cache_key
