@@ -121,10 +121,12 @@ def container_resources(resources: Resources | None, gaudi_cards: int) -> dict[s
 
     Extended resources are requested through limits alone (requests default to them), so the
     card count goes into limits; a written count is kept (the CRD already forces it equal).
+    Quantities come out as strings, as core/v1 serializes them (the official client's request
+    models refuse an int where a quantity string is expected).
     """
-    requests = dict(resources.requests or {}) if resources else {}
-    limits = dict(resources.limits or {}) if resources else {}
-    limits.setdefault(GAUDI_RESOURCE, gaudi_cards)
+    requests = {k: str(v) for k, v in (resources.requests or {}).items()} if resources else {}
+    limits = {k: str(v) for k, v in (resources.limits or {}).items()} if resources else {}
+    limits.setdefault(GAUDI_RESOURCE, str(gaudi_cards))
     return {"requests": requests, "limits": limits} if requests else {"limits": limits}
 
 

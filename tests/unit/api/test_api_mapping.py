@@ -87,7 +87,12 @@ def test_every_example_maps_and_plans(path: Any) -> None:
 def test_container_resources_default_the_gaudi_cards_to_the_tp_size() -> None:
     from warmgate.api import Resources, container_resources
 
-    assert container_resources(None, 4) == {"limits": {"habana.ai/gaudi": 4}}
+    assert container_resources(None, 4) == {"limits": {"habana.ai/gaudi": "4"}}
+    numbers = Resources(requests={"cpu": 8}, limits={"habana.ai/gaudi": 2})
+    assert container_resources(numbers, 2) == {  # quantities serialize as strings
+        "requests": {"cpu": "8"},
+        "limits": {"habana.ai/gaudi": "2"},
+    }
     written = Resources(requests={"cpu": "8"}, limits={"habana.ai/gaudi": "2", "memory": "64Gi"})
     assert container_resources(written, 2) == {
         "requests": {"cpu": "8"},
