@@ -300,7 +300,9 @@ class ControlPlane:
 class OperatorProcess:
     """`warmgate operator` as a child process watching one namespace, as the chart runs it."""
 
-    def __init__(self, kubeconfig: Path, namespace: str, log: Path) -> None:
+    def __init__(
+        self, kubeconfig: Path, namespace: str, log: Path, env: dict[str, str] | None = None
+    ) -> None:
         self.metrics_port, self.health_port = _free_port(), _free_port()
         cmd = [
             sys.executable, "-m", "warmgate", "operator", "--namespace", namespace,
@@ -309,8 +311,8 @@ class OperatorProcess:
         ]  # fmt: skip
         self.log = log
         self._out = log.open("wb")
-        env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
-        self.proc = subprocess.Popen(cmd, env=env, stdout=self._out, stderr=subprocess.STDOUT)
+        full_env = {**os.environ, **(env or {}), "KUBECONFIG": str(kubeconfig)}
+        self.proc = subprocess.Popen(cmd, env=full_env, stdout=self._out, stderr=subprocess.STDOUT)
 
     def get(self, path: str, port: int | None = None) -> str:
         """GET a path of the operator's metrics (default) or liveness port."""

@@ -83,8 +83,9 @@ def test_example_is_planned_proven_and_reported(
     assert conditions(obj) == {
         "BucketsPlanned": ("True", "Planned"),
         "CoverageProven": ("True", "CoverageComplete"),
-        "Warmed": ("Unknown", "WarmupPending"),
+        "Warmed": ("False", "WarmupRunning"),
         "Ready": ("False", "WarmupPending"),
+        "Reconciling": ("True", "WarmupRunning"),
     }
     wide = control_plane.kubectl("get", "-n", namespace, "sdd", "eagle3", "-o", "wide")
     assert str(expected.total_buckets) in wide.stdout

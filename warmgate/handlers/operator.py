@@ -4,17 +4,38 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import OrderedDict
 from typing import Any
 
 import kopf
+from kubernetes import config as kube_config
+from kubernetes.client.exceptions import ApiException
+from pydantic import ValidationError
 
-from warmgate.api import GROUP, PLURAL, VERSION, ManifestError, parse_manifest
-from warmgate.api.constants import COVERAGE_PROVEN
-from warmgate.api.status import SpecDecodeDeploymentStatus
-from warmgate.handlers import metrics
+from warmgate.api import GROUP, PLURAL, VERSION, ManifestError, SpecDecodeDeployment, parse_manifest
+from warmgate.api.constants import COVERAGE_PROVEN, Reason
+from warmgate.api.status import SpecDecodeDeploymentStatus, WarmupSummary
+from warmgate.buckets import BucketPlan
+from warmgate.handlers import children, metrics
 from warmgate.handlers.planning import PlanningResult, Verdict, evaluate, planned_status
+from warmgate.handlers.warmup_stage import WarmupState, evaluate_warmup
+from warmgate.resources.engine import cache_key
+from warmgate.resources.warmup import (
+    build_cache_pvc,
+    build_plan_configmap,
+    build_warmup_job,
+    job_name,
+)
 
 METRICS_PORT_ENV = "WARMGATE_METRICS_PORT"
+OPERATOR_IMAGE_ENV = "WARMGATE_OPERATOR_IMAGE"  # the image whose runner files the Job copies
+RESYNC_ENV = "WARMGATE_RESYNC_SECONDS"
+DEFAULT_OPERATOR_IMAGE = "ghcr.io/warmgate/warmgate:0.1.0"
+RESYNC_SECONDS = float(os.environ.get(RESYNC_ENV, "15") or 15)
+_PLAN_CACHE_SIZE = 256
+# Planning costs up to ~2 s per object; the resync timer must not pay it again for a spec
+# it has already planned. Keyed by (uid, generation): any spec change bumps the generation.
+_plans: OrderedDict[tuple[str, int], PlanningResult] = OrderedDict()
 
 
 @kopf.on.startup()
@@ -28,10 +49,19 @@ def configure(settings: kopf.OperatorSettings, logger: kopf.Logger, **_: Any) ->
     )
     settings.persistence.finalizer = f"{GROUP}/kopf-finalizer"
     settings.posting.level = logging.INFO
+    _load_client_config()
     port = int(os.environ.get(METRICS_PORT_ENV, "0") or 0)
     if port:
         metrics.serve(port)
         logger.info(f"Started the metrics endpoint on port {port}")
+
+
+def _load_client_config() -> None:
+    """The official client reads and creates children: in-cluster, else $KUBECONFIG."""
+    try:
+        kube_config.load_incluster_config()  # type: ignore[no-untyped-call]
+    except kube_config.ConfigException:
+        kube_config.load_kube_config()  # type: ignore[no-untyped-call]
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL)
@@ -39,6 +69,16 @@ def configure(settings: kopf.OperatorSettings, logger: kopf.Logger, **_: Any) ->
 @kopf.on.update(GROUP, VERSION, PLURAL)
 def reconcile(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: Any) -> None:
     """One path for create, resume and update: compute the status from the current state."""
+    _sync(body, patch, logger)
+
+
+@kopf.timer(GROUP, VERSION, PLURAL, interval=RESYNC_SECONDS, initial_delay=RESYNC_SECONDS)
+def resync(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: Any) -> None:
+    """The same path on a timer: follows the warmup Job without watching Jobs."""
+    _sync(body, patch, logger)
+
+
+def _sync(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger) -> None:
     try:
         sdd = parse_manifest(dict(body))
     except ManifestError as exc:
@@ -46,12 +86,70 @@ def reconcile(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: Any)
         # Retrying cannot help; report it and wait for the next change of the object.
         kopf.warn(body, reason="InvalidSpec", message=str(exc)[:1024])
         raise kopf.PermanentError(f"Refused an object the operator cannot read: {exc}") from exc
-    with metrics.PLAN_SECONDS.time():
-        result = evaluate(sdd)
-    status = planned_status(sdd, result)
+    result = _planned(sdd)
+    plan = result.plan if _may_warm(result) else None
+    warmup = _guarded_warmup(body, sdd, plan, logger) if plan else None
+    status = planned_status(sdd, result, warmup=warmup)
     _write_status(patch, sdd.status, status)
     _announce(body, sdd.status, result, logger)
     metrics.record(sdd.metadata.namespace or "", sdd.metadata.name or "", result)
+
+
+def _planned(sdd: SpecDecodeDeployment) -> PlanningResult:
+    key = (sdd.metadata.uid or "", sdd.metadata.generation or 0)
+    if key not in _plans:
+        with metrics.PLAN_SECONDS.time():
+            _plans[key] = evaluate(sdd)
+        while len(_plans) > _PLAN_CACHE_SIZE:
+            _plans.popitem(last=False)
+    return _plans[key]
+
+
+def _may_warm(result: PlanningResult) -> bool:
+    """Warm a proven plan, or one whose holes the spec explicitly allows."""
+    allowed = result.coverage.reason == Reason.UNCOVERED_SHAPES_ALLOWED
+    return (
+        result.plan is not None
+        and not result.stalled
+        and (result.coverage.status == "True" or allowed)
+    )
+
+
+def _guarded_warmup(
+    body: kopf.Body, sdd: SpecDecodeDeployment, plan: BucketPlan, logger: kopf.Logger
+) -> WarmupState:
+    """The warmup stage; an API or build failure is reported, and the next resync retries."""
+    try:
+        return _warmup(body, sdd, plan)
+    except (ApiException, ValueError, ValidationError) as exc:
+        message = f"Could not create or read the warmup Job, retrying: {_short(exc)}"
+        logger.error(message)
+        verdict = Verdict("Unknown", Reason.WARMUP_PENDING, message)
+        return WarmupState(verdict, WarmupSummary(cache_key=cache_key(sdd, plan)))
+
+
+def _short(exc: Exception) -> str:
+    return " ".join(str(exc).split())[:512]
+
+
+def _warmup(body: kopf.Body, sdd: SpecDecodeDeployment, plan: BucketPlan) -> WarmupState:
+    """Create the warmup children of this plan when missing, then read the Job's verdict."""
+    namespace, key = sdd.metadata.namespace or "default", cache_key(sdd, plan)
+    name = job_name(sdd, key)
+    job = children.read_job(namespace, name)
+    if job is None:
+        image = os.environ.get(OPERATOR_IMAGE_ENV, DEFAULT_OPERATOR_IMAGE)
+        wanted = (
+            build_cache_pvc(sdd),
+            build_plan_configmap(sdd, plan),
+            build_warmup_job(sdd, plan, operator_image=image),
+        )
+        for manifest in filter(None, wanted):
+            if children.create_if_absent(manifest):
+                kind, child = manifest["kind"], manifest["metadata"]["name"]
+                kopf.info(body, reason="Created", message=f"Created {kind} {child}")
+        job = children.read_job(namespace, name)
+    return evaluate_warmup(job, children.job_pods(namespace, name), key)
 
 
 def _write_status(
@@ -96,4 +194,4 @@ def _verdict_of(old: SpecDecodeDeploymentStatus | None, type_: str) -> tuple[str
     return None
 
 
-__all__ = ["Verdict", "configure", "reconcile"]
+__all__ = ["Verdict", "configure", "reconcile", "resync"]

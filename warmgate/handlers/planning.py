@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
@@ -30,6 +31,9 @@ from warmgate.buckets import BucketPlan, BucketPlanError, plan_buckets
 from warmgate.buckets.complete import CompletionError, complete_plan
 from warmgate.buckets.cost import CostEstimate, ModelProfile, estimate_plan
 from warmgate.buckets.coverage import CoverageReport, prove_coverage
+
+if TYPE_CHECKING:
+    from warmgate.handlers.warmup_stage import WarmupState
 
 # "Llama-3.3-70B-Instruct" -> 70.0: the cost model scales with model size; names are the only
 # size hint a spec carries, so an unparsable name falls back to the cost model's 8B reference.
@@ -175,27 +179,53 @@ def _one_line(exc: Exception) -> str:
 
 
 def planned_status(
-    sdd: SpecDecodeDeployment, result: PlanningResult, at: datetime | None = None
+    sdd: SpecDecodeDeployment,
+    result: PlanningResult,
+    at: datetime | None = None,
+    *,
+    warmup: WarmupState | None = None,
 ) -> SpecDecodeDeploymentStatus:
-    """The status after planning; warmup and serving conditions stay pending (later stages)."""
+    """The whole status from the planning result and, once it started, the warmup stage."""
     old = sdd.status or SpecDecodeDeploymentStatus()
     gen = sdd.metadata.generation
     conditions: list[Condition] | None = old.conditions
     for type_, verdict in ((BUCKETS_PLANNED, result.planned), (COVERAGE_PROVEN, result.coverage)):
         conditions = _set(conditions, type_, verdict, gen, at)
-    waiting = Verdict("Unknown", Reason.WARMUP_PENDING, "The warmup stage has not run")
-    conditions = _set(conditions, WARMED, waiting, gen, at)
-    not_ready = Verdict("False", Reason.WARMUP_PENDING, "Serving waits for a verified warmup")
-    conditions = _set(conditions, READY, not_ready, gen, at)
-    conditions = _kstatus(conditions, result, gen, at)
+    warmed = (
+        warmup.verdict
+        if warmup
+        else Verdict("Unknown", Reason.WARMUP_PENDING, "The warmup stage has not run")
+    )
+    conditions = _set(conditions, WARMED, warmed, gen, at)
+    conditions = _set(conditions, READY, _ready(warmed), gen, at)
+    stalled = result.stalled or (warmup is not None and warmup.stalled)
+    conditions = _kstatus(conditions, _cause(result, warmup) if stalled else None, warmed, gen, at)
     return old.model_copy(
         update={
             "observed_generation": gen,
             "conditions": conditions,
             "phase": derive_phase(conditions),
             "plan": result.summary,
+            "warmup": warmup.summary if warmup else old.warmup,
         }
     )
+
+
+def _ready(warmed: Verdict) -> Verdict:
+    if warmed.status == "True":
+        # The serving stage (Deployment gated on the warmed readiness gate) is the next step.
+        return Verdict(
+            "False", Reason.SERVING_PROGRESSING, "Warmup verified; serving is not managed yet"
+        )
+    return Verdict("False", Reason.WARMUP_PENDING, "Serving waits for a verified warmup")
+
+
+def _cause(result: PlanningResult, warmup: WarmupState | None) -> Verdict:
+    if result.planned.status != "True":
+        return result.planned
+    if result.stalled or warmup is None:
+        return result.coverage
+    return warmup.verdict
 
 
 def _set(
@@ -206,11 +236,19 @@ def _set(
 
 
 def _kstatus(
-    conditions: list[Condition], result: PlanningResult, gen: int | None, at: datetime | None
+    conditions: list[Condition],
+    stalled: Verdict | None,
+    warmed: Verdict,
+    gen: int | None,
+    at: datetime | None,
 ) -> list[Condition]:
-    """kstatus: Stalled while the spec cannot progress; Reconciling is gone once planned."""
-    conditions = remove_condition(conditions, RECONCILING)
-    if not result.stalled:
+    """kstatus: Stalled while the spec cannot progress, Reconciling while a warmup runs."""
+    if warmed.reason == Reason.WARMUP_RUNNING:
+        conditions = _set(
+            conditions, RECONCILING, Verdict("True", warmed.reason, warmed.message), gen, at
+        )
+    else:
+        conditions = remove_condition(conditions, RECONCILING)
+    if stalled is None:
         return remove_condition(conditions, STALLED)
-    cause = result.planned if result.planned.status != "True" else result.coverage
-    return _set(conditions, STALLED, Verdict("True", cause.reason, cause.message), gen, at)
+    return _set(conditions, STALLED, Verdict("True", stalled.reason, stalled.message), gen, at)

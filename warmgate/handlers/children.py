@@ -1,0 +1,62 @@
+"""Reads and creates the children of a SpecDecodeDeployment with the official client (sync)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+Manifest = dict[str, Any]
+HTTP_NOT_FOUND = 404
+HTTP_CONFLICT = 409
+# The Job controller labels its Pods with the Job's name (batch/v1, since 1.27).
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+
+
+def _raw(call: Any, *args: Any, **kwargs: Any) -> Any:
+    """Call without the client's model conversion: the handlers work on plain JSON dicts."""
+    response = call(*args, _preload_content=False, **kwargs)
+    return json.loads(response.data)
+
+
+def read_job(namespace: str, name: str) -> Manifest | None:
+    """The Job, or None when it does not exist."""
+    try:
+        job: Manifest = _raw(client.BatchV1Api().read_namespaced_job, name, namespace)
+    except ApiException as exc:
+        if exc.status == HTTP_NOT_FOUND:
+            return None
+        raise
+    return job
+
+
+def job_pods(namespace: str, job_name: str) -> list[Manifest]:
+    """The Pods the Job controller created for that Job."""
+    pods = _raw(
+        client.CoreV1Api().list_namespaced_pod,
+        namespace,
+        label_selector=f"{JOB_NAME_LABEL}={job_name}",
+    )
+    return list(pods.get("items") or [])
+
+
+def create_if_absent(manifest: Manifest) -> bool:
+    """Create a ConfigMap, PVC or Job; False when one of that name already exists."""
+    namespace = manifest["metadata"]["namespace"]
+    core, batch = client.CoreV1Api(), client.BatchV1Api()
+    creators: dict[str, Callable[..., Any]] = {
+        "ConfigMap": core.create_namespaced_config_map,
+        "PersistentVolumeClaim": core.create_namespaced_persistent_volume_claim,
+        "Job": batch.create_namespaced_job,
+    }
+    create = creators[manifest["kind"]]
+    try:
+        create(namespace, manifest)
+    except ApiException as exc:
+        if exc.status == HTTP_CONFLICT:
+            return False
+        raise
+    return True
