@@ -76,6 +76,15 @@ print("Copied the warmup runner to", dst)
 """
 
 
+# The runner goes in front of the image's own PYTHONPATH instead of replacing it: an `env`
+# entry would clobber the image's value (Habana base images set one for their libraries), and
+# Kubernetes' $(VAR) expansion only sees variables of the Pod spec, not of the image.
+RUNNER_COMMAND: Final = (
+    f'PYTHONPATH="{RUNNER_DIR}${{PYTHONPATH:+:$PYTHONPATH}}" '
+    f"exec python3 -m warmgate.warmup --plan {PLAN_DIR}/{PLAN_FILE}"
+)
+
+
 def job_name(sdd: SpecDecodeDeployment, key: str) -> str:
     """`<parent>-warmup-<hash>`: one Job per cache key (stack identity + plan digest)."""
     return child_name(parent_name(sdd), COMPONENT_WARMUP, _key_hash(key))
@@ -172,13 +181,13 @@ def _runner_copy(operator_image: str) -> Manifest:
 
 
 def _warmup_container(sdd: SpecDecodeDeployment) -> Manifest:
-    env = [{"name": "PYTHONPATH", "value": RUNNER_DIR}, *container_env(sdd)]
+    env = container_env(sdd)
     mounts = [*engine_mounts(sdd), cache_mount(read_only=False)]
     mounts.append({"name": VOLUME_RUNNER, "mountPath": RUNNER_DIR, "readOnly": True})
     return {
         "name": CONTAINER,
         "image": sdd.spec.image,
-        "command": ["python3", "-m", "warmgate.warmup", "--plan", f"{PLAN_DIR}/{PLAN_FILE}"],
+        "command": ["/bin/sh", "-c", RUNNER_COMMAND],
         "env": env,
         "resources": container_resources(
             sdd.spec.warmup.resources, sdd.spec.engine.tensor_parallel_size

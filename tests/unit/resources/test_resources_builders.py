@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
-from resources_cases import OPERATOR_IMAGE, UID, Case
+from resources_cases import EXAMPLES, OPERATOR_IMAGE, UID, Case, make_case
 
 from warmgate.api import GAUDI_RESOURCE
 from warmgate.api.constants import (
@@ -86,14 +90,10 @@ def test_the_job_runs_the_runner_in_the_vllm_image_on_gaudi(case: Case) -> None:
     assert pod["activeDeadlineSeconds"] == warmup.timeout_seconds
     assert pod["restartPolicy"] == "Never"
     assert main["image"] == sdd.spec.image
-    assert main["command"] == [
-        "python3",
-        "-m",
-        "warmgate.warmup",
-        "--plan",
-        f"{PLAN_DIR}/plan.json",
-    ]
-    assert {"name": "PYTHONPATH", "value": RUNNER_DIR} in main["env"]
+    assert main["command"][:2] == ["/bin/sh", "-c"]
+    assert f"exec python3 -m warmgate.warmup --plan {PLAN_DIR}/plan.json" in main["command"][2]
+    assert f'PYTHONPATH="{RUNNER_DIR}$' in main["command"][2]
+    assert all(e["name"] != "PYTHONPATH" for e in main["env"])  # the image's own value is kept
     limits = main["resources"]["limits"]
     assert int(limits[GAUDI_RESOURCE]) == sdd.spec.engine.tensor_parallel_size
     assert main["terminationMessagePath"] == "/dev/termination-log"
@@ -224,3 +224,23 @@ def test_a_missing_name_or_uid_is_refused(case: Case) -> None:
     meta = case.sdd.metadata.model_copy(update={"uid": None})
     with pytest.raises(ValueError, match="uid"):
         build_service(case.sdd.model_copy(update={"metadata": meta}))
+
+
+def test_the_copied_runner_imports_with_the_standard_library_alone(tmp_path: Path) -> None:
+    """Run the init container's script (into tmp) and import the copy without site-packages,
+    on PYTHONPATH as the Job's shell line puts it."""
+    case = make_case(EXAMPLES[0])
+    job = build_warmup_job(case.sdd, case.plan, operator_image=OPERATOR_IMAGE)
+    script = _container(job, "copy-runner", init=True)["command"][2]
+    subprocess.run([sys.executable, "-c", script.replace(RUNNER_DIR, str(tmp_path))], check=True)
+    probe = "import warmgate.warmup.__main__ as m, warmgate; print(warmgate.__file__)"
+    env = {"PYTHONPATH": str(tmp_path), "PATH": os.environ.get("PATH", "")}
+    out = subprocess.run(
+        [sys.executable, "-S", "-c", probe],
+        env=env,
+        cwd=tmp_path / "warmgate",  # not the repository, whose own package would win
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == str(tmp_path / "warmgate" / "__init__.py")
