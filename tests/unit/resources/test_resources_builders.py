@@ -19,6 +19,7 @@ from warmgate.api.constants import (
     PREFIX,
     READINESS_GATE,
 )
+from warmgate.handlers.planning import evaluate
 from warmgate.resources import (
     build_cache_pvc,
     build_plan_configmap,
@@ -244,3 +245,16 @@ def test_the_copied_runner_imports_with_the_standard_library_alone(tmp_path: Pat
         check=True,
     )
     assert out.stdout.strip() == str(tmp_path / "warmgate" / "__init__.py")
+
+
+def test_a_plan_no_bucket_file_can_express_is_refused() -> None:
+    """VLLM_PROMPT_QUERY_BUCKET_MIN=1 plans prompt buckets of query 1, which the engine's file
+    format reads as decode (§2.6): the builders raise instead of warming other shapes."""
+    case = make_case(next(p for p in EXAMPLES if p.stem == "minimal-ngram"))
+    buckets = case.sdd.spec.buckets.model_validate({"prompt": {"query": {"min": 1}}})
+    spec = case.sdd.spec.model_copy(update={"buckets": buckets})
+    sdd = case.sdd.model_copy(update={"spec": spec})
+    plan = evaluate(sdd).plan
+    assert plan is not None
+    with pytest.raises(ValueError, match="query 1"):
+        build_plan_configmap(sdd, plan)
