@@ -52,7 +52,8 @@ def child_name(parent: str, component: str, plan_hash: str | None = None) -> str
     prefix never map to one child: e.g. a 70-character parent `aaaa...a` with component
     `warmup` and hash `3f2a9c0d41` -> `aaaa...a-<tag10>-warmup-3f2a9c0d41`, 63 characters.
     """
-    suffix = f"-{component}" + (f"-{plan_hash[:SHORT_HASH]}" if plan_hash else "")
+    short = (plan_hash or "").removeprefix("sha256:")[:SHORT_HASH]
+    suffix = f"-{component}" + (f"-{short}" if short else "")
     head = _dns_label_head(parent)
     full = head + suffix
     if head == parent and len(full) <= MAX_NAME:

@@ -33,6 +33,7 @@ def test_the_limit_is_the_dns_label_limit() -> None:
 def test_short_names_read_as_parent_component_hash() -> None:
     assert child_name("llama", "warmup", "3f2a9c0d41e7aa") == "llama-warmup-3f2a9c0d41"
     assert child_name("llama", "serving") == "llama-serving"
+    assert child_name("llama", "plan", "sha256:3f2a9c0d41e7") == "llama-plan-3f2a9c0d41"
 
 
 def test_a_long_parent_is_cut_and_tagged() -> None:
