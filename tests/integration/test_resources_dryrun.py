@@ -19,6 +19,7 @@ from warmgate.resources import (
     build_service,
     build_serving_deployment,
     build_warmup_job,
+    serving_selector,
 )
 
 pytestmark = pytest.mark.integration
@@ -103,6 +104,8 @@ def test_the_server_keeps_the_gate_the_probes_and_the_failure_policy(
     assert job["spec"]["podFailurePolicy"] == by_kind["Job"]["spec"]["podFailurePolicy"]
     main = job["spec"]["template"]["spec"]["containers"][0]
     assert main["terminationMessagePolicy"] == "File"
+    # The status selector string parses as a label selector on the server.
+    crd.kubectl("get", "pods", "-n", namespace, "-l", serving_selector(sdd))
 
 
 def test_the_children_can_be_created_and_applied_again(crd: ControlPlane, namespace: str) -> None:

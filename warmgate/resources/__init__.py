@@ -2,7 +2,12 @@
 
 from warmgate.resources.engine import cache_key
 from warmgate.resources.names import MAX_NAME, child_name, labels, owner_reference
-from warmgate.resources.serving import build_service, build_serving_deployment
+from warmgate.resources.serving import (
+    build_service,
+    build_serving_deployment,
+    serving_name,
+    serving_selector,
+)
 from warmgate.resources.warmup import (
     build_cache_pvc,
     build_plan_configmap,
@@ -22,4 +27,6 @@ __all__ = [
     "child_name",
     "labels",
     "owner_reference",
+    "serving_name",
+    "serving_selector",
 ]

@@ -43,7 +43,14 @@ from warmgate.resources.warmup import build_runner_plan, configmap_name
 from warmgate.warmup.engine import engine_argv, recipe_cache_config
 from warmgate.warmup.plan import Plan, parse_plan
 
-__all__ = ["build_service", "build_serving_deployment", "serving_engine", "startup_budget_s"]
+__all__ = [
+    "build_service",
+    "build_serving_deployment",
+    "serving_engine",
+    "serving_name",
+    "serving_selector",
+    "startup_budget_s",
+]
 
 Manifest = dict[str, Any]
 
@@ -56,6 +63,18 @@ LOAD_ALLOWANCE_S: Final = {True: 600, False: 1800}
 # Serving warms again from the restored cache (§4.6: only the graph-compiler stage is skipped);
 # the budget is the cost model's uncached upper end times this margin, so even a cache miss fits.
 BUDGET_MARGIN: Final = 1.5
+
+
+def serving_name(sdd: SpecDecodeDeployment) -> str:
+    """`<parent>-serving`: the Deployment's and the Service's name (status.serving)."""
+    return child_name(parent_name(sdd), COMPONENT_SERVING)
+
+
+def serving_selector(sdd: SpecDecodeDeployment) -> str:
+    """The serving Pods' label selector as a string, for status.serving.selector (the scale
+    subresource's labelSelectorPath, which an HPA reads)."""
+    labels = selector_labels(sdd, COMPONENT_SERVING)
+    return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
 
 
 def _estimated_warmup_s(sdd: SpecDecodeDeployment, plan: BucketPlan) -> float:
@@ -181,8 +200,9 @@ def build_serving_deployment(
     key = cache_key(sdd, plan)
     serving = sdd.spec.serving
     annotations = {ANNOTATION_PLAN_HASH: plan.digest, ANNOTATION_CACHE_KEY: key}
-    name = child_name(parent_name(sdd), COMPONENT_SERVING)
-    meta = metadata(sdd, name, COMPONENT_SERVING, plan_digest=plan.digest, annotations=annotations)
+    meta = metadata(
+        sdd, serving_name(sdd), COMPONENT_SERVING, plan_digest=plan.digest, annotations=annotations
+    )
     pod_labels = {**(serving.pod_labels or {}), **meta["labels"]}
     pod_annotations = {**(serving.pod_annotations or {}), **annotations}
     spec: Manifest = {
@@ -207,7 +227,6 @@ def build_serving_deployment(
 def build_service(sdd: SpecDecodeDeployment) -> Manifest:
     """The Service in front of the serving Pods; it only routes to Pods that passed the gate."""
     serving = sdd.spec.serving
-    name = child_name(parent_name(sdd), COMPONENT_SERVING)
     port = {"name": PORT_NAME, "port": serving.port, "targetPort": PORT_NAME, "protocol": "TCP"}
     spec = {
         "type": serving.service_type,
@@ -217,6 +236,6 @@ def build_service(sdd: SpecDecodeDeployment) -> Manifest:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": metadata(sdd, name, COMPONENT_SERVING),
+        "metadata": metadata(sdd, serving_name(sdd), COMPONENT_SERVING),
         "spec": spec,
     }

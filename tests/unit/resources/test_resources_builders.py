@@ -27,6 +27,8 @@ from warmgate.resources import (
     build_serving_deployment,
     build_warmup_job,
     cache_key,
+    serving_name,
+    serving_selector,
 )
 from warmgate.resources.engine import CACHE_DIR, PLAN_DIR, RECIPE_DIR, RUNNER_DIR
 from warmgate.resources.names import DNS_1035_LABEL, MAX_NAME
@@ -179,6 +181,14 @@ def test_the_selector_never_holds_the_plan_hash(case: Case) -> None:
     assert template_labels[LABEL_PLAN_HASH] == case.plan.digest[:16]
     for key, value in (case.sdd.spec.serving.pod_labels or {}).items():
         assert template_labels[key] == value
+
+
+def test_the_status_selector_string_selects_the_serving_pods(case: Case) -> None:
+    deployment = build_serving_deployment(case.sdd, case.plan, operator_image=OPERATOR_IMAGE)
+    pairs = dict(item.split("=") for item in serving_selector(case.sdd).split(","))
+    assert pairs == deployment["spec"]["selector"]["matchLabels"]
+    assert serving_name(case.sdd) == deployment["metadata"]["name"]
+    assert serving_name(case.sdd) == build_service(case.sdd)["metadata"]["name"]
 
 
 def test_the_service_follows_spec_serving(case: Case) -> None:
