@@ -110,7 +110,8 @@ def test_the_server_keeps_the_gate_the_probes_and_the_failure_policy(
 
 def test_the_children_can_be_created_and_applied_again(crd: ControlPlane, namespace: str) -> None:
     """Created for real, then re-applied unchanged: the builders are apply-idempotent."""
-    sdd = _create_parent(crd, namespace, EXAMPLES[-1])
+    eagle3 = next(p for p in EXAMPLES if p.stem == "llama31-8b-eagle3-gaudi2")  # has a claim
+    sdd = _create_parent(crd, namespace, eagle3)
     text = json.dumps({"apiVersion": "v1", "kind": "List", "items": _children(sdd)})
     crd.kubectl("apply", "--server-side", "--field-manager=warmgate", "-n", namespace, "-f", "-",
                 stdin=text)  # fmt: skip
@@ -119,7 +120,8 @@ def test_the_children_can_be_created_and_applied_again(crd: ControlPlane, namesp
         "-o", "json", stdin=text,
     )  # fmt: skip
     items = json.loads(again.stdout)["items"]
-    assert len(items) == len(_children(sdd))
+    assert [i["kind"] for i in items] == [c["kind"] for c in _children(sdd)]
+    assert "PersistentVolumeClaim" in {i["kind"] for i in items}
     diff = crd.kubectl("diff", "--server-side", "--field-manager=warmgate", "-n", namespace,
                        "-f", "-", stdin=text, check=False)  # fmt: skip
     assert diff.returncode == 0, diff.stdout + diff.stderr
