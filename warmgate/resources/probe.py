@@ -67,6 +67,7 @@ def probe_steps(sdd: SpecDecodeDeployment, plan: BucketPlan) -> list[Manifest]:
     """
     steps: list[Manifest] = []
     sizes = _batch_sizes(plan)
+    near = plan.config.max_model_len - MAX_TOKENS
     for batch in sizes:
         steps.append(_step(f"decode-bs{batch}-short", batch, SHORT_PROMPT))
         long = _long_prompt(plan, batch)
@@ -74,8 +75,8 @@ def probe_steps(sdd: SpecDecodeDeployment, plan: BucketPlan) -> list[Manifest]:
             steps.append(_step(f"decode-bs{batch}-ctx{long}", batch, long))
     if sdd.spec.speculative.method == "ngram":
         middle = sizes[len(sizes) // 2]
-        steps.append(_step(f"ngram-matches-bs{middle}", middle, SHORT_PROMPT * 4, "repeat"))
-    near = plan.config.max_model_len - MAX_TOKENS
+        repeat = min(SHORT_PROMPT * 4, near)  # e.g. max_model_len 128: 112, not 256
+        steps.append(_step(f"ngram-matches-bs{middle}", middle, repeat, "repeat"))
     steps.append(_step("partial-drafts-near-limit", NEAR_LIMIT_CONCURRENCY, near))
     return steps
 
