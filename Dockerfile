@@ -1,6 +1,6 @@
 # The warmgate operator image (kopf + kubernetes client + pydantic; no torch, no vLLM).
 # Not built in the development sandbox (no container engine there); see charts/warmgate/README.md.
-#   docker build -t <registry>/warmgate-operator:0.1.0 .
+#   docker build -t <registry>/warmgate:0.1.0 .   (the chart default is ghcr.io/warmgate/warmgate)
 ARG PYTHON_IMAGE=python:3.11-slim
 
 # Build stage: install the package and its runtime dependencies (no dev extras) into a venv.

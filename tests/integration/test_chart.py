@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -119,6 +120,43 @@ def example_in(namespace: str, name: str) -> str:
     doc = yaml.safe_load((REPO_ROOT / "examples" / "llama31-8b-seeds.yaml").read_text())
     doc["metadata"].update(namespace=namespace, name=name)
     return json.dumps(doc)
+
+
+def denials(log: str) -> list[str]:
+    """Log lines where the API server refused the operator, or kopf ran short of permissions.
+
+    A cluster-wide operator also meets objects that earlier tests left in namespaces that never
+    finish terminating (no controller-manager here); the server refuses new Events there with a
+    403 that is about the namespace's lifecycle, not RBAC, so those lines are not denials.
+    """
+    return [
+        line
+        for line in log.splitlines()
+        if re.search(r"forbidden|403|Not enough permissions", line, re.IGNORECASE)
+        and "NamespaceTerminating" not in line
+        and "because it is being terminated" not in line
+    ]
+
+
+def wait_for_names(cp: ControlPlane, namespace: str, kind: str, log: Path) -> list[str]:
+    """The names of `kind` in the namespace, waiting up to 30 s for the first to appear."""
+    deadline = time.monotonic() + 30
+    while True:
+        names = cp.kubectl("get", kind, "-n", namespace, "-o", "name").stdout.split()
+        if names or time.monotonic() > deadline:
+            assert names, f"no {kind} in {namespace}; operator log:\n{log.read_text()[-4000:]}"
+            return names
+        time.sleep(0.5)
+
+
+def wait_rbac(cp: ControlPlane, sa: str, namespace: str) -> None:
+    """Wait until the authorizer's cache has the release's bindings (it lags a new binding)."""
+    checks = (("list", "customresourcedefinitions"), ("create", "jobs.batch", "-n", namespace),
+              ("patch", SDD, "--subresource=status", "-n", namespace))  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not all(can_i(cp, sa, *args) for args in checks):
+        assert time.monotonic() < deadline, f"{sa} never got its rights"
+        time.sleep(0.2)
 
 
 def wait_proven(cp: ControlPlane, namespace: str, name: str, log: Path) -> None:
@@ -338,12 +376,16 @@ def test_operator_runs_as_the_namespaced_service_account(
     helm("install", "wg-ns", str(CHART), f"--namespace={namespace}", "--set=crds.install=false",
          f"--set=watchNamespaces={{{namespace}}}")  # fmt: skip
     sa = f"system:serviceaccount:{namespace}:wg-ns-warmgate"
+    wait_rbac(control_plane, sa, namespace)
     kubeconfig = sa_kubeconfig(control_plane, namespace, "wg-ns-warmgate", tmp_path / "sa.yaml")
     operator = OperatorProcess(kubeconfig, namespace, tmp_path / "operator.log")
     try:
         operator.wait_alive()
         control_plane.kubectl("apply", "-f", "-", stdin=example_in(namespace, "seeds"))
         wait_proven(control_plane, namespace, "seeds", operator.log)
+        # The warmup stage created the plan's children as the ServiceAccount.
+        assert wait_for_names(control_plane, namespace, "jobs.batch", operator.log)
+        assert wait_for_names(control_plane, namespace, "configmaps", operator.log)
         events = control_plane.kubectl(
             "get", "events", "-n", namespace, "--field-selector=involvedObject.name=seeds",
             "-o", "json",
@@ -352,15 +394,19 @@ def test_operator_runs_as_the_namespaced_service_account(
         assert "warmgate_coverage_proven" in operator.get("/metrics")
     finally:
         operator.stop()
-    log = operator.log.read_text()
-    for needle in ("forbidden", "Forbidden", "403", "Not enough permissions"):
-        assert needle not in log, log[-4000:]
+    assert denials(operator.log.read_text()) == []
 
     # What it may do, and only where it may do it.
     for args in (
         ("patch", SDD, "-n", namespace),
         ("patch", SDD, "--subresource=status", "-n", namespace),
+        ("update", SDD, "--subresource=finalizers", "-n", namespace),
         ("create", "events", "-n", namespace),
+        ("get", "jobs.batch", "-n", namespace),
+        ("create", "jobs.batch", "-n", namespace),
+        ("create", "configmaps", "-n", namespace),
+        ("create", "persistentvolumeclaims", "-n", namespace),
+        ("list", "pods", "-n", namespace),
         ("watch", "customresourcedefinitions"),
         ("list", "namespaces"),
     ):
@@ -370,11 +416,17 @@ def test_operator_runs_as_the_namespaced_service_account(
         ("get", "secrets", "-n", namespace),
         ("list", "secrets", "-A"),
         ("get", "pods", "-n", namespace),
-        ("create", "jobs.batch", "-n", namespace),
+        ("get", "pods", "--subresource=log", "-n", namespace),
+        ("create", "pods", "-n", namespace),
+        ("delete", "jobs.batch", "-n", namespace),
+        ("patch", "configmaps", "-n", namespace),
+        ("create", "deployments.apps", "-n", namespace),
+        ("create", "services", "-n", namespace),
         ("delete", SDD, "-n", namespace),
         ("create", SDD, "-n", namespace),
         ("patch", SDD, "-n", other_namespace),
         ("create", "events", "-n", other_namespace),
+        ("create", "jobs.batch", "-n", other_namespace),
         ("patch", "customresourcedefinitions"),
         ("create", "rolebindings.rbac.authorization.k8s.io", "-n", namespace),
     ):
@@ -391,6 +443,8 @@ def test_cluster_wide_service_account_rights(
         assert can_i(control_plane, sa, "patch", SDD, "-n", ns)
         assert can_i(control_plane, sa, "patch", SDD, "--subresource=status", "-n", ns)
         assert can_i(control_plane, sa, "create", "events", "-n", ns)
+        assert can_i(control_plane, sa, "create", "jobs.batch", "-n", ns)
+        assert not can_i(control_plane, sa, "delete", "jobs.batch", "-n", ns)
         assert not can_i(control_plane, sa, "get", "secrets", "-n", ns)
         assert not can_i(control_plane, sa, "delete", SDD, "-n", ns)
     # kopf observes namespaces only when it serves a namespace list.
@@ -404,14 +458,13 @@ def test_operator_runs_cluster_wide_as_the_service_account(
 ) -> None:
     """`--all-namespaces` as the cluster-wide ServiceAccount: the ClusterRole suffices."""
     helm("install", "wg-cw", str(CHART), f"--namespace={namespace}", "--set=crds.install=false")
+    wait_rbac(control_plane, f"system:serviceaccount:{namespace}:wg-cw-warmgate", namespace)
     kubeconfig = sa_kubeconfig(control_plane, namespace, "wg-cw-warmgate", tmp_path / "sa.yaml")
     log = tmp_path / "operator.log"
     with ClusterWideOperator(kubeconfig, log):
         control_plane.kubectl("apply", "-f", "-", stdin=example_in(namespace, "seeds-cw"))
         wait_proven(control_plane, namespace, "seeds-cw", log)
-    text = log.read_text()
-    for needle in ("forbidden", "Forbidden", "403", "Not enough permissions"):
-        assert needle not in text, text[-4000:]
+    assert denials(log.read_text()) == []
     helm("uninstall", "wg-cw", f"--namespace={namespace}")
 
 

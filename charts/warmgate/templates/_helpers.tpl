@@ -80,17 +80,32 @@ deployment docs list it and other kopf versions use it (create only).
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create"]
-{{- /*
-Application rules for the warmup and serving stages go here, with the code that needs them
-(least privilege: today's operator only plans, so a release never grants unused rights):
+# Application (warmup stage): read the plan's warmup Job (get) and create it with its plan
+# ConfigMap and recipe-cache claim when missing; list the Job's Pods to read the runner's
+# verdict. Create only: the children carry owner references, so the garbage collector, not
+# the operator, deletes them with their SpecDecodeDeployment.
 - apiGroups: ["batch"]
   resources: ["jobs"]
-  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+  verbs: ["get", "create"]
 - apiGroups: [""]
-  resources: ["configmaps", "services", "persistentvolumeclaims"]
-  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+  resources: ["configmaps", "persistentvolumeclaims"]
+  verbs: ["create"]
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list"]
+# Application: the children's owner references set blockOwnerDeletion, which clusters with the
+# OwnerReferencesPermissionEnforcement admission plugin (e.g. OpenShift) allow only to a client
+# that may update the owner's finalizers.
+- apiGroups: ["warmgate.dev"]
+  resources: ["specdecodedeployments/finalizers"]
+  verbs: ["update"]
+{{- /*
+Not granted yet (least privilege): the serving stage is not built. It will add, with its code:
 - apiGroups: ["apps"]
   resources: ["deployments"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: [""]
+  resources: ["services"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
 */}}
 {{- end }}
