@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from resources_cases import EXAMPLES, OPERATOR_IMAGE
 
@@ -40,7 +40,15 @@ def specs(draw: st.DrawFn) -> dict[str, Any]:
         "numSpeculativeTokens": draw(st.integers(1, 4)),
         **({"draftModel": {"name": "org/draft"}} if method == "eagle" else {}),
     }
-    doc["spec"]["buckets"] = {"coverage": {"complete": False}}  # warm whatever was planned
+    cpa = draw(st.booleans())
+    if cpa:
+        doc["spec"]["engine"]["numGpuBlocks"] = draw(st.sampled_from([512, 4096]))
+    doc["spec"]["buckets"] = {
+        "strategy": draw(st.sampled_from(["exp", "lin", "pad"])),
+        "contiguousPA": cpa,
+        "mergedPrefill": draw(st.booleans()),
+        "coverage": {"complete": False},  # warm whatever was planned
+    }
     doc["spec"]["warmup"] = {"timeoutSeconds": draw(st.integers(60, 86400))}
     return doc
 
@@ -50,6 +58,7 @@ def specs(draw: st.DrawFn) -> dict[str, Any]:
 def test_every_drawn_spec_builds_a_plan_the_runner_accepts(doc: dict[str, Any]) -> None:
     sdd = parse_manifest(doc)
     plan = evaluate(sdd).plan
+    assume(plan is not None)  # shapes the engine itself refuses never reach the builders
     assert plan is not None
     key = cache_key(sdd, plan)
     runner_plan = parse_plan(build_runner_plan(sdd, plan, cache_key=key))
