@@ -134,7 +134,7 @@ def denials(log: str) -> list[str]:
         for line in log.splitlines()
         if re.search(r"forbidden|403|Not enough permissions", line, re.IGNORECASE)
         and "NamespaceTerminating" not in line
-        and "because it is being terminated" not in line
+        and "unable to create new content in namespace" not in line
     ]
 
 
