@@ -292,6 +292,17 @@ def test_service_monitor_needs_the_prometheus_operator_api(helm: Helm) -> None:
     assert "ServiceMonitor" not in {d["kind"] for d in docs}
 
 
+def test_bring_your_own_service_account_and_rbac(helm: Helm) -> None:
+    done = helm("template", "wg", str(CHART), "--set=serviceAccount.create=false", check=False)
+    assert done.returncode != 0
+    assert "serviceAccount.name is required when serviceAccount.create is false" in done.stderr
+    docs = helm.template("wg", "--set=serviceAccount.create=false", "--set=serviceAccount.name=ops",
+                         "--set=rbac.create=false")  # fmt: skip
+    assert {d["kind"] for d in docs} == {"CustomResourceDefinition", "Deployment", "Service"}
+    pod = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "ops"
+
+
 @pytest.mark.parametrize(
     ("flags", "error"),
     [
