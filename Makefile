@@ -45,7 +45,8 @@ bench: venv ## Benchmarks (print figures; see docs/benchmarks.md)
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 crd: venv ## Regenerate crds/ and the chart's CRD copy from the pydantic models
-	$(VENV)/bin/warmgate crd --write
+	$(VENV)/bin/warmgate crd --write --output crds/warmgate.dev_specdecodedeployments.yaml \
+		--output charts/warmgate/files/crds/warmgate.dev_specdecodedeployments.yaml
 
 clean: ## Remove the venv and caches (keeps provisioned assets)
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
