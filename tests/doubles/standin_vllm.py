@@ -241,6 +241,9 @@ def serve_or_hang(args: argparse.Namespace, lists: dict[str, list[Any]]) -> int:
     write_recipes()
     warm(lists)
     Handler.served_name = args.served_model_name or args.model
+    # A backlog of 128, like uvicorn's default (2048 is vLLM's); http.server's 5 would reset the
+    # probe's concurrent bursts before the handler threads accept them.
+    ThreadingHTTPServer.request_queue_size = 128
     server = ThreadingHTTPServer((args.host, args.port), Handler)
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
     server.serve_forever(poll_interval=0.05)
