@@ -10,17 +10,23 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
-import yaml
+from operator_helpers import (
+    conditions,
+    finish,
+    get,
+    rolled_out,
+    runner_summary,
+    seeds_example,
+    serving_pod,
+    started,
+)
 
 from warmgate.controlplane import REPO_ROOT, ControlPlane, OperatorProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CRD = REPO_ROOT / "crds" / "warmgate.dev_specdecodedeployments.yaml"
-NOW = "2026-11-29T12:00:00Z"
-LATER = "2026-11-29T12:07:30Z"
 
 
 @pytest.fixture(scope="module")
@@ -44,63 +50,6 @@ def operator(
         yield op.wait_alive()
     finally:
         op.stop()
-
-
-def get(cp: ControlPlane, *args: str) -> dict[str, Any]:
-    return dict(json.loads(cp.kubectl("get", *args, "-o", "json").stdout))
-
-
-def started(cp: ControlPlane, ns: str, name: str) -> dict[str, Any]:
-    """Apply an example under `name` and wait until its warmup Job exists."""
-    doc = yaml.safe_load((REPO_ROOT / "examples" / "llama31-8b-seeds.yaml").read_text())
-    doc["metadata"].update(name=name, namespace=ns)
-    cp.kubectl("apply", "-f", "-", stdin=json.dumps(doc))
-    cp.kubectl("wait", "-n", ns, f"sdd/{name}", "--for=jsonpath={.status.warmup.jobName}",
-               "--timeout=90s")  # fmt: skip
-    return get(cp, "-n", ns, "sdd", name)
-
-
-def finish(cp: ControlPlane, ns: str, job: str, summary: dict[str, Any] | None, ok: bool) -> None:
-    """Play the kubelet and the Job controller: a terminated Pod, then the Job's condition."""
-    pod = {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": f"{job}-x", "namespace": ns,
-                     "labels": {"batch.kubernetes.io/job-name": job}},
-        "spec": {"containers": [{"name": "warmup", "image": "vllm-gaudi:test"}]},
-    }  # fmt: skip
-    cp.kubectl("apply", "-f", "-", stdin=json.dumps(pod))
-    terminated = {"exitCode": 0 if ok else 3, "reason": "Completed" if ok else "Error",
-                  "startedAt": NOW, "finishedAt": LATER}  # fmt: skip
-    if summary is not None:
-        terminated["message"] = json.dumps(summary)
-    status = {"phase": "Succeeded" if ok else "Failed", "containerStatuses": [{
-        "name": "warmup", "image": "vllm-gaudi:test", "imageID": "", "ready": False,
-        "restartCount": 0, "state": {"terminated": terminated}}]}  # fmt: skip
-    cp.kubectl("patch", "pod", pod["metadata"]["name"], "-n", ns, "--subresource=status",
-               "--type=merge", "-p", json.dumps({"status": status}))  # fmt: skip
-    cp.kubectl("patch", "job", job, "-n", ns, "--subresource=status", "--type=merge",
-               "-p", json.dumps({"status": job_status(ok)}))  # fmt: skip
-
-
-def job_status(ok: bool) -> dict[str, Any]:
-    def cond(type_: str) -> dict[str, str]:
-        return {"type": type_, "status": "True", "lastTransitionTime": LATER,
-                "lastProbeTime": LATER, "reason": "Test", "message": "set by the test"}  # fmt: skip
-
-    if ok:
-        return {"startTime": NOW, "completionTime": LATER, "succeeded": 1,
-                "conditions": [cond("SuccessCriteriaMet"), cond("Complete")]}  # fmt: skip
-    return {"startTime": NOW, "failed": 1, "conditions": [cond("FailureTarget"), cond("Failed")]}
-
-
-def runner_summary(outcome: str, key: str, **extra: Any) -> dict[str, Any]:
-    codes = {"verified": 0, "unwarmed_shapes": 3}
-    return {"v": 1, "outcome": outcome, "code": codes[outcome], "reason": extra.pop("reason", ""),
-            "key": key, **extra}  # fmt: skip
-
-
-def conditions(obj: dict[str, Any]) -> dict[str, tuple[str, str]]:
-    return {c["type"]: (c["status"], c["reason"]) for c in obj["status"]["conditions"]}
 
 
 def test_a_proven_plan_gets_its_job_and_is_warmed_only_on_the_runners_verdict(
@@ -160,3 +109,55 @@ def test_a_completed_job_without_the_runners_verdict_is_not_trusted(
     assert "did not verify key" in next(
         c["message"] for c in obj["status"]["conditions"] if c["type"] == "Warmed"
     )
+
+
+def test_serving_follows_verified_plans_only(
+    control_plane: ControlPlane, operator: OperatorProcess, namespace: str
+) -> None:
+    cp, ns = control_plane, namespace
+    doc = seeds_example(ns, "served")
+    first = started(cp, ns, "served", doc)
+    finish(cp, ns, first["status"]["warmup"]["jobName"],
+           runner_summary("verified", first["status"]["warmup"]["cacheKey"], kv_blocks=4321),
+           ok=True)  # fmt: skip
+    cp.kubectl("wait", "-n", ns, "deployment/served-serving", "--for=create", "--timeout=60s")
+    deployment = get(cp, "-n", ns, "deployment", "served-serving")
+    old_hash = first["status"]["plan"]["hash"]
+    assert deployment["metadata"]["annotations"]["warmgate.dev/plan-hash"] == old_hash
+    assert deployment["spec"]["template"]["spec"]["readinessGates"] == [
+        {"conditionType": "warmgate.dev/warmed"}
+    ]
+    assert "4321" in json.dumps(deployment["spec"]["template"]["spec"]["containers"])  # KV pin
+    assert (
+        get(cp, "-n", ns, "service", "served-serving")["spec"]["selector"]
+        == (deployment["spec"]["selector"]["matchLabels"])
+    )
+    # The operator opens the readiness gate of the verified plan's Pods, then Ready follows.
+    serving_pod(cp, ns, deployment, "served-serving-a")
+    cp.kubectl("wait", "-n", ns, "pod/served-serving-a", "--for=condition=warmgate.dev/warmed",
+               "--timeout=60s")  # fmt: skip
+    rolled_out(cp, ns, "served-serving", ready=1)
+    cp.kubectl("wait", "-n", ns, "sdd/served", "--for=condition=Ready", "--timeout=60s")
+    obj = get(cp, "-n", ns, "sdd", "served")
+    assert obj["status"]["phase"] == "Ready"
+    assert obj["status"]["serving"]["planHash"] == old_hash
+    # A new spec warms a new plan; the last verified one keeps serving meanwhile.
+    doc["spec"]["speculative"]["numSpeculativeTokens"] = 3
+    cp.kubectl("apply", "-f", "-", stdin=json.dumps(doc))
+    cp.kubectl("wait", "-n", ns, "sdd/served", "--for=condition=Reconciling", "--timeout=90s")
+    warming = get(cp, "-n", ns, "sdd", "served")
+    assert warming["status"]["plan"]["hash"] != old_hash
+    assert warming["status"]["serving"]["planHash"] == old_hash
+    assert conditions(warming)["Ready"] == ("True", "ReplicasReady")
+    assert (
+        get(cp, "-n", ns, "deployment", "served-serving")["metadata"]["annotations"][
+            "warmgate.dev/plan-hash"
+        ]
+        == old_hash
+    )
+    new = warming["status"]["warmup"]
+    finish(cp, ns, new["jobName"], runner_summary("verified", new["cacheKey"]), ok=True)
+    new_hash = warming["status"]["plan"]["hash"]
+    annotation = "{.metadata.annotations.warmgate\\.dev/plan-hash}"
+    cp.kubectl("wait", "-n", ns, "deployment/served-serving", "--timeout=60s",
+               f"--for=jsonpath={annotation}={new_hash}")  # fmt: skip

@@ -60,3 +60,58 @@ def create_if_absent(manifest: Manifest) -> bool:
             return False
         raise
     return True
+
+
+def read_deployment(namespace: str, name: str) -> Manifest | None:
+    """The Deployment, or None when it does not exist."""
+    try:
+        found: Manifest = _raw(client.AppsV1Api().read_namespaced_deployment, name, namespace)
+    except ApiException as exc:
+        if exc.status == HTTP_NOT_FOUND:
+            return None
+        raise
+    return found
+
+
+def apply_deployment(desired: Manifest, existing: Manifest | None) -> None:
+    """Create the Deployment, or replace its spec with the desired one (optimistic locking)."""
+    apps: Any = client.AppsV1Api()  # plain-dict bodies: the client validates them at call time
+    namespace = desired["metadata"]["namespace"]
+    if existing is None:
+        apps.create_namespaced_deployment(namespace, desired)
+        return
+    version = existing["metadata"]["resourceVersion"]
+    body = {**desired, "metadata": {**desired["metadata"], "resourceVersion": version}}
+    apps.replace_namespaced_deployment(desired["metadata"]["name"], namespace, body)
+
+
+def scale_deployment(namespace: str, name: str, replicas: int) -> None:
+    """Follow spec.serving.replicas without touching the plan the Deployment serves."""
+    client.AppsV1Api().patch_namespaced_deployment_scale(
+        name, namespace, {"spec": {"replicas": replicas}}
+    )
+
+
+def create_service(manifest: Manifest) -> bool:
+    """Create the Service; False when it already exists."""
+    core: Any = client.CoreV1Api()
+    try:
+        core.create_namespaced_service(manifest["metadata"]["namespace"], manifest)
+    except ApiException as exc:
+        if exc.status == HTTP_CONFLICT:
+            return False
+        raise
+    return True
+
+
+def pods(namespace: str, selector: str) -> list[Manifest]:
+    """Pods matching a label selector."""
+    found = _raw(client.CoreV1Api().list_namespaced_pod, namespace, label_selector=selector)
+    return list(found.get("items") or [])
+
+
+def set_pod_condition(namespace: str, name: str, condition: Manifest) -> None:
+    """Set one Pod condition (strategic merge: conditions merge by type), e.g. a readiness gate."""
+    client.CoreV1Api().patch_namespaced_pod_status(
+        name, namespace, {"status": {"conditions": [condition]}}
+    )

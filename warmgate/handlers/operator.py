@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 from collections import OrderedDict
@@ -13,13 +15,28 @@ from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from warmgate.api import GROUP, PLURAL, VERSION, ManifestError, SpecDecodeDeployment, parse_manifest
-from warmgate.api.constants import COVERAGE_PROVEN, Reason
+from warmgate.api.conditions import now
+from warmgate.api.constants import (
+    COVERAGE_PROVEN,
+    LABEL_PLAN_HASH,
+    PREFIX,
+    READINESS_GATE,
+    Reason,
+)
 from warmgate.api.status import SpecDecodeDeploymentStatus, WarmupSummary
 from warmgate.buckets import BucketPlan
 from warmgate.handlers import children, metrics
 from warmgate.handlers.planning import PlanningResult, Verdict, evaluate, planned_status
+from warmgate.handlers.serving_stage import ServingState, evaluate_serving, served_plan
 from warmgate.handlers.warmup_stage import WarmupState, evaluate_warmup
 from warmgate.resources.engine import cache_key
+from warmgate.resources.names import plan_label
+from warmgate.resources.serving import (
+    build_service,
+    build_serving_deployment,
+    serving_name,
+    serving_selector,
+)
 from warmgate.resources.warmup import (
     build_cache_pvc,
     build_plan_configmap,
@@ -31,6 +48,7 @@ METRICS_PORT_ENV = "WARMGATE_METRICS_PORT"
 OPERATOR_IMAGE_ENV = "WARMGATE_OPERATOR_IMAGE"  # the image whose runner files the Job copies
 RESYNC_ENV = "WARMGATE_RESYNC_SECONDS"
 DEFAULT_OPERATOR_IMAGE = "ghcr.io/warmgate/warmgate:0.1.0"
+ANNOTATION_APPLIED = f"{PREFIX}applied-hash"  # what the operator last wrote into the Deployment
 RESYNC_SECONDS = float(os.environ.get(RESYNC_ENV, "15") or 15)
 _PLAN_CACHE_SIZE = 256
 # Planning costs up to ~2 s per object; the resync timer must not pay it again for a spec
@@ -89,7 +107,12 @@ def _sync(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger) -> None:
     result = _planned(sdd)
     plan = result.plan if _may_warm(result) else None
     warmup = _guarded_warmup(body, sdd, plan, logger) if plan else None
-    status = planned_status(sdd, result, warmup=warmup)
+    verified = plan if plan and warmup and warmup.verdict.status == "True" else None
+    kv_blocks = warmup.summary_of_run.kv_blocks if warmup and warmup.summary_of_run else None
+    serving = _guarded_serving(
+        body, sdd, verified, kv_blocks=kv_blocks, result=result, logger=logger
+    )
+    status = planned_status(sdd, result, warmup=warmup, serving=serving)
     _write_status(patch, sdd.status, status)
     _announce(body, sdd.status, result, logger)
     metrics.record(sdd.metadata.namespace or "", sdd.metadata.name or "", result)
@@ -128,6 +151,90 @@ def _guarded_warmup(
         return WarmupState(verdict, WarmupSummary(cache_key=cache_key(sdd, plan)))
 
 
+def _guarded_serving(
+    body: kopf.Body,
+    sdd: SpecDecodeDeployment,
+    verified: BucketPlan | None,
+    *,
+    kv_blocks: int | None,
+    result: PlanningResult,
+    logger: kopf.Logger,
+) -> ServingState | None:
+    """The serving stage; None (Ready follows the warmup) when it could not read its children."""
+    digest = result.summary.hash if result.summary else ""
+    try:
+        return _serving(body, sdd, verified, kv_blocks, digest or "")
+    except (ApiException, ValueError, ValidationError) as exc:
+        logger.error(f"Could not reconcile the serving Deployment, retrying: {_short(exc)}")
+        return None
+
+
+def _serving(
+    body: kopf.Body,
+    sdd: SpecDecodeDeployment,
+    verified: BucketPlan | None,
+    kv_blocks: int | None,
+    digest: str,
+) -> ServingState:
+    """Point the Deployment at a verified plan only; while a new plan warms, keep the old one."""
+    namespace, name = sdd.metadata.namespace or "default", serving_name(sdd)
+    deployment = children.read_deployment(namespace, name)
+    if verified is not None:
+        desired = build_serving_deployment(
+            sdd, verified, operator_image=_operator_image(), kv_blocks=kv_blocks
+        )
+        desired["metadata"]["annotations"][ANNOTATION_APPLIED] = _hash(desired)
+        if _annotation(deployment, ANNOTATION_APPLIED) != _hash(desired):
+            children.apply_deployment(desired, deployment)
+            kopf.info(
+                body,
+                reason="Rolled",
+                message=f"Pointed Deployment {name} at verified plan {verified.digest[:12]}",
+            )
+            deployment = children.read_deployment(namespace, name)
+        if children.create_service(build_service(sdd)):
+            kopf.info(body, reason="Created", message=f"Created Service {name}")
+    elif deployment is not None and deployment["spec"].get("replicas") != sdd.spec.serving.replicas:
+        children.scale_deployment(namespace, name, sdd.spec.serving.replicas)
+        deployment = children.read_deployment(namespace, name)
+    if deployment is not None:
+        _gate_pods(namespace, sdd, deployment)
+    return evaluate_serving(deployment, digest, names=(name, name), selector=serving_selector(sdd))
+
+
+def _gate_pods(namespace: str, sdd: SpecDecodeDeployment, deployment: dict[str, Any]) -> None:
+    """Open the `warmgate.dev/warmed` readiness gate of Pods that run the served, verified plan."""
+    served = served_plan(deployment)
+    if served is None:
+        return
+    for pod in children.pods(namespace, serving_selector(sdd)):
+        labels = pod["metadata"].get("labels") or {}
+        conditions = (pod.get("status") or {}).get("conditions") or []
+        gated = any(
+            c.get("type") == READINESS_GATE and c.get("status") == "True" for c in conditions
+        )
+        if labels.get(LABEL_PLAN_HASH) == plan_label(served) and not gated:
+            children.set_pod_condition(namespace, pod["metadata"]["name"], {
+                "type": READINESS_GATE, "status": "True", "reason": "WarmupVerified",
+                "message": f"Plan {served[:12]} was warmed and verified",
+                "lastTransitionTime": now().strftime("%Y-%m-%dT%H:%M:%SZ"),
+            })  # fmt: skip
+
+
+def _operator_image() -> str:
+    return os.environ.get(OPERATOR_IMAGE_ENV, DEFAULT_OPERATOR_IMAGE)
+
+
+def _hash(manifest: dict[str, Any]) -> str:
+    """Digest of what the operator wants the Deployment to be (spec plus its own labels)."""
+    wanted = {"spec": manifest["spec"], "labels": manifest["metadata"].get("labels")}
+    return hashlib.sha256(json.dumps(wanted, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def _annotation(obj: dict[str, Any] | None, key: str) -> str | None:
+    return None if obj is None else (obj["metadata"].get("annotations") or {}).get(key)
+
+
 def _short(exc: Exception) -> str:
     return " ".join(str(exc).split())[:512]
 
@@ -138,7 +245,7 @@ def _warmup(body: kopf.Body, sdd: SpecDecodeDeployment, plan: BucketPlan) -> War
     name = job_name(sdd, key)
     job = children.read_job(namespace, name)
     if job is None:
-        image = os.environ.get(OPERATOR_IMAGE_ENV, DEFAULT_OPERATOR_IMAGE)
+        image = _operator_image()
         wanted = (
             build_cache_pvc(sdd),
             build_plan_configmap(sdd, plan),

@@ -33,6 +33,7 @@ from warmgate.buckets.cost import CostEstimate, ModelProfile, estimate_plan
 from warmgate.buckets.coverage import CoverageReport, prove_coverage
 
 if TYPE_CHECKING:
+    from warmgate.handlers.serving_stage import ServingState
     from warmgate.handlers.warmup_stage import WarmupState
 
 # "Llama-3.3-70B-Instruct" -> 70.0: the cost model scales with model size; names are the only
@@ -184,8 +185,9 @@ def planned_status(
     at: datetime | None = None,
     *,
     warmup: WarmupState | None = None,
+    serving: ServingState | None = None,
 ) -> SpecDecodeDeploymentStatus:
-    """The whole status from the planning result and, once it started, the warmup stage."""
+    """The whole status from the planning result and, once they ran, the warmup and serving."""
     old = sdd.status or SpecDecodeDeploymentStatus()
     gen = sdd.metadata.generation
     conditions: list[Condition] | None = old.conditions
@@ -197,7 +199,7 @@ def planned_status(
         else Verdict("Unknown", Reason.WARMUP_PENDING, "The warmup stage has not run")
     )
     conditions = _set(conditions, WARMED, warmed, gen, at)
-    conditions = _set(conditions, READY, _ready(warmed), gen, at)
+    conditions = _set(conditions, READY, serving.verdict if serving else _ready(warmed), gen, at)
     stalled = result.stalled or (warmup is not None and warmup.stalled)
     conditions = _kstatus(conditions, _cause(result, warmup) if stalled else None, warmed, gen, at)
     return old.model_copy(
@@ -207,6 +209,7 @@ def planned_status(
             "phase": derive_phase(conditions),
             "plan": result.summary,
             "warmup": warmup.summary if warmup else old.warmup,
+            "serving": serving.summary if serving else old.serving,
         }
     )
 
