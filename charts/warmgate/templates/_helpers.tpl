@@ -99,15 +99,23 @@ deployment docs list it and other kopf versions use it (create only).
 - apiGroups: ["warmgate.dev"]
   resources: ["specdecodedeployments/finalizers"]
   verbs: ["update"]
-{{- /*
-Not granted yet (least privilege): the serving stage is not built. It will add, with its code:
+# Application (serving stage): read the serving Deployment, create it, and replace it when a
+# newly verified plan rolls in (update); follow spec.serving.replicas while a new plan warms
+# (deployments/scale); create the Service once.
 - apiGroups: ["apps"]
   resources: ["deployments"]
-  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+  verbs: ["get", "create", "update"]
+- apiGroups: ["apps"]
+  resources: ["deployments/scale"]
+  verbs: ["patch"]
 - apiGroups: [""]
   resources: ["services"]
-  verbs: ["get", "list", "watch", "create", "patch", "delete"]
-*/}}
+  verbs: ["create"]
+# Application (serving stage): open the `warmgate.dev/warmed` readiness gate of serving Pods
+# that run a verified plan (a Pod condition, written through the status subresource).
+- apiGroups: [""]
+  resources: ["pods/status"]
+  verbs: ["patch"]
 {{- end }}
 
 {{/* Cluster-scoped framework rules that every install needs (CRDs are cluster-scoped). */}}
