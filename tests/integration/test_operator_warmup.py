@@ -74,6 +74,7 @@ def test_a_proven_plan_gets_its_job_and_is_warmed_only_on_the_runners_verdict(
     assert conditions(obj)["Ready"] == ("False", "ServingProgressing")
     assert "Reconciling" not in conditions(obj)
     assert obj["status"]["warmup"]["durationSeconds"] == 450
+    assert obj["status"]["warmup"]["warmedBuckets"] == obj["status"]["plan"]["totalBuckets"]
     assert "KV blocks 4321" in next(
         c["message"] for c in obj["status"]["conditions"] if c["type"] == "Warmed"
     )

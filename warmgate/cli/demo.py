@@ -25,6 +25,11 @@ from warmgate.controlplane import REPO_ROOT, ControlPlane, OperatorProcess, find
 
 CRD_FILE = REPO_ROOT / "crds" / "warmgate.dev_specdecodedeployments.yaml"
 EXAMPLES = REPO_ROOT / "examples"
+NO_NODES = (
+    "\nThis control plane has no nodes (no kubelet, no Gaudi), so the warmup Jobs the operator\n"
+    "created stay pending. On a Gaudi cluster the runner warms each plan in the engine, the\n"
+    "operator sets Warmed=True on its verified verdict and rolls the serving Deployment out."
+)
 # A manifest the API server itself must refuse: eagle3 without its draft model, and a token
 # budget below one block (both CEL rules of the CRD, not checks of this program).
 BAD_MANIFEST: dict[str, Any] = {
@@ -83,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
             _show_refusal(kubectl, args.namespace)
             if not args.no_operator:
                 _show_status(kubectl, args.namespace, names)
+                print(NO_NODES)
         print(kubectl("get", "sdd", "-n", args.namespace, "-o", "wide").stdout)
     return 0
 

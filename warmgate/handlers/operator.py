@@ -7,6 +7,7 @@ import json
 import logging
 import os
 from collections import OrderedDict
+from dataclasses import replace
 from typing import Any
 
 import kopf
@@ -256,7 +257,11 @@ def _warmup(body: kopf.Body, sdd: SpecDecodeDeployment, plan: BucketPlan) -> War
                 kind, child = manifest["kind"], manifest["metadata"]["name"]
                 kopf.info(body, reason="Created", message=f"Created {kind} {child}")
         job = children.read_job(namespace, name)
-    return evaluate_warmup(job, children.job_pods(namespace, name), key)
+    state = evaluate_warmup(job, children.job_pods(namespace, name), key)
+    if state.verdict.status == "True":  # the runner checked every planned bucket against the log
+        warmed = len(plan.prompt_buckets) + len(plan.decode_buckets)
+        state = replace(state, summary=state.summary.model_copy(update={"warmed_buckets": warmed}))
+    return state
 
 
 def _write_status(
