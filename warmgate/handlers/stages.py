@@ -1,0 +1,170 @@
+"""The warmup and serving stages against the cluster: create the children, read their state.
+
+The decisions are pure (`warmup_stage`, `serving_stage`); this module does the I/O around them
+with the official client (`children`) and posts an Event for every child it creates or rolls.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import replace
+from typing import Any
+
+import kopf
+from kubernetes.client.exceptions import ApiException
+from pydantic import ValidationError
+
+from warmgate.api import SpecDecodeDeployment
+from warmgate.api.conditions import now
+from warmgate.api.constants import LABEL_PLAN_HASH, PREFIX, READINESS_GATE, Reason
+from warmgate.api.status import WarmupSummary
+from warmgate.buckets import BucketPlan
+from warmgate.handlers import children
+from warmgate.handlers.planning import PlanningResult, Verdict
+from warmgate.handlers.serving_stage import ServingState, evaluate_serving, served_plan
+from warmgate.handlers.warmup_stage import WarmupState, evaluate_warmup
+from warmgate.resources.engine import cache_key
+from warmgate.resources.names import plan_label
+from warmgate.resources.serving import (
+    build_service,
+    build_serving_deployment,
+    serving_name,
+    serving_selector,
+)
+from warmgate.resources.warmup import (
+    build_cache_pvc,
+    build_plan_configmap,
+    build_warmup_job,
+    job_name,
+)
+
+OPERATOR_IMAGE_ENV = "WARMGATE_OPERATOR_IMAGE"  # the image whose runner files the Job copies
+DEFAULT_OPERATOR_IMAGE = "ghcr.io/warmgate/warmgate:0.1.0"
+ANNOTATION_APPLIED = f"{PREFIX}applied-hash"  # what the operator last wrote into the Deployment
+
+
+def guarded_warmup(
+    body: kopf.Body, sdd: SpecDecodeDeployment, plan: BucketPlan, logger: kopf.Logger
+) -> WarmupState:
+    """The warmup stage; an API or build failure is reported, and the next resync retries."""
+    try:
+        return _warmup(body, sdd, plan)
+    except (ApiException, ValueError, ValidationError) as exc:
+        message = f"Could not create or read the warmup Job, retrying: {_short(exc)}"
+        logger.error(message)
+        verdict = Verdict("Unknown", Reason.WARMUP_PENDING, message)
+        return WarmupState(verdict, WarmupSummary(cache_key=cache_key(sdd, plan)))
+
+
+def _warmup(body: kopf.Body, sdd: SpecDecodeDeployment, plan: BucketPlan) -> WarmupState:
+    """Create the warmup children of this plan when missing, then read the Job's verdict."""
+    namespace, key = sdd.metadata.namespace or "default", cache_key(sdd, plan)
+    name = job_name(sdd, key)
+    job = children.read_job(namespace, name)
+    if job is None:
+        image = _operator_image()
+        wanted = (
+            build_cache_pvc(sdd),
+            build_plan_configmap(sdd, plan),
+            build_warmup_job(sdd, plan, operator_image=image),
+        )
+        for manifest in filter(None, wanted):
+            if children.create_if_absent(manifest):
+                kind, child = manifest["kind"], manifest["metadata"]["name"]
+                kopf.info(body, reason="Created", message=f"Created {kind} {child}")
+        job = children.read_job(namespace, name)
+    state = evaluate_warmup(job, children.job_pods(namespace, name), key)
+    if state.verdict.status == "True":  # the runner checked every planned bucket against the log
+        warmed = len(plan.prompt_buckets) + len(plan.decode_buckets)
+        state = replace(state, summary=state.summary.model_copy(update={"warmed_buckets": warmed}))
+    return state
+
+
+def guarded_serving(
+    body: kopf.Body,
+    sdd: SpecDecodeDeployment,
+    verified: BucketPlan | None,
+    *,
+    kv_blocks: int | None,
+    result: PlanningResult,
+    logger: kopf.Logger,
+) -> ServingState | None:
+    """The serving stage; None (Ready follows the warmup) when it could not read its children."""
+    digest = result.summary.hash if result.summary else ""
+    try:
+        return _serving(body, sdd, verified, kv_blocks, digest or "")
+    except (ApiException, ValueError, ValidationError) as exc:
+        logger.error(f"Could not reconcile the serving Deployment, retrying: {_short(exc)}")
+        return None
+
+
+def _serving(
+    body: kopf.Body,
+    sdd: SpecDecodeDeployment,
+    verified: BucketPlan | None,
+    kv_blocks: int | None,
+    digest: str,
+) -> ServingState:
+    """Point the Deployment at a verified plan only; while a new plan warms, keep the old one."""
+    namespace, name = sdd.metadata.namespace or "default", serving_name(sdd)
+    deployment = children.read_deployment(namespace, name)
+    if verified is not None:
+        desired = build_serving_deployment(
+            sdd, verified, operator_image=_operator_image(), kv_blocks=kv_blocks
+        )
+        desired["metadata"]["annotations"][ANNOTATION_APPLIED] = _hash(desired)
+        if _annotation(deployment, ANNOTATION_APPLIED) != _hash(desired):
+            children.apply_deployment(desired, deployment)
+            kopf.info(
+                body,
+                reason="Rolled",
+                message=f"Pointed Deployment {name} at verified plan {verified.digest[:12]}",
+            )
+            deployment = children.read_deployment(namespace, name)
+        if children.create_service(build_service(sdd)):
+            kopf.info(body, reason="Created", message=f"Created Service {name}")
+    elif deployment is not None and deployment["spec"].get("replicas") != sdd.spec.serving.replicas:
+        children.scale_deployment(namespace, name, sdd.spec.serving.replicas)
+        deployment = children.read_deployment(namespace, name)
+    if deployment is not None:
+        _gate_pods(namespace, sdd, deployment)
+    return evaluate_serving(deployment, digest, names=(name, name), selector=serving_selector(sdd))
+
+
+def _gate_pods(namespace: str, sdd: SpecDecodeDeployment, deployment: dict[str, Any]) -> None:
+    """Open the `warmgate.dev/warmed` readiness gate of Pods that run the served, verified plan."""
+    served = served_plan(deployment)
+    if served is None:
+        return
+    for pod in children.pods(namespace, serving_selector(sdd)):
+        labels = pod["metadata"].get("labels") or {}
+        conditions = (pod.get("status") or {}).get("conditions") or []
+        gated = any(
+            c.get("type") == READINESS_GATE and c.get("status") == "True" for c in conditions
+        )
+        if labels.get(LABEL_PLAN_HASH) == plan_label(served) and not gated:
+            children.set_pod_condition(namespace, pod["metadata"]["name"], {
+                "type": READINESS_GATE, "status": "True", "reason": "WarmupVerified",
+                "message": f"Plan {served[:12]} was warmed and verified",
+                "lastTransitionTime": now().strftime("%Y-%m-%dT%H:%M:%SZ"),
+            })  # fmt: skip
+
+
+def _operator_image() -> str:
+    return os.environ.get(OPERATOR_IMAGE_ENV, DEFAULT_OPERATOR_IMAGE)
+
+
+def _hash(manifest: dict[str, Any]) -> str:
+    """Digest of what the operator wants the Deployment to be (spec plus its own labels)."""
+    wanted = {"spec": manifest["spec"], "labels": manifest["metadata"].get("labels")}
+    return hashlib.sha256(json.dumps(wanted, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def _annotation(obj: dict[str, Any] | None, key: str) -> str | None:
+    return None if obj is None else (obj["metadata"].get("annotations") or {}).get(key)
+
+
+def _short(exc: Exception) -> str:
+    return " ".join(str(exc).split())[:512]
