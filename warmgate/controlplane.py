@@ -298,14 +298,22 @@ class ControlPlane:
 
 
 class OperatorProcess:
-    """`warmgate operator` as a child process watching one namespace, as the chart runs it."""
+    """`warmgate operator` as a child process, as the chart runs it.
+
+    ``namespace`` None watches every namespace (`--all-namespaces`).
+    """
 
     def __init__(
-        self, kubeconfig: Path, namespace: str, log: Path, env: dict[str, str] | None = None
+        self,
+        kubeconfig: Path,
+        namespace: str | None,
+        log: Path,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.metrics_port, self.health_port = _free_port(), _free_port()
+        scope = ["--namespace", namespace] if namespace else ["--all-namespaces"]
         cmd = [
-            sys.executable, "-m", "warmgate", "operator", "--namespace", namespace,
+            sys.executable, "-m", "warmgate", "operator", *scope,
             "--metrics-port", str(self.metrics_port),
             "--liveness", f"http://127.0.0.1:{self.health_port}/healthz",
         ]  # fmt: skip

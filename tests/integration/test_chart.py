@@ -10,11 +10,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
-import sys
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -479,47 +476,12 @@ def test_operator_runs_cluster_wide_as_the_service_account(
     wait_rbac(control_plane, f"system:serviceaccount:{namespace}:wg-cw-warmgate", namespace)
     kubeconfig = sa_kubeconfig(control_plane, namespace, "wg-cw-warmgate", tmp_path / "sa.yaml")
     log = tmp_path / "operator.log"
-    with ClusterWideOperator(kubeconfig, log):
+    operator = OperatorProcess(kubeconfig, None, log)  # --all-namespaces
+    try:
+        operator.wait_alive()
         control_plane.kubectl("apply", "-f", "-", stdin=example_in(namespace, "seeds-cw"))
         wait_proven(control_plane, namespace, "seeds-cw", log)
+    finally:
+        operator.stop()
     assert denials(log.read_text()) == []
     helm("uninstall", "wg-cw", f"--namespace={namespace}")
-
-
-class ClusterWideOperator:
-    """`warmgate operator --all-namespaces` as a child (OperatorProcess takes one namespace)."""
-
-    def __init__(self, kubeconfig: Path, log: Path) -> None:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = int(sock.getsockname()[1])
-        self.kubeconfig, self.log = kubeconfig, log
-
-    def __enter__(self) -> ClusterWideOperator:
-        self._out = self.log.open("wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "warmgate", "operator", "--all-namespaces",
-             "--liveness", f"http://127.0.0.1:{self.port}/healthz"],
-            env={**os.environ, "KUBECONFIG": str(self.kubeconfig)}, stdout=self._out,
-            stderr=subprocess.STDOUT,
-        )  # fmt: skip
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the operator exited:\n{self.log.read_text()[-4000:]}")
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=2).close()
-                return self
-            except OSError:
-                time.sleep(0.2)
-        self.__exit__()
-        raise TimeoutError(f"the operator did not become alive:\n{self.log.read_text()[-4000:]}")
-
-    def __exit__(self, *exc: object) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self._out.close()

@@ -22,15 +22,20 @@ def _raw(call: Any, *args: Any, **kwargs: Any) -> Any:
     return json.loads(response.data)
 
 
-def read_job(namespace: str, name: str) -> Manifest | None:
-    """The Job, or None when it does not exist."""
+def _read_or_none(call: Any, name: str, namespace: str) -> Manifest | None:
+    """The object, or None when it does not exist (404)."""
     try:
-        job: Manifest = _raw(client.BatchV1Api().read_namespaced_job, name, namespace)
+        found: Manifest = _raw(call, name, namespace)
     except ApiException as exc:
         if exc.status == HTTP_NOT_FOUND:
             return None
         raise
-    return job
+    return found
+
+
+def read_job(namespace: str, name: str) -> Manifest | None:
+    """The Job, or None when it does not exist."""
+    return _read_or_none(client.BatchV1Api().read_namespaced_job, name, namespace)
 
 
 def job_pods(namespace: str, job_name: str) -> list[Manifest]:
@@ -64,13 +69,7 @@ def create_if_absent(manifest: Manifest) -> bool:
 
 def read_deployment(namespace: str, name: str) -> Manifest | None:
     """The Deployment, or None when it does not exist."""
-    try:
-        found: Manifest = _raw(client.AppsV1Api().read_namespaced_deployment, name, namespace)
-    except ApiException as exc:
-        if exc.status == HTTP_NOT_FOUND:
-            return None
-        raise
-    return found
+    return _read_or_none(client.AppsV1Api().read_namespaced_deployment, name, namespace)
 
 
 def apply_deployment(desired: Manifest, existing: Manifest | None) -> None:
