@@ -83,6 +83,11 @@ def spec_tokens(args: argparse.Namespace) -> int:
     return int(json.loads(args.speculative_config).get("num_speculative_tokens", 0))
 
 
+def env_flag(name: str) -> bool:
+    """The engine's boolean env rule (§2.2): true, t, 1, yes, y, on, any case."""
+    return os.environ.get(name, "").strip().lower() in {"true", "t", "1", "yes", "y", "on"}
+
+
 def compute_lists(args: argparse.Namespace, kv_blocks: int) -> dict[str, list[Any]]:
     """Bucket lists from the seed file via warmgate.buckets (the engine's file mode, §2.6)."""
     # Imported late so the process is up (and has written STANDIN_RECORD) within milliseconds.
@@ -98,6 +103,11 @@ def compute_lists(args: argparse.Namespace, kv_blocks: int) -> dict[str, list[An
         num_gpu_blocks=kv_blocks,
         num_speculative_tokens=spec_tokens(args),
         bucket_file=text,
+        contiguous_pa=env_flag("VLLM_CONTIGUOUS_PA"),
+        merged_prefill=env_flag("VLLM_MERGED_PREFILL"),
+        prompt_bs_max=int(os.environ["VLLM_PROMPT_BS_BUCKET_MAX"])
+        if os.environ.get("VLLM_PROMPT_BS_BUCKET_MAX")
+        else None,
     )
     plan = plan_buckets(config)
     decode = plan.decode_buckets

@@ -93,15 +93,7 @@ def test_no_probe_when_the_spec_turns_it_off(case: Case) -> None:
 
 # The stand-in plans from the seed file alone: it ignores VLLM_CONTIGUOUS_PA, so with contiguous
 # PA its lists differ from the planner's and the runner rightly reports plan_mismatch (exit 4).
-_STANDIN_CASES = [
-    pytest.param(
-        p.stem,
-        marks=pytest.mark.xfail(reason="the stand-in engine has no contiguous PA", strict=True),
-    )
-    if "contiguous-pa" in p.stem
-    else p.stem
-    for p in EXAMPLES
-]
+_STANDIN_CASES = [p.stem for p in EXAMPLES]
 
 
 @pytest.mark.slow
