@@ -78,6 +78,25 @@ def test_a_proven_plan_gets_its_job_and_is_warmed_only_on_the_runners_verdict(
     assert "KV blocks 4321" in next(
         c["message"] for c in obj["status"]["conditions"] if c["type"] == "Warmed"
     )
+    assert obj["status"]["warmup"]["kvBlocks"] == 4321
+    # The status is the record: the verdict survives the Job, and a change outside the cache
+    # key (replicas) reuses it instead of warming again.
+    job_name = warmup["jobName"]
+    # Background propagation deletes the Job at once; orphaning would wait for a garbage
+    # collector, which this control plane does not run.
+    control_plane.kubectl("delete", "job", job_name, "-n", namespace, "--cascade=background",
+                          "--wait=false")  # fmt: skip
+    control_plane.kubectl("delete", "pods", "-n", namespace, "--wait=false", "--grace-period=0",
+                          "--force", "-l", f"batch.kubernetes.io/job-name={job_name}")  # fmt: skip
+    control_plane.kubectl("patch", "sdd", "verified", "-n", namespace, "--type=merge",
+                          "-p", '{"spec": {"serving": {"replicas": 3}}}')  # fmt: skip
+    control_plane.kubectl("wait", "-n", namespace, "sdd/verified", "--timeout=60s",
+                          "--for=jsonpath={.status.observedGeneration}=2")  # fmt: skip
+    again = get(control_plane, "-n", namespace, "sdd", "verified")
+    assert conditions(again)["Warmed"] == ("True", "WarmupSucceeded")
+    assert again["status"]["warmup"]["kvBlocks"] == 4321
+    jobs = control_plane.kubectl("get", "jobs", "-n", namespace, "-o", "name").stdout
+    assert job_name not in jobs
 
 
 def test_unwarmed_shapes_fail_the_warmup_and_stall(

@@ -95,6 +95,11 @@ class WarmupSummary(ApiModel):
     cache_hit: bool | None = Field(
         default=None, description="True when a cache for this key already existed."
     )
+    kv_blocks: int | None = Field(
+        default=None,
+        ge=0,
+        description="KV-cache blocks the verified warmup measured; serving pins this count.",
+    )
 
 
 class ServingSummary(ApiModel):

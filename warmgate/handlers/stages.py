@@ -17,14 +17,14 @@ from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from warmgate.api import SpecDecodeDeployment
-from warmgate.api.conditions import now
-from warmgate.api.constants import LABEL_PLAN_HASH, PREFIX, READINESS_GATE, Reason
+from warmgate.api.conditions import get_condition, now
+from warmgate.api.constants import LABEL_PLAN_HASH, PREFIX, READINESS_GATE, WARMED, Reason
 from warmgate.api.status import WarmupSummary
 from warmgate.buckets import BucketPlan
 from warmgate.handlers import children
 from warmgate.handlers.planning import PlanningResult, Verdict
 from warmgate.handlers.serving_stage import ServingState, evaluate_serving, served_plan
-from warmgate.handlers.warmup_stage import WarmupState, evaluate_warmup
+from warmgate.handlers.warmup_stage import WarmupState, evaluate_warmup, remembered
 from warmgate.resources.engine import cache_key
 from warmgate.resources.names import plan_label
 from warmgate.resources.serving import (
@@ -61,6 +61,12 @@ def guarded_warmup(
 def _warmup(body: kopf.Body, sdd: SpecDecodeDeployment, plan: BucketPlan) -> WarmupState:
     """Create the warmup children of this plan when missing, then read the Job's verdict."""
     namespace, key = sdd.metadata.namespace or "default", cache_key(sdd, plan)
+    old = sdd.status
+    known = remembered(
+        get_condition(old.conditions if old else None, WARMED), old.warmup if old else None, key
+    )
+    if known is not None:
+        return known
     name = job_name(sdd, key)
     job = children.read_job(namespace, name)
     if job is None:

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from warmgate.api.constants import Reason
-from warmgate.api.status import WarmupSummary
+from warmgate.api.status import Condition, WarmupSummary
 from warmgate.handlers.planning import Verdict
 
 Manifest = dict[str, Any]
@@ -128,7 +128,24 @@ def _completed(summary: WarmupSummary, run: RunnerSummary | None, key: str) -> W
     )
     if run.kv_blocks is not None:
         message += f"; KV blocks {run.kv_blocks}"
+    summary = summary.model_copy(update={"kv_blocks": run.kv_blocks})
     return WarmupState(Verdict("True", Reason.WARMUP_SUCCEEDED, message), summary, False, run)
+
+
+def remembered(
+    warmed: Condition | None, summary: WarmupSummary | None, key: str
+) -> WarmupState | None:
+    """A verdict this operator already recorded for the key, so verification survives the Job.
+
+    The status is the record: Warmed=True with status.warmup.cacheKey equal to the key means
+    the runner verified exactly this plan on this stack (the key hashes both). Job Pods may be
+    cleaned up afterwards; the plan stays verified and its measured KV blocks stay pinned.
+    """
+    if warmed is None or warmed.status != "True" or summary is None or summary.cache_key != key:
+        return None
+    verdict = Verdict("True", Reason.WARMUP_SUCCEEDED, warmed.message)
+    run = RunnerSummary("verified", "recorded in status", key, (), summary.kv_blocks)
+    return WarmupState(verdict, summary, False, run)
 
 
 def _failed(summary: WarmupSummary, run: RunnerSummary | None) -> WarmupState:

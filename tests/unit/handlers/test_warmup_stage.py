@@ -64,3 +64,19 @@ def test_complete_job_without_this_plans_verdict_is_refused(pods: list[dict[str,
     state = evaluate_warmup(job("Complete"), pods, KEY)
     assert (state.verdict.status, state.verdict.reason) == ("False", "WarmupFailed")
     assert state.stalled
+
+
+def test_a_verdict_recorded_in_status_survives_the_job_for_the_same_key_only() -> None:
+    from warmgate.api import WarmupSummary, set_condition
+    from warmgate.handlers.warmup_stage import remembered
+
+    warmed = set_condition([], "Warmed", "True", "WarmupSucceeded", "verified")[0]
+    summary = WarmupSummary(cache_key=KEY, kv_blocks=4321)
+    state = remembered(warmed, summary, KEY)
+    assert state is not None
+    assert state.verdict.status == "True"
+    assert state.summary_of_run is not None
+    assert state.summary_of_run.kv_blocks == 4321  # serving keeps pinning it
+    assert remembered(warmed, summary, "gaudi3-tp8-" + "b" * 40) is None  # another plan or stack
+    failed = set_condition([], "Warmed", "False", "WarmupFailed", "no")[0]
+    assert remembered(failed, summary, KEY) is None
