@@ -160,6 +160,11 @@ def test_serving_follows_verified_plans_only(
     cp.kubectl("wait", "-n", ns, "sdd/served", "--for=condition=Ready", "--timeout=60s")
     obj = get(cp, "-n", ns, "sdd", "served")
     assert obj["status"]["phase"] == "Ready"
+    labels = f'{{name="served",namespace="{ns}"}}'
+    exported = operator.get("/metrics")
+    for line in (f"warmgate_ready{labels} 1.0", f"warmgate_warmed{labels} 1.0",
+                 f"warmgate_serving_ready_replicas{labels} 1.0"):  # fmt: skip
+        assert line in exported, line
     assert obj["status"]["serving"]["planHash"] == old_hash
     # A new spec warms a new plan; the last verified one keeps serving meanwhile.
     doc["spec"]["speculative"]["numSpeculativeTokens"] = 3

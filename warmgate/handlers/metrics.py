@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import REGISTRY, Gauge, Histogram, start_http_server
 
-from warmgate.api.status import PlanSummary
+from warmgate.api.status import PlanSummary, SpecDecodeDeploymentStatus
 
 if TYPE_CHECKING:
     from warmgate.handlers.planning import PlanningResult
@@ -39,6 +39,33 @@ WARMUP_ESTIMATE = Gauge(
     "Upper end of the estimated warmup time of the plan without a recipe-cache hit.",
     _LABELS,
 )
+
+
+WARMED = Gauge(
+    "warmgate_warmed",
+    "1 when the Warmed condition is True (the runner verified the plan), else 0.",
+    _LABELS,
+)
+WARMUP_DURATION = Gauge(
+    "warmgate_warmup_duration_seconds",
+    "Wall time of the last finished warmup Job of the current plan.",
+    _LABELS,
+)
+SERVING_READY = Gauge(
+    "warmgate_serving_ready_replicas", "Ready serving replicas (of a verified plan).", _LABELS
+)
+READY = Gauge("warmgate_ready", "1 when the Ready condition is True, else 0.", _LABELS)
+
+
+def record_status(namespace: str, name: str, status: SpecDecodeDeploymentStatus) -> None:
+    """Export the warmup and serving state the status reports."""
+    conditions = {c.type: c.status for c in status.conditions or []}
+    WARMED.labels(namespace, name).set(1 if conditions.get("Warmed") == "True" else 0)
+    READY.labels(namespace, name).set(1 if conditions.get("Ready") == "True" else 0)
+    if status.warmup and status.warmup.duration_seconds is not None:
+        WARMUP_DURATION.labels(namespace, name).set(status.warmup.duration_seconds)
+    ready = status.serving.ready_replicas if status.serving else None
+    SERVING_READY.labels(namespace, name).set(ready or 0)
 
 
 def record(namespace: str, name: str, result: PlanningResult) -> None:

@@ -84,7 +84,9 @@ def _sync(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger) -> None:
     status = planned_status(sdd, result, warmup=warmup, serving=serving)
     _write_status(patch, sdd.status, status)
     _announce(body, sdd.status, result, logger)
-    metrics.record(sdd.metadata.namespace or "", sdd.metadata.name or "", result)
+    namespace, name = sdd.metadata.namespace or "", sdd.metadata.name or ""
+    metrics.record(namespace, name, result)
+    metrics.record_status(namespace, name, status)
 
 
 def _planned(sdd: SpecDecodeDeployment) -> PlanningResult:
