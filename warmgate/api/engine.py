@@ -32,6 +32,8 @@ RESERVED_ARGS: Final = (
     "--num-gpu-blocks-override",
     "--gpu-memory-utilization",
     "--speculative-config",
+    "--enable-prefix-caching",
+    "--no-enable-prefix-caching",
     "--port",
 )
 # Variables that select or shape buckets (vllm-gaudi extension/features.py); the operator sets
@@ -120,6 +122,15 @@ class EngineSpec(ApiModel):
         description=(
             "--num-gpu-blocks-override: KV-cache blocks per replica. Unset: the warmup Job "
             "measures it and serving pins the measured value (exp decode buckets depend on it)."
+        ),
+    )
+    enable_prefix_caching: bool | None = Field(
+        default=None,
+        description=(
+            "--enable-prefix-caching / --no-enable-prefix-caching. Unset: the engine default "
+            "(on; contiguous PA forces it off). With it off no KV block is shared, so a decode "
+            "step holds at most numGpuBlocks blocks: a tighter coverage proof, and completion "
+            "adds no bucket above the physical cache."
         ),
     )
     gpu_memory_utilization: float = Field(

@@ -196,6 +196,8 @@ def _config_and_policy(
         sdd = load_manifest(args.manifest)
         cfg = engine_shape_config(sdd, num_gpu_blocks=args.num_gpu_blocks)
         policy = sdd.spec.buckets.coverage
+        if args.prefix_caching is None:  # the manifest's engine switch, unless a flag overrides
+            args.prefix_caching = sdd.spec.engine.enable_prefix_caching
         partial, complete, max_extra = (
             policy.partial_drafts,
             policy.complete,

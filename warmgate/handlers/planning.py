@@ -61,6 +61,11 @@ class PlanningResult:
     stalled: bool = False
 
 
+def _prefix_caching(sdd: SpecDecodeDeployment) -> bool | None:
+    """The spec's prefix-caching switch; None lets the prover take the engine default."""
+    return sdd.spec.engine.enable_prefix_caching
+
+
 def model_profile(sdd: SpecDecodeDeployment) -> ModelProfile:
     """Model size for the cost model, read from the model name when it states one."""
     match = _PARAMS_B.search(sdd.spec.model.name)
@@ -78,7 +83,7 @@ def evaluate(sdd: SpecDecodeDeployment) -> PlanningResult:
         waiting = Verdict("Unknown", Reason.PENDING, "Waiting for a bucket plan")
         return PlanningResult(None, failed, waiting, stalled=True)
     policy = sdd.spec.buckets.coverage
-    report = prove_coverage(plan, policy.partial_drafts)
+    report = prove_coverage(plan, policy.partial_drafts, prefix_caching=_prefix_caching(sdd))
     planned = Verdict("True", Reason.PLANNED, _plan_message(plan))
     if report.covered:
         return _result(
@@ -97,7 +102,9 @@ def _complete(
 ) -> PlanningResult:
     policy = sdd.spec.buckets.coverage
     try:
-        done = complete_plan(plan.config, policy.partial_drafts)
+        done = complete_plan(
+            plan.config, policy.partial_drafts, prefix_caching=_prefix_caching(sdd)
+        )
     except CompletionError as exc:
         failed = Verdict("False", Reason.UNCOVERED_SHAPES, f"{_holes(report)}; {exc}")
         return _result(sdd, plan, planned, failed, report, stalled=True)
@@ -109,7 +116,7 @@ def _complete(
         )
         failed = Verdict("False", Reason.EXTRA_BUCKETS_CAPPED, message)
         return _result(sdd, plan, planned, failed, report, stalled=True)
-    proven = prove_coverage(done, policy.partial_drafts)
+    proven = prove_coverage(done, policy.partial_drafts, prefix_caching=_prefix_caching(sdd))
     message = f"Completed the plan with {extra} extra buckets; {_proven(proven)}"
     return _result(
         sdd, done, planned, Verdict("True", Reason.COVERAGE_COMPLETE, message), extra=extra

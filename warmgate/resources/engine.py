@@ -63,6 +63,9 @@ def engine_args(sdd: SpecDecodeDeployment) -> list[str]:
     args += ["--max-num-batched-tokens", str(engine.max_num_batched_tokens)]
     args += ["--block-size", str(engine.block_size)]
     args += ["--gpu-memory-utilization", str(engine.gpu_memory_utilization)]
+    if engine.enable_prefix_caching is not None:
+        on = engine.enable_prefix_caching
+        args.append("--enable-prefix-caching" if on else "--no-enable-prefix-caching")
     return args + list(engine.extra_args or ())
 
 

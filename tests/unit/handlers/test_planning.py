@@ -97,3 +97,20 @@ def test_transition_time_moves_only_when_a_status_changes() -> None:
     assert ready.last_transition_time == T0  # still False: unchanged
     assert first.plan is not None
     assert failed.plan is None  # status.plan describes this generation, which has no plan
+
+
+def test_prefix_caching_off_tightens_the_proof_and_reaches_the_engine() -> None:
+    from warmgate.resources.engine import engine_args
+
+    engine = {"maxModelLen": 32768, "maxNumSeqs": 128, "maxNumBatchedTokens": 8192,
+              "numGpuBlocks": 4000}  # fmt: skip
+    shared = load("llama31-8b-eagle3-gaudi2.yaml", engine=engine)
+    private = load("llama31-8b-eagle3-gaudi2.yaml", engine={**engine, "enablePrefixCaching": False})
+    on, off = evaluate(shared), evaluate(private)
+    assert on.plan is not None
+    assert off.plan is not None
+    # Without shared blocks a step holds at most numGpuBlocks blocks: fewer reachable states,
+    # so completion never adds buckets for block counts the cache cannot hold.
+    assert max(b[2] for b in off.plan.decode_buckets) < max(b[2] for b in on.plan.decode_buckets)
+    assert "--no-enable-prefix-caching" in engine_args(private)
+    assert not any("prefix-caching" in a for a in engine_args(shared))
