@@ -8,10 +8,12 @@ terminal condition, all through the real API server's status subresources.
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 
 import pytest
+import yaml
 from operator_helpers import (
     conditions,
     finish,
@@ -186,3 +188,39 @@ def test_serving_follows_verified_plans_only(
     annotation = "{.metadata.annotations.warmgate\\.dev/plan-hash}"
     cp.kubectl("wait", "-n", ns, "deployment/served-serving", "--timeout=60s",
                f"--for=jsonpath={annotation}={new_hash}")  # fmt: skip
+
+
+def test_an_object_from_a_newer_crd_is_reported_once_not_every_resync(
+    control_plane: ControlPlane, operator: OperatorProcess, namespace: str
+) -> None:
+    """Version skew: the server knows a field this operator does not (resync runs every 1 s)."""
+    cp, ns = control_plane, namespace
+    newer = yaml.safe_load(CRD.read_text())
+    spec_schema = newer["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    spec_schema["properties"]["futureField"] = {"type": "string", "description": "From v2."}
+    try:
+        cp.kubectl("replace", "-f", "-", stdin=json.dumps(newer))
+        doc = seeds_example(ns, "from-the-future")
+        doc["spec"]["futureField"] = "set"
+        cp.kubectl("apply", "-f", "-", stdin=json.dumps(doc))
+        selector = "involvedObject.name=from-the-future,reason=InvalidSpec"
+        first = events_matching(cp, ns, selector, at_least=1)
+        time.sleep(4)  # four resyncs: none of them may post again
+        assert events_matching(cp, ns, selector, at_least=1) == first == 1
+        assert operator.proc.poll() is None
+    finally:
+        current = get(cp, "crd", "specdecodedeployments.warmgate.dev")
+        original = yaml.safe_load(CRD.read_text())
+        original["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        cp.kubectl("replace", "-f", "-", stdin=json.dumps(original))
+
+
+def events_matching(cp: ControlPlane, ns: str, selector: str, at_least: int) -> int:
+    """How many Events (with their repeat counts) match, once at least `at_least` exist."""
+    deadline = time.monotonic() + 60
+    while True:
+        found = get(cp, "events", "-n", ns, "--field-selector", selector)["items"]
+        total = sum(int(e.get("count") or 1) for e in found)
+        if total >= at_least or time.monotonic() > deadline:
+            return total
+        time.sleep(0.5)

@@ -56,23 +56,35 @@ def _load_client_config() -> None:
 @kopf.on.update(GROUP, VERSION, PLURAL)
 def reconcile(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: Any) -> None:
     """One path for create, resume and update: compute the status from the current state."""
-    _sync(body, patch, logger)
+    sdd = _parse(body, report=True)
+    if sdd is not None:
+        _sync(sdd, body, patch, logger)
 
 
 @kopf.timer(GROUP, VERSION, PLURAL, interval=RESYNC_SECONDS, initial_delay=RESYNC_SECONDS)
 def resync(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: Any) -> None:
     """The same path on a timer: follows the warmup Job without watching Jobs."""
-    _sync(body, patch, logger)
+    sdd = _parse(body, report=False)  # the change handler already reported an unreadable object
+    if sdd is not None:
+        _sync(sdd, body, patch, logger)
 
 
-def _sync(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger) -> None:
+def _parse(body: kopf.Body, *, report: bool) -> SpecDecodeDeployment | None:
+    """The object as the models read it; None (timer) or PermanentError when they cannot."""
     try:
-        sdd = parse_manifest(dict(body))
+        return parse_manifest(dict(body))
     except ManifestError as exc:
+        if not report:
+            return None
         # The server validated the spec, so this is version skew between CRD and operator.
-        # Retrying cannot help; report it and wait for the next change of the object.
+        # Retrying cannot help; report it once and wait for the next change of the object.
         kopf.warn(body, reason="InvalidSpec", message=str(exc)[:1024])
         raise kopf.PermanentError(f"Refused an object the operator cannot read: {exc}") from exc
+
+
+def _sync(
+    sdd: SpecDecodeDeployment, body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger
+) -> None:
     result = _planned(sdd)
     plan = result.plan if _may_warm(result) else None
     warmup = stages.guarded_warmup(body, sdd, plan, logger) if plan else None
