@@ -95,6 +95,7 @@ def test_example_is_planned_proven_and_reported(
     )  # fmt: skip
     reasons = [e["reason"] for e in json.loads(events.stdout)["items"]]
     assert "CoverageComplete" in reasons
+    assert "Logging" not in reasons  # kopf's per-resync "succeeded" lines must not become Events
     metrics = operator.get("/metrics")
     assert f'warmgate_coverage_proven{{name="eagle3",namespace="{namespace}"}} 1.0' in metrics
 

@@ -72,16 +72,28 @@ def read_deployment(namespace: str, name: str) -> Manifest | None:
     return _read_or_none(client.AppsV1Api().read_namespaced_deployment, name, namespace)
 
 
-def apply_deployment(desired: Manifest, existing: Manifest | None) -> None:
-    """Create the Deployment, or replace its spec with the desired one (optimistic locking)."""
+def apply_deployment(desired: Manifest, existing: Manifest | None) -> bool:
+    """Create the Deployment, or replace it with the desired one (optimistic locking).
+
+    A conflict is not an error: another sync wrote first, and the next one converges. Returns
+    whether this call wrote.
+    """
     apps: Any = client.AppsV1Api()  # plain-dict bodies: the client validates them at call time
     namespace = desired["metadata"]["namespace"]
-    if existing is None:
-        apps.create_namespaced_deployment(namespace, desired)
-        return
-    version = existing["metadata"]["resourceVersion"]
-    body = {**desired, "metadata": {**desired["metadata"], "resourceVersion": version}}
-    apps.replace_namespaced_deployment(desired["metadata"]["name"], namespace, body)
+    try:
+        if existing is None:
+            apps.create_namespaced_deployment(namespace, desired)
+            return True
+        version = existing["metadata"]["resourceVersion"]
+        body = {**desired, "metadata": {**desired["metadata"], "resourceVersion": version}}
+        apps.replace_namespaced_deployment(desired["metadata"]["name"], namespace, body)
+    except ApiException as exc:
+        # The resync timer and a change handler may race: 409 means the other one wrote first
+        # (AlreadyExists, or a newer resourceVersion). The next sync re-reads and converges.
+        if exc.status != HTTP_CONFLICT:
+            raise
+        return False
+    return True
 
 
 def scale_deployment(namespace: str, name: str, replicas: int) -> None:

@@ -35,7 +35,10 @@ def configure(settings: kopf.OperatorSettings, logger: kopf.Logger, **_: Any) ->
         prefix=GROUP, key="last-handled-configuration"
     )
     settings.persistence.finalizer = f"{GROUP}/kopf-finalizer"
-    settings.posting.level = logging.INFO
+    # kopf turns object-log records at this level into Events: INFO would post "Timer 'resync'
+    # succeeded" for every object on every resync. kopf.info also obeys this level, so the
+    # handlers post their own Normal Events with kopf.event, which does not.
+    settings.posting.level = logging.WARNING
     _load_client_config()
     port = int(os.environ.get(METRICS_PORT_ENV, "0") or 0)
     if port:
@@ -151,8 +154,8 @@ def _announce(
         kopf.warn(body, reason=result.planned.reason, message=result.planned.message)
         logger.warning(f"Refused to plan SpecDecodeDeployment: {result.planned.message}")
         return
-    post = kopf.info if result.coverage.status == "True" else kopf.warn
-    post(body, reason=result.coverage.reason, message=result.coverage.message)
+    kind = "Normal" if result.coverage.status == "True" else "Warning"
+    kopf.event(body, type=kind, reason=result.coverage.reason, message=result.coverage.message)
     logger.info(f"Planned SpecDecodeDeployment {new_hash}: {result.coverage.message}")
 
 

@@ -79,7 +79,7 @@ def _warmup(body: kopf.Body, sdd: SpecDecodeDeployment, plan: BucketPlan) -> War
         for manifest in filter(None, wanted):
             if children.create_if_absent(manifest):
                 kind, child = manifest["kind"], manifest["metadata"]["name"]
-                kopf.info(body, reason="Created", message=f"Created {kind} {child}")
+                kopf.event(body, type="Normal", reason="Created", message=f"Created {kind} {child}")
         job = children.read_job(namespace, name)
     state = evaluate_warmup(job, children.job_pods(namespace, name), key)
     if state.verdict.status == "True":  # the runner checked every planned bucket against the log
@@ -120,17 +120,15 @@ def _serving(
         desired = build_serving_deployment(
             sdd, verified, operator_image=_operator_image(), kv_blocks=kv_blocks
         )
-        desired["metadata"]["annotations"][ANNOTATION_APPLIED] = _hash(desired)
-        if _annotation(deployment, ANNOTATION_APPLIED) != _hash(desired):
-            children.apply_deployment(desired, deployment)
-            kopf.info(
-                body,
-                reason="Rolled",
-                message=f"Pointed Deployment {name} at verified plan {verified.digest[:12]}",
-            )
+        wanted = _hash(desired)
+        desired["metadata"]["annotations"][ANNOTATION_APPLIED] = wanted
+        if _annotation(deployment, ANNOTATION_APPLIED) != wanted:
+            if children.apply_deployment(desired, deployment):
+                message = f"Pointed Deployment {name} at verified plan {verified.digest[:12]}"
+                kopf.event(body, type="Normal", reason="Rolled", message=message)
             deployment = children.read_deployment(namespace, name)
         if children.create_service(build_service(sdd)):
-            kopf.info(body, reason="Created", message=f"Created Service {name}")
+            kopf.event(body, type="Normal", reason="Created", message=f"Created Service {name}")
     elif deployment is not None and deployment["spec"].get("replicas") != sdd.spec.serving.replicas:
         children.scale_deployment(namespace, name, sdd.spec.serving.replicas)
         deployment = children.read_deployment(namespace, name)
