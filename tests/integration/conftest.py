@@ -9,7 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from warmgate.controlplane import AssetsUnavailableError, ControlPlane, find_assets
+from warmgate.api.constants import CRD_FILE
+from warmgate.controlplane import REPO_ROOT, AssetsUnavailableError, ControlPlane, find_assets
 
 
 @pytest.fixture(scope="session")
@@ -23,6 +24,15 @@ def control_plane() -> Iterator[ControlPlane]:
         pytest.skip(f"no real control plane: {exc}")
     with ControlPlane(assets) as cp:
         yield cp
+
+
+@pytest.fixture(scope="session")
+def warmgate_crd(control_plane: ControlPlane) -> ControlPlane:
+    """The generated SpecDecodeDeployment CRD, installed once per session and established."""
+    crd = str(REPO_ROOT / CRD_FILE)
+    control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", crd)
+    control_plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", crd)
+    return control_plane
 
 
 @pytest.fixture

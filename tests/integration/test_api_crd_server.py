@@ -16,7 +16,7 @@ from warmgate.api import (
     parse_manifest,
     set_condition,
 )
-from warmgate.api.constants import BUCKETS_PLANNED, CRD_FILE, CRD_NAME, READY, WARMED
+from warmgate.api.constants import BUCKETS_PLANNED, READY, WARMED
 from warmgate.api.status import PlanSummary, ServingSummary, SpecDecodeDeploymentStatus
 from warmgate.controlplane import ControlPlane
 
@@ -26,11 +26,9 @@ EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 
 
 @pytest.fixture(scope="module")
-def crd(control_plane: ControlPlane) -> ControlPlane:
+def crd(warmgate_crd: ControlPlane) -> ControlPlane:
     """The committed CRD, installed (idempotently) and established."""
-    control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / CRD_FILE))
-    control_plane.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
-    return control_plane
+    return warmgate_crd
 
 
 def _manifest(path: Path, name: str | None = None) -> dict[str, Any]:

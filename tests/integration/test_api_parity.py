@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,20 +12,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from warmgate.api import ManifestError, parse_manifest
-from warmgate.api.constants import CRD_FILE, CRD_NAME, GROUP, PLURAL, VERSION
+from warmgate.api.constants import GROUP, PLURAL, VERSION
 from warmgate.controlplane import ControlPlane
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-CRD_PATH = Path(__file__).resolve().parents[2] / CRD_FILE
 
 
 @pytest.fixture(scope="module")
-def server(control_plane: ControlPlane) -> Iterator[tuple[Any, str]]:
+def server(control_plane: ControlPlane, warmgate_crd: ControlPlane) -> Iterator[tuple[Any, str]]:
     """A CustomObjectsApi on the real apiserver with the CRD installed, and a namespace."""
     from kubernetes import client
 
-    control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_PATH))
-    control_plane.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
     name = f"api-parity-{uuid.uuid4().hex[:6]}"
     control_plane.kubectl("create", "namespace", name)
     yield client.CustomObjectsApi(control_plane.api_client()), name

@@ -5,24 +5,20 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from bad_manifests.corpus import BadCase, base_manifest, load_cases
 
-from warmgate.api.constants import CRD_FILE, CRD_NAME, GROUP, PLURAL, VERSION
+from warmgate.api.constants import GROUP, PLURAL, VERSION
 from warmgate.controlplane import ControlPlane
 
 pytestmark = pytest.mark.integration
-CRD_PATH = Path(__file__).resolve().parents[2] / CRD_FILE
 CASES = load_cases()
 
 
 @pytest.fixture(scope="module")
-def crd_namespace(control_plane: ControlPlane) -> Iterator[str]:
+def crd_namespace(control_plane: ControlPlane, warmgate_crd: ControlPlane) -> Iterator[str]:
     """The generated CRD installed (idempotently) and one namespace for every dry run."""
-    control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_PATH))
-    control_plane.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
     name = f"api-validation-{uuid.uuid4().hex[:6]}"
     control_plane.kubectl("create", "namespace", name)
     yield name

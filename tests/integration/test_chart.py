@@ -66,10 +66,8 @@ def helm(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) 
 
 
 @pytest.fixture(scope="module")
-def crd(control_plane: ControlPlane) -> None:
-    """The CRD exists (other modules apply it too), so releases can run with crds.install=false."""
-    control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
-    control_plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRD))
+def crd(warmgate_crd: ControlPlane) -> None:
+    """The CRD exists, so releases can run with crds.install=false."""
 
 
 def kinds(docs: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str, Any]]:

@@ -15,13 +15,11 @@ from warmgate.controlplane import REPO_ROOT, ControlPlane, OperatorProcess
 from warmgate.handlers.planning import evaluate
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-CRD = REPO_ROOT / "crds" / "warmgate.dev_specdecodedeployments.yaml"
 
 
 @pytest.fixture(scope="module")
-def crd(control_plane: ControlPlane) -> None:
-    control_plane.kubectl("apply", "--server-side", "-f", str(CRD))
-    control_plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRD))
+def crd(warmgate_crd: ControlPlane) -> None:
+    """The CRD the operator watches."""
 
 
 @pytest.fixture(scope="module")

@@ -33,10 +33,8 @@ CRD = REPO_ROOT / "crds" / "warmgate.dev_specdecodedeployments.yaml"
 
 
 @pytest.fixture(scope="module")
-def namespace(control_plane: ControlPlane) -> Iterator[str]:
+def namespace(control_plane: ControlPlane, warmgate_crd: ControlPlane) -> Iterator[str]:
     name = f"warmup-{uuid.uuid4().hex[:6]}"
-    control_plane.kubectl("apply", "--server-side", "-f", str(CRD))
-    control_plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRD))
     control_plane.kubectl("create", "namespace", name)
     yield name
     control_plane.kubectl("delete", "namespace", name, "--wait=false", check=False)

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from warmgate.api import SpecDecodeDeployment, parse_manifest
-from warmgate.api.constants import CRD_FILE, CRD_NAME, READINESS_GATE
+from warmgate.api.constants import READINESS_GATE
 from warmgate.controlplane import ControlPlane
 from warmgate.handlers.planning import evaluate
 from warmgate.resources import (
@@ -29,11 +29,9 @@ OPERATOR_IMAGE = "registry.example.com/warmgate/operator:0.1.0"
 
 
 @pytest.fixture(scope="module")
-def crd(control_plane: ControlPlane) -> ControlPlane:
+def crd(warmgate_crd: ControlPlane) -> ControlPlane:
     """The committed CRD, installed (idempotently, server-side) and established."""
-    control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / CRD_FILE))
-    control_plane.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
-    return control_plane
+    return warmgate_crd
 
 
 def _create_parent(cp: ControlPlane, namespace: str, path: Path) -> SpecDecodeDeployment:

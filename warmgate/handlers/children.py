@@ -49,12 +49,13 @@ def job_pods(namespace: str, job_name: str) -> list[Manifest]:
 
 
 def create_if_absent(manifest: Manifest) -> bool:
-    """Create a ConfigMap, PVC or Job; False when one of that name already exists."""
+    """Create a ConfigMap, PVC, Service or Job; False when one of that name already exists."""
     namespace = manifest["metadata"]["namespace"]
     core, batch = client.CoreV1Api(), client.BatchV1Api()
     creators: dict[str, Callable[..., Any]] = {
         "ConfigMap": core.create_namespaced_config_map,
         "PersistentVolumeClaim": core.create_namespaced_persistent_volume_claim,
+        "Service": core.create_namespaced_service,
         "Job": batch.create_namespaced_job,
     }
     create = creators[manifest["kind"]]
@@ -101,18 +102,6 @@ def scale_deployment(namespace: str, name: str, replicas: int) -> None:
     client.AppsV1Api().patch_namespaced_deployment_scale(
         name, namespace, {"spec": {"replicas": replicas}}
     )
-
-
-def create_service(manifest: Manifest) -> bool:
-    """Create the Service; False when it already exists."""
-    core: Any = client.CoreV1Api()
-    try:
-        core.create_namespaced_service(manifest["metadata"]["namespace"], manifest)
-    except ApiException as exc:
-        if exc.status == HTTP_CONFLICT:
-            return False
-        raise
-    return True
 
 
 def pods(namespace: str, selector: str) -> list[Manifest]:

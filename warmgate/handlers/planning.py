@@ -79,7 +79,7 @@ def evaluate(sdd: SpecDecodeDeployment) -> PlanningResult:
         plan = plan_buckets(cfg)
     except (ValueError, ValidationError, BucketPlanError) as exc:
         reason = Reason.PLAN_FAILED if isinstance(exc, BucketPlanError) else Reason.INVALID_SPEC
-        failed = Verdict("False", reason, _one_line(exc))
+        failed = Verdict("False", reason, one_line(exc))
         waiting = Verdict("Unknown", Reason.PENDING, "Waiting for a bucket plan")
         return PlanningResult(None, failed, waiting, stalled=True)
     policy = sdd.spec.buckets.coverage
@@ -182,8 +182,9 @@ def _holes(report: CoverageReport) -> str:
     )
 
 
-def _one_line(exc: Exception) -> str:
-    return " ".join(str(exc).split())[:1024]
+def one_line(exc: Exception, limit: int = 1024) -> str:
+    """The exception's text on one line, cut to ``limit`` characters (condition messages)."""
+    return " ".join(str(exc).split())[:limit]
 
 
 def planned_status(

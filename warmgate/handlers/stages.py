@@ -22,7 +22,7 @@ from warmgate.api.constants import LABEL_PLAN_HASH, PREFIX, READINESS_GATE, WARM
 from warmgate.api.status import WarmupSummary
 from warmgate.buckets import BucketPlan
 from warmgate.handlers import children
-from warmgate.handlers.planning import PlanningResult, Verdict
+from warmgate.handlers.planning import PlanningResult, Verdict, one_line
 from warmgate.handlers.serving_stage import ServingState, evaluate_serving, served_plan
 from warmgate.handlers.warmup_stage import WarmupState, evaluate_warmup, remembered
 from warmgate.resources.engine import cache_key
@@ -52,7 +52,7 @@ def guarded_warmup(
     try:
         return _warmup(body, sdd, plan)
     except (ApiException, ValueError, ValidationError) as exc:
-        message = f"Could not create or read the warmup Job, retrying: {_short(exc)}"
+        message = f"Could not create or read the warmup Job, retrying: {one_line(exc, 512)}"
         logger.error(message)
         verdict = Verdict("Unknown", Reason.WARMUP_PENDING, message)
         return WarmupState(verdict, WarmupSummary(cache_key=cache_key(sdd, plan)))
@@ -102,7 +102,7 @@ def guarded_serving(
     try:
         return _serving(body, sdd, verified, kv_blocks, digest or "")
     except (ApiException, ValueError, ValidationError) as exc:
-        logger.error(f"Could not reconcile the serving Deployment, retrying: {_short(exc)}")
+        logger.error(f"Could not reconcile the serving Deployment, retrying: {one_line(exc, 512)}")
         return None
 
 
@@ -127,7 +127,7 @@ def _serving(
                 message = f"Pointed Deployment {name} at verified plan {verified.digest[:12]}"
                 kopf.event(body, type="Normal", reason="Rolled", message=message)
             deployment = children.read_deployment(namespace, name)
-        if children.create_service(build_service(sdd)):
+        if children.create_if_absent(build_service(sdd)):
             kopf.event(body, type="Normal", reason="Created", message=f"Created Service {name}")
     elif deployment is not None and deployment["spec"].get("replicas") != sdd.spec.serving.replicas:
         children.scale_deployment(namespace, name, sdd.spec.serving.replicas)
@@ -168,7 +168,3 @@ def _hash(manifest: dict[str, Any]) -> str:
 
 def _annotation(obj: dict[str, Any] | None, key: str) -> str | None:
     return None if obj is None else (obj["metadata"].get("annotations") or {}).get(key)
-
-
-def _short(exc: Exception) -> str:
-    return " ".join(str(exc).split())[:512]
