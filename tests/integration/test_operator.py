@@ -12,7 +12,7 @@ import yaml
 
 from warmgate.api import parse_manifest
 from warmgate.controlplane import REPO_ROOT, ControlPlane, OperatorProcess
-from warmgate.handlers.planning import evaluate
+from warmgate.reconcile.planning import evaluate
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

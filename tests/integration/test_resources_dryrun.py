@@ -12,7 +12,7 @@ import yaml
 from warmgate.api import SpecDecodeDeployment, parse_manifest
 from warmgate.api.constants import READINESS_GATE
 from warmgate.controlplane import ControlPlane
-from warmgate.handlers.planning import evaluate
+from warmgate.reconcile.planning import evaluate
 from warmgate.resources import (
     build_cache_pvc,
     build_plan_configmap,

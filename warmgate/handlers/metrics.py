@@ -9,7 +9,7 @@ from prometheus_client import REGISTRY, Gauge, Histogram, start_http_server
 from warmgate.api.status import PlanSummary, SpecDecodeDeploymentStatus
 
 if TYPE_CHECKING:
-    from warmgate.handlers.planning import PlanningResult
+    from warmgate.reconcile.planning import PlanningResult
 
 _LABELS = ("namespace", "name")
 

@@ -14,7 +14,7 @@ from warmgate.api import GROUP, PLURAL, VERSION, ManifestError, SpecDecodeDeploy
 from warmgate.api.constants import COVERAGE_PROVEN, Reason
 from warmgate.api.status import SpecDecodeDeploymentStatus
 from warmgate.handlers import metrics, stages
-from warmgate.handlers.planning import PlanningResult, evaluate, planned_status
+from warmgate.reconcile.planning import PlanningResult, evaluate, planned_status
 
 METRICS_PORT_ENV = "WARMGATE_METRICS_PORT"
 RESYNC_ENV = "WARMGATE_RESYNC_SECONDS"

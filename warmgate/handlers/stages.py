@@ -1,7 +1,8 @@
 """The warmup and serving stages against the cluster: create the children, read their state.
 
-The decisions are pure (`warmup_stage`, `serving_stage`); this module does the I/O around them
-with the official client (`children`) and posts an Event for every child it creates or rolls.
+The decisions are pure (`warmgate.reconcile.warmup_state`, `serving_state`); this module does
+the I/O around them with the official client (`children`) and posts an Event for every child it
+creates or rolls.
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from warmgate.api.constants import LABEL_PLAN_HASH, PREFIX, READINESS_GATE, WARM
 from warmgate.api.status import WarmupSummary
 from warmgate.buckets import BucketPlan
 from warmgate.handlers import children
-from warmgate.handlers.planning import PlanningResult, Verdict, one_line
-from warmgate.handlers.serving_stage import ServingState, evaluate_serving, served_plan
-from warmgate.handlers.warmup_stage import WarmupState, evaluate_warmup, remembered
+from warmgate.reconcile.planning import PlanningResult, Verdict, one_line
+from warmgate.reconcile.serving_state import ServingState, evaluate_serving, served_plan
+from warmgate.reconcile.warmup_state import WarmupState, evaluate_warmup, remembered
 from warmgate.resources.engine import cache_key
 from warmgate.resources.names import plan_label
 from warmgate.resources.serving import (

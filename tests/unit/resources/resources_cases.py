@@ -7,7 +7,7 @@ from pathlib import Path
 
 from warmgate.api import SpecDecodeDeployment, load_manifest
 from warmgate.buckets import BucketPlan
-from warmgate.handlers.planning import evaluate
+from warmgate.reconcile.planning import evaluate
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))

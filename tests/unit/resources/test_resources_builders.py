@@ -19,7 +19,7 @@ from warmgate.api.constants import (
     PREFIX,
     READINESS_GATE,
 )
-from warmgate.handlers.planning import evaluate
+from warmgate.reconcile.planning import evaluate
 from warmgate.resources import (
     build_cache_pvc,
     build_plan_configmap,

@@ -10,7 +10,7 @@ from resources_cases import EXAMPLES
 
 from warmgate.api import SpecDecodeDeployment, parse_manifest
 from warmgate.buckets import BucketPlan
-from warmgate.handlers.planning import evaluate
+from warmgate.reconcile.planning import evaluate
 from warmgate.resources import cache_key
 from warmgate.warmup.plan import KEY_RE
 

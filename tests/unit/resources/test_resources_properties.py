@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from resources_cases import EXAMPLES, OPERATOR_IMAGE
 
 from warmgate.api import parse_manifest
-from warmgate.handlers.planning import evaluate
+from warmgate.reconcile.planning import evaluate
 from warmgate.resources import build_runner_plan, build_serving_deployment, cache_key
 from warmgate.resources.names import DNS_1035_LABEL, MAX_NAME
 from warmgate.warmup.engine import engine_argv

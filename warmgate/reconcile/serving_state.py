@@ -12,7 +12,7 @@ from typing import Any
 
 from warmgate.api.constants import ANNOTATION_PLAN_HASH, Reason
 from warmgate.api.status import ServingSummary
-from warmgate.handlers.planning import Verdict
+from warmgate.reconcile.planning import Verdict
 
 Manifest = dict[str, Any]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from warmgate.handlers.serving_stage import evaluate_serving
+from warmgate.reconcile.serving_state import evaluate_serving
 
 NEW, OLD = "a" * 64, "b" * 64
 NAMES = ("x-serving", "x-serving")

@@ -33,8 +33,8 @@ from warmgate.buckets.cost import CostEstimate, ModelProfile, estimate_plan
 from warmgate.buckets.coverage import CoverageReport, prove_coverage
 
 if TYPE_CHECKING:
-    from warmgate.handlers.serving_stage import ServingState
-    from warmgate.handlers.warmup_stage import WarmupState
+    from warmgate.reconcile.serving_state import ServingState
+    from warmgate.reconcile.warmup_state import WarmupState
 
 # "Llama-3.3-70B-Instruct" -> 70.0: the cost model scales with model size; names are the only
 # size hint a spec carries, so an unparsable name falls back to the cost model's 8B reference.

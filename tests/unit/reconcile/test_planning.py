@@ -12,7 +12,7 @@ from warmgate.api import SpecDecodeDeployment, get_condition, parse_manifest
 from warmgate.buckets import plan_buckets
 from warmgate.buckets.coverage import prove_coverage
 from warmgate.controlplane import REPO_ROOT
-from warmgate.handlers.planning import evaluate, model_profile, planned_status
+from warmgate.reconcile.planning import evaluate, model_profile, planned_status
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from warmgate.handlers.warmup_stage import RunnerSummary, evaluate_warmup, runner_messages
+from warmgate.reconcile.warmup_state import RunnerSummary, evaluate_warmup, runner_messages
 
 KEY = "gaudi2-tp1-" + "a" * 40
 
@@ -68,7 +68,7 @@ def test_complete_job_without_this_plans_verdict_is_refused(pods: list[dict[str,
 
 def test_a_verdict_recorded_in_status_survives_the_job_for_the_same_key_only() -> None:
     from warmgate.api import WarmupSummary, set_condition
-    from warmgate.handlers.warmup_stage import remembered
+    from warmgate.reconcile.warmup_state import remembered
 
     warmed = set_condition([], "Warmed", "True", "WarmupSucceeded", "verified")[0]
     summary = WarmupSummary(cache_key=KEY, kv_blocks=4321)

@@ -16,7 +16,7 @@ from typing import Any
 
 from warmgate.api.constants import Reason
 from warmgate.api.status import Condition, WarmupSummary
-from warmgate.handlers.planning import Verdict
+from warmgate.reconcile.planning import Verdict
 
 Manifest = dict[str, Any]
 MESSAGE_LIMIT = 1024

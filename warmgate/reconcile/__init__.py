@@ -1,0 +1,1 @@
+"""The reconcile decisions, pure: plan evaluation, warmup and serving state machines, status."""
