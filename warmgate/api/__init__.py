@@ -32,14 +32,6 @@ from warmgate.api.constants import (
     Phase,
     Reason,
 )
-from warmgate.api.engine import (
-    DraftModel,
-    EngineSpec,
-    ModelSpec,
-    NgramSpec,
-    SpeculativeSpec,
-    WeightsVolume,
-)
 from warmgate.api.kube import (
     GAUDI_RESOURCE,
     ClaimTemplate,
@@ -65,6 +57,14 @@ from warmgate.api.status import (
     ServingSummary,
     SpecDecodeDeploymentStatus,
     WarmupSummary,
+)
+from warmgate.api.vllm_spec import (
+    DraftModel,
+    EngineSpec,
+    ModelSpec,
+    NgramSpec,
+    SpeculativeSpec,
+    WeightsVolume,
 )
 from warmgate.api.workload import RecipeCache, ServingSpec, WarmupSpec
 

@@ -12,9 +12,9 @@ from pydantic import ConfigDict, Field, ValidationError
 from warmgate.api.base import ApiModel, Rule
 from warmgate.api.bucketing import BucketsSpec
 from warmgate.api.constants import API_VERSION, KIND
-from warmgate.api.engine import EngineSpec, ModelSpec, SpeculativeSpec
 from warmgate.api.kube import Resources
 from warmgate.api.status import SpecDecodeDeploymentStatus
+from warmgate.api.vllm_spec import EngineSpec, ModelSpec, SpeculativeSpec
 from warmgate.api.workload import ServingSpec, WarmupSpec
 
 Device = Literal["gaudi2", "gaudi3"]

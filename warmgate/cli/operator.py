@@ -33,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     import kopf  # noqa: PLC0415 - the other commands must not pay kopf's import time
 
-    from warmgate.handlers import operator  # noqa: PLC0415 - registers the handlers
+    from warmgate.handlers import kopf_handlers as operator  # noqa: PLC0415 - registers them
 
     if args.metrics_port:
         os.environ[operator.METRICS_PORT_ENV] = str(args.metrics_port)

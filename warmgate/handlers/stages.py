@@ -22,19 +22,19 @@ from warmgate.api.conditions import get_condition, now
 from warmgate.api.constants import LABEL_PLAN_HASH, PREFIX, READINESS_GATE, WARMED, Reason
 from warmgate.api.status import WarmupSummary
 from warmgate.buckets import BucketPlan
-from warmgate.handlers import children
+from warmgate.handlers import kube_cluster as children
 from warmgate.reconcile.planning import PlanningResult, Verdict, one_line
 from warmgate.reconcile.serving_state import ServingState, evaluate_serving, served_plan
 from warmgate.reconcile.warmup_state import WarmupState, evaluate_warmup, remembered
-from warmgate.resources.engine import cache_key
 from warmgate.resources.names import plan_label
-from warmgate.resources.serving import (
+from warmgate.resources.serving_children import (
     build_service,
     build_serving_deployment,
     serving_name,
     serving_selector,
 )
-from warmgate.resources.warmup import (
+from warmgate.resources.vllm_engine import cache_key
+from warmgate.resources.warmup_children import (
     build_cache_pvc,
     build_plan_configmap,
     build_warmup_job,

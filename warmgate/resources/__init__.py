@@ -1,14 +1,14 @@
 """Pure builders: CR + plan -> Job / Deployment / ConfigMap / Service manifests."""
 
-from warmgate.resources.engine import cache_key
 from warmgate.resources.names import MAX_NAME, child_name, labels, owner_reference
-from warmgate.resources.serving import (
+from warmgate.resources.serving_children import (
     build_service,
     build_serving_deployment,
     serving_name,
     serving_selector,
 )
-from warmgate.resources.warmup import (
+from warmgate.resources.vllm_engine import cache_key
+from warmgate.resources.warmup_children import (
     build_cache_pvc,
     build_plan_configmap,
     build_runner_plan,

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any, Final
 
 from warmgate.api import Placement, SpecDecodeDeployment
-from warmgate.resources.engine import (
+from warmgate.resources.names import COMPONENT_CACHE, child_name, parent_name
+from warmgate.resources.vllm_engine import (
     BUCKET_FILE,
     CACHE_DIR,
     LOCAL_DIR,
@@ -13,7 +14,6 @@ from warmgate.resources.engine import (
     PLAN_FILE,
     WEIGHTS_DIR,
 )
-from warmgate.resources.names import COMPONENT_CACHE, child_name, parent_name
 
 Manifest = dict[str, Any]
 

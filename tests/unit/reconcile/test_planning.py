@@ -100,7 +100,7 @@ def test_transition_time_moves_only_when_a_status_changes() -> None:
 
 
 def test_prefix_caching_off_tightens_the_proof_and_reaches_the_engine() -> None:
-    from warmgate.resources.engine import engine_args
+    from warmgate.resources.vllm_engine import engine_args
 
     engine = {"maxModelLen": 32768, "maxNumSeqs": 128, "maxNumBatchedTokens": 8192,
               "numGpuBlocks": 4000}  # fmt: skip

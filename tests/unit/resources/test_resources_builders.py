@@ -30,10 +30,10 @@ from warmgate.resources import (
     serving_name,
     serving_selector,
 )
-from warmgate.resources.engine import CACHE_DIR, PLAN_DIR, RECIPE_DIR, RUNNER_DIR
 from warmgate.resources.names import DNS_1035_LABEL, MAX_NAME
-from warmgate.resources.serving import startup_budget_s
-from warmgate.resources.warmup import PERMANENT_EXIT_CODES
+from warmgate.resources.serving_children import startup_budget_s
+from warmgate.resources.vllm_engine import CACHE_DIR, PLAN_DIR, RECIPE_DIR, RUNNER_DIR
+from warmgate.resources.warmup_children import PERMANENT_EXIT_CODES
 
 
 def _all(case: Case) -> list[dict[str, Any]]:

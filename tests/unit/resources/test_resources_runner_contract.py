@@ -13,7 +13,7 @@ from resources_cases import EXAMPLES, OPERATOR_IMAGE, Case, make_case
 
 from warmgate.buckets import plan_buckets
 from warmgate.resources import build_plan_configmap, build_runner_plan, build_warmup_job, cache_key
-from warmgate.resources.probe import MAX_TOKENS
+from warmgate.resources.probe_workload import MAX_TOKENS
 from warmgate.warmup.plan import KEY_RE, PlanError, bucket_digest, load_plan, parse_plan
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "doubles"))

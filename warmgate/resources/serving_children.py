@@ -15,16 +15,6 @@ from warmgate.api.constants import (
 )
 from warmgate.buckets import BucketPlan
 from warmgate.buckets.cost import estimate_plan
-from warmgate.resources.engine import (
-    BUCKET_FILE,
-    CACHE_DIR,
-    LOCAL_DIR,
-    PLAN_DIR,
-    RECIPE_DIR,
-    cache_key,
-    container_env,
-    engine_section,
-)
 from warmgate.resources.names import child_name, metadata, parent_name, selector_labels
 from warmgate.resources.pod import (
     VOLUME_LOCAL,
@@ -39,7 +29,17 @@ from warmgate.resources.pod import (
     pod_defaults,
     shared_volumes,
 )
-from warmgate.resources.warmup import build_runner_plan, configmap_name
+from warmgate.resources.vllm_engine import (
+    BUCKET_FILE,
+    CACHE_DIR,
+    LOCAL_DIR,
+    PLAN_DIR,
+    RECIPE_DIR,
+    cache_key,
+    container_env,
+    engine_section,
+)
+from warmgate.resources.warmup_children import build_runner_plan, configmap_name
 from warmgate.warmup.engine import engine_argv, recipe_cache_config
 from warmgate.warmup.plan import Plan, parse_plan
 

@@ -8,18 +8,6 @@ from typing import Any, Final
 from warmgate.api import SpecDecodeDeployment, container_resources
 from warmgate.api.constants import ANNOTATION_CACHE_KEY, ANNOTATION_PLAN_HASH, COMPONENT_WARMUP
 from warmgate.buckets import BucketPlan
-from warmgate.resources.engine import (
-    BUCKET_FILE,
-    CACHE_DIR,
-    PLAN_DIR,
-    PLAN_FILE,
-    RECIPE_DIR,
-    RUNNER_DIR,
-    WORK_DIR,
-    cache_key,
-    container_env,
-    engine_section,
-)
 from warmgate.resources.names import (
     COMPONENT_CACHE,
     COMPONENT_PLAN,
@@ -38,7 +26,19 @@ from warmgate.resources.pod import (
     pod_defaults,
     shared_volumes,
 )
-from warmgate.resources.probe import probe_section
+from warmgate.resources.probe_workload import probe_section
+from warmgate.resources.vllm_engine import (
+    BUCKET_FILE,
+    CACHE_DIR,
+    PLAN_DIR,
+    PLAN_FILE,
+    RECIPE_DIR,
+    RUNNER_DIR,
+    WORK_DIR,
+    cache_key,
+    container_env,
+    engine_section,
+)
 from warmgate.warmup.plan import PLAN_FORMAT_VERSION, bucket_digest
 
 __all__ = [
