@@ -29,10 +29,6 @@ def server(control_plane: ControlPlane, warmgate_crd: ControlPlane) -> Iterator[
     control_plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
-def _maybe(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
-    return st.one_of(st.none(), strategy)
-
-
 # Values straddle each bound and rule, so both sides see valid and invalid neighbours.
 ENGINE = st.fixed_dictionaries(
     {},

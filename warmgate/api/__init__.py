@@ -23,7 +23,6 @@ from warmgate.api.conditions import (
 from warmgate.api.constants import (
     API_VERSION,
     CRD_NAME,
-    FINALIZER,
     GROUP,
     KIND,
     PLURAL,
@@ -36,6 +35,7 @@ from warmgate.api.kube import (
     GAUDI_RESOURCE,
     ClaimTemplate,
     EnvVar,
+    Manifest,
     Placement,
     Resources,
     SecretKeyRef,
@@ -71,7 +71,6 @@ from warmgate.api.workload import RecipeCache, ServingSpec, WarmupSpec
 __all__ = [
     "API_VERSION",
     "CRD_NAME",
-    "FINALIZER",
     "GAUDI_RESOURCE",
     "GROUP",
     "KIND",
@@ -89,6 +88,7 @@ __all__ = [
     "DraftModel",
     "EngineSpec",
     "EnvVar",
+    "Manifest",
     "ManifestError",
     "ModelSpec",
     "NgramSpec",

@@ -73,8 +73,3 @@ class ApiModel(BaseModel):
     def to_dict(self) -> dict[str, Any]:
         """Dump as the apiserver stores it: camelCase keys, unset optional fields omitted."""
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
-
-
-def absent(*values: object) -> bool:
-    """True when every value is None (CEL `!has(...)` on each)."""
-    return all(value is None for value in values)

@@ -16,7 +16,7 @@ CATEGORIES: Final = ("warmgate",)
 CRD_NAME: Final = f"{PLURAL}.{GROUP}"
 CRD_FILE: Final = f"crds/{GROUP}_{PLURAL}.yaml"
 
-# Every label, annotation and finalizer is prefixed with the API group (kopf docs,
+# Every label and annotation is prefixed with the API group (kopf docs,
 # "configuration": name them after your own group so they never clash with other operators).
 PREFIX: Final = f"{GROUP}/"
 LABEL_NAME: Final = f"{PREFIX}name"
@@ -24,10 +24,6 @@ LABEL_COMPONENT: Final = f"{PREFIX}component"
 LABEL_PLAN_HASH: Final = f"{PREFIX}plan-hash"
 ANNOTATION_PLAN_HASH: Final = f"{PREFIX}plan-hash"
 ANNOTATION_CACHE_KEY: Final = f"{PREFIX}cache-key"
-# kopf's progress and diff-base storages take a prefix: with GROUP their keys become
-# warmgate.dev/last-handled-configuration and warmgate.dev/<handler-id>.
-KOPF_STORAGE_PREFIX: Final = GROUP
-FINALIZER: Final = f"{PREFIX}finalizer"
 READINESS_GATE: Final = f"{PREFIX}warmed"
 COMPONENT_WARMUP: Final = "warmup"
 COMPONENT_SERVING: Final = "serving"
@@ -60,11 +56,9 @@ class Reason:
     WARMUP_RUNNING: Final = "WarmupRunning"
     WARMUP_SUCCEEDED: Final = "WarmupSucceeded"
     WARMUP_FAILED: Final = "WarmupFailed"
-    CACHE_HIT: Final = "CacheHit"
     SERVING_PROGRESSING: Final = "ServingProgressing"
     REPLICAS_READY: Final = "ReplicasReady"
     SCALED_TO_ZERO: Final = "ScaledToZero"
-    UNWARMED_SHAPE_OBSERVED: Final = "UnwarmedShapeObserved"
 
 
 class Phase:
@@ -76,4 +70,3 @@ class Phase:
     STARTING: Final = "Starting"
     READY: Final = "Ready"
     FAILED: Final = "Failed"
-    ALL: Final = (PENDING, PLANNING, WARMING, STARTING, READY, FAILED)

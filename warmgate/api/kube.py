@@ -15,11 +15,12 @@ QUANTITY_PATTERN = (
     r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
 )
 _QUANTITY_RE = re.compile(QUANTITY_PATTERN)
-DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 STORAGE_SIZE = r"^[1-9][0-9]{0,8}(Mi|Gi|Ti)$"
 ENV_NAME = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
 GAUDI_RESOURCE = "habana.ai/gaudi"
+# A Kubernetes object, or a part of one, as the plain JSON the API server reads and writes.
+Manifest = dict[str, Any]
 
 
 def _check_quantity(value: int | str) -> int | str:

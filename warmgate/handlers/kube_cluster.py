@@ -9,7 +9,8 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-Manifest = dict[str, Any]
+from warmgate.api import Manifest
+
 HTTP_NOT_FOUND = 404
 HTTP_CONFLICT = 409
 # The Job controller labels its Pods with the Job's name (batch/v1, since 1.27).

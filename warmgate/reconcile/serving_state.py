@@ -8,13 +8,11 @@ keeps the last verified plan and Ready reports it: traffic never waits on a warm
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from warmgate.api import Manifest
 from warmgate.api.constants import ANNOTATION_PLAN_HASH, Reason
 from warmgate.api.status import ServingSummary
 from warmgate.reconcile.planning import Verdict
-
-Manifest = dict[str, Any]
 
 
 @dataclass(frozen=True)

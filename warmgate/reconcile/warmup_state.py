@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from warmgate.api import Manifest
 from warmgate.api.constants import Reason
 from warmgate.api.status import Condition, WarmupSummary
 from warmgate.reconcile.planning import Verdict
 
-Manifest = dict[str, Any]
 MESSAGE_LIMIT = 1024
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any, Final
+from typing import Final
 
-from warmgate.api import SpecDecodeDeployment
+from warmgate.api import Manifest, SpecDecodeDeployment
 from warmgate.api.constants import (
     API_VERSION,
     KIND,
@@ -14,8 +14,6 @@ from warmgate.api.constants import (
     LABEL_NAME,
     LABEL_PLAN_HASH,
 )
-
-Manifest = dict[str, Any]
 
 # The one length limit: a DNS-1035 label (Service names) and a label value (the Job controller
 # copies the Job name into the `job-name` Pod label) are both at most 63 characters.

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
-from warmgate.api import Placement, SpecDecodeDeployment
+from warmgate.api import Manifest, Placement, SpecDecodeDeployment
 from warmgate.resources.names import COMPONENT_CACHE, child_name, parent_name
 from warmgate.resources.vllm_engine import (
     BUCKET_FILE,
@@ -14,8 +14,6 @@ from warmgate.resources.vllm_engine import (
     PLAN_FILE,
     WEIGHTS_DIR,
 )
-
-Manifest = dict[str, Any]
 
 VOLUME_PLAN: Final = "plan"
 VOLUME_CACHE: Final = "recipe-cache"

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
-from warmgate.api import SpecDecodeDeployment
+from warmgate.api import Manifest, SpecDecodeDeployment
 from warmgate.buckets import BucketPlan
-
-Manifest = dict[str, Any]
 
 # Decode steps per request: enough for several spec-decode steps at every batch size, short
 # enough that the probe costs seconds, not minutes (docs/runner.md, "Probe").

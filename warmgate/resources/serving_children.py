@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
-from warmgate.api import SpecDecodeDeployment, container_resources
+from warmgate.api import Manifest, SpecDecodeDeployment, container_resources
 from warmgate.api.constants import (
     ANNOTATION_CACHE_KEY,
     ANNOTATION_PLAN_HASH,
@@ -52,7 +52,6 @@ __all__ = [
     "startup_budget_s",
 ]
 
-Manifest = dict[str, Any]
 
 CONTAINER: Final = "vllm"
 PORT_NAME: Final = "http"

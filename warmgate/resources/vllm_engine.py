@@ -7,10 +7,8 @@ import json
 from pathlib import PurePosixPath
 from typing import Any, Final
 
-from warmgate.api import SpecDecodeDeployment
+from warmgate.api import Manifest, SpecDecodeDeployment
 from warmgate.buckets import BucketOverrides, BucketPlan, EngineShapeConfig
-
-Manifest = dict[str, Any]
 
 # Mount points shared by the Job and the Deployment. The runner requires absolute folders at
 # least two levels deep (docs/runner.md, plan fields), because it empties local_dir.

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Final
+from typing import Final
 
-from warmgate.api import SpecDecodeDeployment, container_resources
+from warmgate.api import Manifest, SpecDecodeDeployment, container_resources
 from warmgate.api.constants import ANNOTATION_CACHE_KEY, ANNOTATION_PLAN_HASH, COMPONENT_WARMUP
 from warmgate.buckets import BucketPlan
 from warmgate.resources.names import (
@@ -51,7 +51,6 @@ __all__ = [
     "job_name",
 ]
 
-Manifest = dict[str, Any]
 
 TERMINATION_LOG: Final = "/dev/termination-log"
 CONTAINER: Final = "warmup"
