@@ -14,7 +14,8 @@ from warmgate.api import GROUP, PLURAL, VERSION, ManifestError, SpecDecodeDeploy
 from warmgate.api.constants import COVERAGE_PROVEN, Reason
 from warmgate.api.status import SpecDecodeDeploymentStatus
 from warmgate.handlers import metrics, stages
-from warmgate.reconcile.planning import PlanningResult, evaluate, planned_status
+from warmgate.reconcile.planning import PlanningResult, evaluate
+from warmgate.reconcile.status_builder import build_status, status_patch
 
 METRICS_PORT_ENV = "WARMGATE_METRICS_PORT"
 RESYNC_ENV = "WARMGATE_RESYNC_SECONDS"
@@ -96,7 +97,7 @@ def _sync(
     serving = stages.guarded_serving(
         body, sdd, verified, kv_blocks=kv_blocks, result=result, logger=logger
     )
-    status = planned_status(sdd, result, warmup=warmup, serving=serving)
+    status = build_status(sdd, result, warmup=warmup, serving=serving)
     _write_status(patch, sdd.status, status)
     _announce(body, sdd.status, result, logger)
     namespace, name = sdd.metadata.namespace or "", sdd.metadata.name or ""
@@ -128,14 +129,7 @@ def _write_status(
     patch: kopf.Patch, old: SpecDecodeDeploymentStatus | None, new: SpecDecodeDeploymentStatus
 ) -> None:
     """Write the status only when it changed, so an unchanged object causes no API write."""
-    dumped = new.model_dump(mode="json", by_alias=True, exclude_none=True)
-    before = (old or SpecDecodeDeploymentStatus()).model_dump(
-        mode="json", by_alias=True, exclude_none=True
-    )
-    if dumped != before:
-        patch.status.update(dumped)
-        for gone in before.keys() - dumped.keys():
-            patch.status[gone] = None  # a merge patch deletes a key only when it is null
+    patch.status.update(status_patch(old, new))
 
 
 def _announce(

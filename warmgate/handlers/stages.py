@@ -23,8 +23,9 @@ from warmgate.api.constants import LABEL_PLAN_HASH, PREFIX, READINESS_GATE, WARM
 from warmgate.api.status import WarmupSummary
 from warmgate.buckets import BucketPlan
 from warmgate.handlers import kube_cluster as children
-from warmgate.reconcile.planning import PlanningResult, Verdict, one_line
+from warmgate.reconcile.planning import PlanningResult
 from warmgate.reconcile.serving_state import ServingState, evaluate_serving, served_plan
+from warmgate.reconcile.verdict import Verdict, one_line
 from warmgate.reconcile.warmup_state import WarmupState, evaluate_warmup, remembered
 from warmgate.resources.names import plan_label
 from warmgate.resources.serving_children import (

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from warmgate.api import Manifest
 from warmgate.api.constants import ANNOTATION_PLAN_HASH, Reason
 from warmgate.api.status import ServingSummary
-from warmgate.reconcile.planning import Verdict
+from warmgate.reconcile.verdict import Verdict
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,7 @@ from typing import Any
 from warmgate.api import Manifest
 from warmgate.api.constants import Reason
 from warmgate.api.status import Condition, WarmupSummary
-from warmgate.reconcile.planning import Verdict
-
-MESSAGE_LIMIT = 1024
+from warmgate.reconcile.verdict import MESSAGE_LIMIT, Verdict
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ from warmgate.api import SpecDecodeDeployment, get_condition, parse_manifest
 from warmgate.buckets import plan_buckets
 from warmgate.buckets.coverage import prove_coverage
 from warmgate.controlplane import REPO_ROOT
-from warmgate.reconcile.planning import evaluate, model_profile, planned_status
+from warmgate.reconcile.planning import evaluate, model_profile
+from warmgate.reconcile.status_builder import build_status
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
@@ -69,7 +70,7 @@ def test_completion_beyond_the_cap_stalls() -> None:
     result = evaluate(sdd)
     assert result.coverage.reason == "ExtraBucketsCapped"
     assert result.stalled
-    status = planned_status(sdd, result, at=T0)
+    status = build_status(sdd, result, at=T0)
     stalled = get_condition(status.conditions, "Stalled")
     assert stalled is not None
     assert stalled.status == "True"
@@ -78,14 +79,14 @@ def test_completion_beyond_the_cap_stalls() -> None:
 
 def test_transition_time_moves_only_when_a_status_changes() -> None:
     sdd = load("llama31-8b-seeds.yaml")
-    first = planned_status(sdd, evaluate(sdd), at=T0)
-    again = planned_status(
+    first = build_status(sdd, evaluate(sdd), at=T0)
+    again = build_status(
         sdd.model_copy(update={"status": first}), evaluate(sdd), at=T0 + timedelta(hours=1)
     )
     assert first == again  # a re-reconcile of an unchanged object writes nothing new
     broken = load("llama31-8b-seeds.yaml", buckets={"seeds": {
         "prompt": [[1, 128, 0]], "decode": [[16, 1, 8]]}})  # fmt: skip
-    failed = planned_status(
+    failed = build_status(
         broken.model_copy(update={"status": first}), evaluate(broken), at=T0 + timedelta(hours=2)
     )
     planned = get_condition(failed.conditions, "BucketsPlanned")
