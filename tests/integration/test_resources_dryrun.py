@@ -13,14 +13,8 @@ from warmgate.api import SpecDecodeDeployment, parse_manifest
 from warmgate.api.constants import READINESS_GATE
 from warmgate.controlplane import ControlPlane
 from warmgate.reconcile.planning import evaluate
-from warmgate.resources import (
-    build_cache_pvc,
-    build_plan_configmap,
-    build_service,
-    build_serving_deployment,
-    build_warmup_job,
-    serving_selector,
-)
+from warmgate.resources import PlanToRun, desired_children, serving_selector
+from warmgate.settings import Settings
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -48,16 +42,13 @@ def _create_parent(cp: ControlPlane, namespace: str, path: Path) -> SpecDecodeDe
 
 
 def _children(sdd: SpecDecodeDeployment) -> list[dict[str, Any]]:
-    plan = evaluate(sdd).plan
-    assert plan is not None
-    built = [
-        build_cache_pvc(sdd),
-        build_plan_configmap(sdd, plan),
-        build_warmup_job(sdd, plan, operator_image=OPERATOR_IMAGE),
-        build_serving_deployment(sdd, plan, operator_image=OPERATOR_IMAGE, kv_blocks=4096),
-        build_service(sdd),
-    ]
-    return [m for m in built if m is not None]
+    result = evaluate(sdd)
+    assert result.plan is not None
+    assert result.summary is not None
+    estimate = float(result.summary.estimated_warmup_seconds or 0)
+    to_run = PlanToRun(result.plan, estimate, kv_blocks=4096)
+    children = desired_children(sdd, to_run, Settings(operator_image=OPERATOR_IMAGE))
+    return [*children.warmup, children.serving_deployment, children.service]
 
 
 def _dry_run(cp: ControlPlane, namespace: str, manifest: dict[str, Any]) -> dict[str, Any]:

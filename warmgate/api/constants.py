@@ -24,6 +24,8 @@ LABEL_COMPONENT: Final = f"{PREFIX}component"
 LABEL_PLAN_HASH: Final = f"{PREFIX}plan-hash"
 ANNOTATION_PLAN_HASH: Final = f"{PREFIX}plan-hash"
 ANNOTATION_CACHE_KEY: Final = f"{PREFIX}cache-key"
+# On the serving Deployment: a digest of what the operator last wrote into it.
+ANNOTATION_APPLIED_HASH: Final = f"{PREFIX}applied-hash"
 READINESS_GATE: Final = f"{PREFIX}warmed"
 COMPONENT_WARMUP: Final = "warmup"
 COMPONENT_SERVING: Final = "serving"

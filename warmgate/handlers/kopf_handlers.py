@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections import OrderedDict
+from dataclasses import replace
 from typing import Any
 
 import kopf
@@ -16,10 +17,13 @@ from warmgate.api.status import SpecDecodeDeploymentStatus
 from warmgate.handlers import metrics, stages
 from warmgate.reconcile.planning import PlanningResult, evaluate
 from warmgate.reconcile.status_builder import build_status, status_patch
+from warmgate.reconcile.warmup_state import WarmupState
+from warmgate.resources import Children, PlanToRun, desired_children
+from warmgate.settings import Settings
 
 METRICS_PORT_ENV = "WARMGATE_METRICS_PORT"
-RESYNC_ENV = "WARMGATE_RESYNC_SECONDS"
-RESYNC_SECONDS = float(os.environ.get(RESYNC_ENV, "15") or 15)
+SETTINGS = Settings.from_environment(os.environ)
+RESYNC_SECONDS = SETTINGS.resync_seconds
 _PLAN_CACHE_SIZE = 256
 # Planning costs up to ~2 s per object; the resync timer must not pay it again for a spec
 # it has already planned. Keyed by (uid, generation): any spec change bumps the generation.
@@ -90,19 +94,40 @@ def _sync(
     sdd: SpecDecodeDeployment, body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger
 ) -> None:
     result = _planned(sdd)
-    plan = result.plan if _may_warm(result) else None
-    warmup = stages.guarded_warmup(body, sdd, plan, logger) if plan else None
-    verified = plan if plan and warmup and warmup.verdict.status == "True" else None
-    kv_blocks = warmup.summary_of_run.kv_blocks if warmup and warmup.summary_of_run else None
-    serving = stages.guarded_serving(
-        body, sdd, verified, kv_blocks=kv_blocks, result=result, logger=logger
-    )
+    warmup, verified = _warm(sdd, result, body, logger)
+    serving = stages.guarded_serving(body, sdd, verified, result=result, logger=logger)
     status = build_status(sdd, result, warmup=warmup, serving=serving)
     _write_status(patch, sdd.status, status)
     _announce(body, sdd.status, result, logger)
     namespace, name = sdd.metadata.namespace or "", sdd.metadata.name or ""
     metrics.record(namespace, name, result)
     metrics.record_status(namespace, name, status)
+
+
+def _warm(
+    sdd: SpecDecodeDeployment, result: PlanningResult, body: kopf.Body, logger: kopf.Logger
+) -> tuple[WarmupState | None, Children | None]:
+    """The warmup state of the plan, and its children when the runner verified it."""
+    if result.plan is None or not _may_warm(result):
+        return None, None
+    estimate = result.summary.estimated_warmup_seconds if result.summary else None
+    to_run = PlanToRun(result.plan, float(estimate or 0), _recorded_kv_blocks(sdd))
+    wanted = stages.plan_children(sdd, to_run, SETTINGS)
+    if isinstance(wanted, WarmupState):
+        logger.error(wanted.verdict.message)
+        return wanted, None
+    warmup = stages.guarded_warmup(body, sdd, wanted, logger)
+    if warmup.verdict.status != "True":
+        return warmup, None
+    measured = warmup.summary_of_run.kv_blocks if warmup.summary_of_run else None
+    if measured != to_run.kv_blocks:  # verified just now: serving pins what the runner measured
+        wanted = desired_children(sdd, replace(to_run, kv_blocks=measured), SETTINGS)
+    return warmup, wanted
+
+
+def _recorded_kv_blocks(sdd: SpecDecodeDeployment) -> int | None:
+    """The KV block count of the warmup the status records (the one serving pins)."""
+    return sdd.status.warmup.kv_blocks if sdd.status and sdd.status.warmup else None
 
 
 def _planned(sdd: SpecDecodeDeployment) -> PlanningResult:

@@ -7,9 +7,6 @@ creates or rolls.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 from dataclasses import replace
 from typing import Any
 
@@ -19,73 +16,72 @@ from pydantic import ValidationError
 
 from warmgate.api import SpecDecodeDeployment
 from warmgate.api.conditions import get_condition, now
-from warmgate.api.constants import LABEL_PLAN_HASH, PREFIX, READINESS_GATE, WARMED, Reason
+from warmgate.api.constants import (
+    ANNOTATION_APPLIED_HASH,
+    ANNOTATION_PLAN_HASH,
+    LABEL_PLAN_HASH,
+    READINESS_GATE,
+    WARMED,
+    Reason,
+)
 from warmgate.api.status import WarmupSummary
-from warmgate.buckets import BucketPlan
 from warmgate.handlers import kube_cluster as children
 from warmgate.reconcile.planning import PlanningResult
 from warmgate.reconcile.serving_state import ServingState, evaluate_serving, served_plan
 from warmgate.reconcile.verdict import Verdict, one_line
 from warmgate.reconcile.warmup_state import WarmupState, evaluate_warmup, remembered
+from warmgate.resources import Children, PlanToRun, cache_key, desired_children
 from warmgate.resources.names import plan_label
-from warmgate.resources.serving_children import (
-    build_service,
-    build_serving_deployment,
-    serving_name,
-    serving_selector,
-)
-from warmgate.resources.vllm_engine import cache_key
-from warmgate.resources.warmup_children import (
-    build_cache_pvc,
-    build_plan_configmap,
-    build_warmup_job,
-    job_name,
-)
+from warmgate.resources.serving_children import serving_name, serving_selector
+from warmgate.settings import Settings
 
-OPERATOR_IMAGE_ENV = "WARMGATE_OPERATOR_IMAGE"  # the image whose runner files the Job copies
-DEFAULT_OPERATOR_IMAGE = "ghcr.io/warmgate/warmgate:0.1.0"
-ANNOTATION_APPLIED = f"{PREFIX}applied-hash"  # what the operator last wrote into the Deployment
+
+def plan_children(
+    sdd: SpecDecodeDeployment, to_run: PlanToRun, settings: Settings
+) -> Children | WarmupState:
+    """The children of the plan, or the warmup state that reports why they cannot be built."""
+    try:
+        return desired_children(sdd, to_run, settings)
+    except (ValueError, ValidationError) as exc:
+        message = f"Could not create or read the warmup Job, retrying: {one_line(exc, 512)}"
+        verdict = Verdict("Unknown", Reason.WARMUP_PENDING, message)
+        return WarmupState(verdict, WarmupSummary(cache_key=cache_key(sdd, to_run.buckets)))
 
 
 def guarded_warmup(
-    body: kopf.Body, sdd: SpecDecodeDeployment, plan: BucketPlan, logger: kopf.Logger
+    body: kopf.Body, sdd: SpecDecodeDeployment, wanted: Children, logger: kopf.Logger
 ) -> WarmupState:
-    """The warmup stage; an API or build failure is reported, and the next resync retries."""
+    """The warmup stage; an API failure is reported, and the next resync retries."""
     try:
-        return _warmup(body, sdd, plan)
-    except (ApiException, ValueError, ValidationError) as exc:
+        return _warmup(body, sdd, wanted)
+    except ApiException as exc:
         message = f"Could not create or read the warmup Job, retrying: {one_line(exc, 512)}"
         logger.error(message)
         verdict = Verdict("Unknown", Reason.WARMUP_PENDING, message)
-        return WarmupState(verdict, WarmupSummary(cache_key=cache_key(sdd, plan)))
+        return WarmupState(verdict, WarmupSummary(cache_key=wanted.cache_key))
 
 
-def _warmup(body: kopf.Body, sdd: SpecDecodeDeployment, plan: BucketPlan) -> WarmupState:
+def _warmup(body: kopf.Body, sdd: SpecDecodeDeployment, wanted: Children) -> WarmupState:
     """Create the warmup children of this plan when missing, then read the Job's verdict."""
-    namespace, key = sdd.metadata.namespace or "default", cache_key(sdd, plan)
+    namespace, key = sdd.metadata.namespace or "default", wanted.cache_key
     old = sdd.status
     known = remembered(
         get_condition(old.conditions if old else None, WARMED), old.warmup if old else None, key
     )
     if known is not None:
         return known
-    name = job_name(sdd, key)
+    name = wanted.warmup_job["metadata"]["name"]
     job = children.read_job(namespace, name)
     if job is None:
-        image = _operator_image()
-        wanted = (
-            build_cache_pvc(sdd),
-            build_plan_configmap(sdd, plan),
-            build_warmup_job(sdd, plan, operator_image=image),
-        )
-        for manifest in filter(None, wanted):
+        for manifest in wanted.warmup:
             if children.create_if_absent(manifest):
                 kind, child = manifest["kind"], manifest["metadata"]["name"]
                 kopf.event(body, type="Normal", reason="Created", message=f"Created {kind} {child}")
         job = children.read_job(namespace, name)
     state = evaluate_warmup(job, children.job_pods(namespace, name), key)
     if state.verdict.status == "True":  # the runner checked every planned bucket against the log
-        warmed = len(plan.prompt_buckets) + len(plan.decode_buckets)
+        plan = wanted.runner_plan["buckets"]["expected"]
+        warmed = plan["prompt"]["count"] + plan["decode"]["count"]
         state = replace(state, summary=state.summary.model_copy(update={"warmed_buckets": warmed}))
     return state
 
@@ -93,43 +89,36 @@ def _warmup(body: kopf.Body, sdd: SpecDecodeDeployment, plan: BucketPlan) -> War
 def guarded_serving(
     body: kopf.Body,
     sdd: SpecDecodeDeployment,
-    verified: BucketPlan | None,
+    verified: Children | None,
     *,
-    kv_blocks: int | None,
     result: PlanningResult,
     logger: kopf.Logger,
 ) -> ServingState | None:
     """The serving stage; None (Ready follows the warmup) when it could not read its children."""
     digest = result.summary.hash if result.summary else ""
     try:
-        return _serving(body, sdd, verified, kv_blocks, digest or "")
-    except (ApiException, ValueError, ValidationError) as exc:
+        return _serving(body, sdd, verified, digest or "")
+    except ApiException as exc:
         logger.error(f"Could not reconcile the serving Deployment, retrying: {one_line(exc, 512)}")
         return None
 
 
 def _serving(
-    body: kopf.Body,
-    sdd: SpecDecodeDeployment,
-    verified: BucketPlan | None,
-    kv_blocks: int | None,
-    digest: str,
+    body: kopf.Body, sdd: SpecDecodeDeployment, verified: Children | None, digest: str
 ) -> ServingState:
     """Point the Deployment at a verified plan only; while a new plan warms, keep the old one."""
     namespace, name = sdd.metadata.namespace or "default", serving_name(sdd)
     deployment = children.read_deployment(namespace, name)
     if verified is not None:
-        desired = build_serving_deployment(
-            sdd, verified, operator_image=_operator_image(), kv_blocks=kv_blocks
-        )
-        wanted = _hash(desired)
-        desired["metadata"]["annotations"][ANNOTATION_APPLIED] = wanted
-        if _annotation(deployment, ANNOTATION_APPLIED) != wanted:
+        desired = verified.serving_deployment
+        wanted = desired["metadata"]["annotations"][ANNOTATION_APPLIED_HASH]
+        if _annotation(deployment, ANNOTATION_APPLIED_HASH) != wanted:
             if children.apply_deployment(desired, deployment):
-                message = f"Pointed Deployment {name} at verified plan {verified.digest[:12]}"
+                plan = desired["metadata"]["annotations"][ANNOTATION_PLAN_HASH]
+                message = f"Pointed Deployment {name} at verified plan {plan[:12]}"
                 kopf.event(body, type="Normal", reason="Rolled", message=message)
             deployment = children.read_deployment(namespace, name)
-        if children.create_if_absent(build_service(sdd)):
+        if children.create_if_absent(verified.service):
             kopf.event(body, type="Normal", reason="Created", message=f"Created Service {name}")
     elif deployment is not None and deployment["spec"].get("replicas") != sdd.spec.serving.replicas:
         children.scale_deployment(namespace, name, sdd.spec.serving.replicas)
@@ -156,16 +145,6 @@ def _gate_pods(namespace: str, sdd: SpecDecodeDeployment, deployment: dict[str, 
                 "message": f"Plan {served[:12]} was warmed and verified",
                 "lastTransitionTime": now().strftime("%Y-%m-%dT%H:%M:%SZ"),
             })  # fmt: skip
-
-
-def _operator_image() -> str:
-    return os.environ.get(OPERATOR_IMAGE_ENV, DEFAULT_OPERATOR_IMAGE)
-
-
-def _hash(manifest: dict[str, Any]) -> str:
-    """Digest of what the operator wants the Deployment to be (spec plus its own labels)."""
-    wanted = {"spec": manifest["spec"], "labels": manifest["metadata"].get("labels")}
-    return hashlib.sha256(json.dumps(wanted, sort_keys=True).encode()).hexdigest()[:32]
 
 
 def _annotation(obj: dict[str, Any] | None, key: str) -> str | None:

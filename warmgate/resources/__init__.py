@@ -1,30 +1,20 @@
-"""Pure builders: CR + plan -> Job / Deployment / ConfigMap / Service manifests."""
+"""Pure builders: spec + plan + settings -> the Job, Deployment, ConfigMap, claim and Service."""
 
+from warmgate.resources.cache_key import cache_key
+from warmgate.resources.children import Children, desired_children
 from warmgate.resources.names import MAX_NAME, child_name, labels, owner_reference
-from warmgate.resources.serving_children import (
-    build_service,
-    build_serving_deployment,
-    serving_name,
-    serving_selector,
-)
-from warmgate.resources.vllm_engine import cache_key
-from warmgate.resources.warmup_children import (
-    build_cache_pvc,
-    build_plan_configmap,
-    build_runner_plan,
-    build_warmup_job,
-)
+from warmgate.resources.plan_to_run import PlanToRun
+from warmgate.resources.serving_children import serving_name, serving_selector
+from warmgate.resources.warmup_children import job_name
 
 __all__ = [
     "MAX_NAME",
-    "build_cache_pvc",
-    "build_plan_configmap",
-    "build_runner_plan",
-    "build_service",
-    "build_serving_deployment",
-    "build_warmup_job",
+    "Children",
+    "PlanToRun",
     "cache_key",
     "child_name",
+    "desired_children",
+    "job_name",
     "labels",
     "owner_reference",
     "serving_name",

@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Final
 
 from warmgate.api import Manifest, Placement, SpecDecodeDeployment
-from warmgate.resources.names import COMPONENT_CACHE, child_name, parent_name
-from warmgate.resources.vllm_engine import (
+from warmgate.resources.mounts import (
     BUCKET_FILE,
     CACHE_DIR,
     LOCAL_DIR,
@@ -14,6 +13,7 @@ from warmgate.resources.vllm_engine import (
     PLAN_FILE,
     WEIGHTS_DIR,
 )
+from warmgate.resources.names import COMPONENT_CACHE, child_name, parent_name
 
 VOLUME_PLAN: Final = "plan"
 VOLUME_CACHE: Final = "recipe-cache"

@@ -25,8 +25,8 @@ def _batch_sizes(plan: BucketPlan) -> list[int]:
     e.g. seeds with bs 1, 2, 4, ..., 128 and max_num_seqs 128 -> [1, 16, 128]: the ends are
     where padding and the 1+k expansion differ most, the middle is the common case.
     """
-    mns = plan.config.max_num_seqs
-    sizes = sorted({b for b, _, _ in plan.seed_decode_buckets if b <= mns}) or [1]
+    max_seqs = plan.config.max_num_seqs
+    sizes = sorted({b for b, _, _ in plan.seed_decode_buckets if b <= max_seqs}) or [1]
     return sorted({sizes[0], sizes[len(sizes) // 2], sizes[-1]})
 
 

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Final
 
 from warmgate.api import Manifest, SpecDecodeDeployment, container_resources
 from warmgate.api.constants import (
+    ANNOTATION_APPLIED_HASH,
     ANNOTATION_CACHE_KEY,
     ANNOTATION_PLAN_HASH,
     COMPONENT_SERVING,
     READINESS_GATE,
 )
-from warmgate.buckets import BucketPlan
-from warmgate.buckets.cost import estimate_plan
+from warmgate.resources.mounts import BUCKET_FILE, CACHE_DIR, LOCAL_DIR, PLAN_DIR, RECIPE_DIR
 from warmgate.resources.names import child_name, metadata, parent_name, selector_labels
+from warmgate.resources.plan_to_run import PlanToRun
 from warmgate.resources.pod import (
     VOLUME_LOCAL,
     cache_claim_name,
@@ -29,29 +33,9 @@ from warmgate.resources.pod import (
     pod_defaults,
     shared_volumes,
 )
-from warmgate.resources.vllm_engine import (
-    BUCKET_FILE,
-    CACHE_DIR,
-    LOCAL_DIR,
-    PLAN_DIR,
-    RECIPE_DIR,
-    cache_key,
-    container_env,
-    engine_section,
-)
-from warmgate.resources.warmup_children import build_runner_plan, configmap_name
-from warmgate.warmup.engine import engine_argv, recipe_cache_config
-from warmgate.warmup.plan import Plan, parse_plan
-
-__all__ = [
-    "build_service",
-    "build_serving_deployment",
-    "serving_engine",
-    "serving_name",
-    "serving_selector",
-    "startup_budget_s",
-]
-
+from warmgate.resources.vllm_engine import SERVING_HOST, EngineLaunch, container_env
+from warmgate.resources.warmup_children import configmap_name
+from warmgate.warmup.engine import engine_command, recipe_cache_config
 
 CONTAINER: Final = "vllm"
 PORT_NAME: Final = "http"
@@ -76,36 +60,27 @@ def serving_selector(sdd: SpecDecodeDeployment) -> str:
     return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
 
 
-def _estimated_warmup_s(sdd: SpecDecodeDeployment, plan: BucketPlan) -> float:
-    """status.plan.estimatedWarmupSeconds when it describes this plan, else the cost model."""
-    summary = sdd.status.plan if sdd.status else None
-    if summary and summary.hash == plan.digest and summary.estimated_warmup_seconds is not None:
-        return float(summary.estimated_warmup_seconds)
-    return estimate_plan(plan).high_s
-
-
-def startup_budget_s(sdd: SpecDecodeDeployment, plan: BucketPlan) -> int:
+def startup_budget_s(sdd: SpecDecodeDeployment, plan: PlanToRun) -> int:
     """Seconds a serving Pod may take to answer /health (field.md §4 item 8).
 
     e.g. the eagle3 example (189 decode + 34 prompt buckets, estimate 337 s, weights from the
     Hub): 1800 + 1.5 * 337 = 2306 s -> the startupProbe allows 231 checks of 10 s.
     """
     load = LOAD_ALLOWANCE_S[sdd.spec.model.weights is not None]
-    return math.ceil(load + BUDGET_MARGIN * _estimated_warmup_s(sdd, plan))
+    return math.ceil(load + BUDGET_MARGIN * plan.estimated_warmup_s)
 
 
-def serving_engine(sdd: SpecDecodeDeployment, plan: BucketPlan, *, kv_blocks: int | None) -> Plan:
-    """The runner's own parse of the warmup plan, its engine listening on all interfaces.
+def serving_launch(plan: PlanToRun, warmup: EngineLaunch) -> EngineLaunch:
+    """The warmup's engine on all interfaces, pinning the KV blocks its warmup measured.
 
-    Serving reuses `warmgate.warmup.engine.engine_argv` on it, so the Deployment's command is
-    the warmup engine's command by construction (same flags, same pinned KV block count).
+    The plan's own count wins, as in the planner (docs/api.md "numGpuBlocks"); without one, the
+    count the runner reported (``plan.kv_blocks``) keeps serving's decode shapes the warmed ones.
     """
-    document = build_runner_plan(sdd, plan, cache_key=cache_key(sdd, plan))
-    engine = engine_section(sdd, plan, kv_blocks=kv_blocks)
-    return parse_plan({**document, "engine": {**engine, "host": "0.0.0.0"}})
+    blocks = plan.buckets.config.num_gpu_blocks or plan.kv_blocks
+    return replace(warmup, host=SERVING_HOST, num_gpu_blocks_override=blocks)
 
 
-def _engine_env(sdd: SpecDecodeDeployment, parsed: Plan) -> list[Manifest]:
+def _engine_env(sdd: SpecDecodeDeployment, launch: EngineLaunch) -> list[Manifest]:
     """What the runner gives the engine (docs/runner.md), with the restored cache reused."""
     size = sdd.spec.warmup.cache.max_size_mb
     owned = {
@@ -118,7 +93,7 @@ def _engine_env(sdd: SpecDecodeDeployment, parsed: Plan) -> list[Manifest]:
         ),
         "PYTHONUNBUFFERED": "1",
     }
-    values = {**parsed.engine.env, **owned}
+    values = {**launch.env, **owned}
     return [{"name": k, "value": v} for k, v in values.items()] + container_env(sdd)
 
 
@@ -131,14 +106,13 @@ def _probe(path: str, period: int, failures: int) -> Manifest:
     }
 
 
-def _vllm_container(sdd: SpecDecodeDeployment, plan: BucketPlan, kv_blocks: int | None) -> Manifest:
-    parsed = serving_engine(sdd, plan, kv_blocks=kv_blocks)
+def _vllm_container(sdd: SpecDecodeDeployment, plan: PlanToRun, launch: EngineLaunch) -> Manifest:
     budget = startup_budget_s(sdd, plan)
     return {
         "name": CONTAINER,
         "image": sdd.spec.image,
-        "command": engine_argv(parsed),
-        "env": _engine_env(sdd, parsed),
+        "command": engine_command(launch),
+        "env": _engine_env(sdd, launch),
         "ports": [{"name": PORT_NAME, "containerPort": sdd.spec.serving.port, "protocol": "TCP"}],
         "resources": container_resources(
             sdd.spec.serving.resources, sdd.spec.engine.tensor_parallel_size
@@ -162,7 +136,7 @@ def _restore(key: str, operator_image: str) -> Manifest:
 
 
 def _pod_spec(
-    sdd: SpecDecodeDeployment, plan: BucketPlan, key: str, operator_image: str, kv: int | None
+    sdd: SpecDecodeDeployment, plan: PlanToRun, key: str, launch: EngineLaunch, operator_image: str
 ) -> Manifest:
     serving = sdd.spec.serving
     volumes = [plan_volume(configmap_name(sdd, key), plan=False), *shared_volumes(sdd)]
@@ -175,7 +149,7 @@ def _pod_spec(
         "readinessGates": [{"conditionType": READINESS_GATE}],
         **placement_fields(serving.placement),
         **pod_defaults(),
-        "containers": [_vllm_container(sdd, plan, kv)],
+        "containers": [_vllm_container(sdd, plan, launch)],
         "volumes": volumes,
         "terminationGracePeriodSeconds": 60,
     }
@@ -186,21 +160,23 @@ def _pod_spec(
 
 def build_serving_deployment(
     sdd: SpecDecodeDeployment,
-    plan: BucketPlan,
+    plan: PlanToRun,
     *,
+    key: str,
+    launch: EngineLaunch,
     operator_image: str,
-    kv_blocks: int | None = None,
 ) -> Manifest:
-    """The serving Deployment of a verified plan: gated Pods, same engine as the warmup Job.
+    """The serving Deployment of a verified plan: gated Pods, the warmup Job's engine.
 
-    ``kv_blocks``: the KV block count the warmup measured (the runner's termination summary,
-    `kv_blocks`), pinned when neither the spec nor the plan fixes it.
+    ``launch`` is the serving engine (``serving_launch``). The `warmgate.dev/applied-hash`
+    annotation digests the spec and labels, so the operator rewrites the Deployment only when
+    what it wants changed.
     """
-    key = cache_key(sdd, plan)
     serving = sdd.spec.serving
-    annotations = {ANNOTATION_PLAN_HASH: plan.digest, ANNOTATION_CACHE_KEY: key}
+    digest = plan.buckets.digest
+    annotations = {ANNOTATION_PLAN_HASH: digest, ANNOTATION_CACHE_KEY: key}
     meta = metadata(
-        sdd, serving_name(sdd), COMPONENT_SERVING, plan_digest=plan.digest, annotations=annotations
+        sdd, serving_name(sdd), COMPONENT_SERVING, plan_digest=digest, annotations=annotations
     )
     pod_labels = {**(serving.pod_labels or {}), **meta["labels"]}
     pod_annotations = {**(serving.pod_annotations or {}), **annotations}
@@ -217,10 +193,17 @@ def build_serving_deployment(
         "revisionHistoryLimit": 3,
         "template": {
             "metadata": {"labels": pod_labels, "annotations": pod_annotations},
-            "spec": _pod_spec(sdd, plan, key, operator_image, kv_blocks),
+            "spec": _pod_spec(sdd, plan, key, launch, operator_image),
         },
     }
+    meta["annotations"][ANNOTATION_APPLIED_HASH] = applied_hash(spec, meta["labels"])
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "spec": spec}
+
+
+def applied_hash(spec: Manifest, labels: dict[str, str]) -> str:
+    """Digest of what the operator wants the Deployment to be (spec plus its own labels)."""
+    wanted = {"spec": spec, "labels": labels}
+    return hashlib.sha256(json.dumps(wanted, sort_keys=True).encode()).hexdigest()[:32]
 
 
 def build_service(sdd: SpecDecodeDeployment) -> Manifest:

@@ -1,28 +1,22 @@
-"""The one engine definition warmup and serving share: vLLM flags, environment and cache key."""
+"""The one engine definition warmup and serving share: the vLLM command, flags and environment."""
 
 from __future__ import annotations
 
-import hashlib
-import json
+from dataclasses import fields
 from pathlib import PurePosixPath
 from typing import Any, Final
 
 from warmgate.api import Manifest, SpecDecodeDeployment
 from warmgate.buckets import BucketOverrides, BucketPlan, EngineShapeConfig
+from warmgate.resources.mounts import WEIGHTS_DIR
+from warmgate.warmup.plan import EngineSpec
 
-# Mount points shared by the Job and the Deployment. The runner requires absolute folders at
-# least two levels deep (docs/runner.md, plan fields), because it empties local_dir.
-PLAN_DIR: Final = "/etc/warmgate"
-PLAN_FILE: Final = "plan.json"
-BUCKET_FILE: Final = "buckets.txt"
-RUNNER_DIR: Final = "/warmgate/runner"
-CACHE_DIR: Final = "/warmgate/cache"
-LOCAL_DIR: Final = "/warmgate/local"
-RECIPE_DIR: Final = f"{LOCAL_DIR}/recipe_cache"
-WORK_DIR: Final = f"{LOCAL_DIR}/work"
-WEIGHTS_DIR: Final = "/warmgate/weights"
+# The runner's typed `engine` section: how the engine is started (warmgate.warmup.plan).
+EngineLaunch = EngineSpec
 ENGINE_COMMAND: Final = ("vllm", "serve")
-CACHE_KEY_VERSION: Final = "warmgate-cache-key-v1"
+# The warmup engine answers the runner's probe on loopback; serving listens on all interfaces.
+WARMUP_HOST: Final = "127.0.0.1"
+SERVING_HOST: Final = "0.0.0.0"
 
 
 def model_argument(sdd: SpecDecodeDeployment) -> str:
@@ -100,28 +94,34 @@ def literal_env(sdd: SpecDecodeDeployment) -> dict[str, str]:
     return {e.name: e.value or "" for e in sdd.spec.engine.env or () if e.value_from is None}
 
 
-def engine_section(
-    sdd: SpecDecodeDeployment, plan: BucketPlan, *, kv_blocks: int | None = None
-) -> Manifest:
-    """The runner plan's `engine` object; serving derives its command line from the same dict.
+def engine_launch(sdd: SpecDecodeDeployment, plan: BucketPlan) -> EngineLaunch:
+    """How the warmup runner starts the engine: the runner's own typed `engine` section.
 
-    ``kv_blocks`` pins --num-gpu-blocks-override when the plan does not (the count a warmup
-    measured, docs/api.md "numGpuBlocks"); the plan's own count wins, as in the planner.
+    Serving runs the same definition on another address and with the KV block count the
+    warmup measured (``serving_launch``), so both pods start one engine by construction.
     """
-    blocks = plan.config.num_gpu_blocks or kv_blocks
-    return {
-        "command": list(ENGINE_COMMAND),
-        "model": model_argument(sdd),
-        "served_model_name": sdd.spec.model.name,
-        "host": "127.0.0.1",
-        "port": sdd.spec.serving.port,
-        "tensor_parallel_size": sdd.spec.engine.tensor_parallel_size,
-        "max_model_len": sdd.spec.engine.max_model_len,
-        "speculative_config": speculative_config(sdd),
-        "num_gpu_blocks_override": blocks,
-        "args": engine_args(sdd),
-        "env": {**bucket_env(plan.config), **literal_env(sdd)},
-    }
+    return EngineLaunch(
+        command=ENGINE_COMMAND,
+        model=model_argument(sdd),
+        served_model_name=sdd.spec.model.name,
+        host=WARMUP_HOST,
+        port=sdd.spec.serving.port,
+        tensor_parallel_size=sdd.spec.engine.tensor_parallel_size,
+        max_model_len=sdd.spec.engine.max_model_len,
+        speculative_config=speculative_config(sdd),
+        num_gpu_blocks_override=plan.config.num_gpu_blocks,
+        args=tuple(engine_args(sdd)),
+        env={**bucket_env(plan.config), **literal_env(sdd)},
+    )
+
+
+def engine_document(launch: EngineLaunch) -> Manifest:
+    """The runner plan's `engine` object (docs/runner.md), field for field, as plain JSON."""
+    document: Manifest = {}
+    for field in fields(launch):
+        value = getattr(launch, field.name)
+        document[field.name] = list(value) if isinstance(value, tuple) else value
+    return document
 
 
 def container_env(sdd: SpecDecodeDeployment) -> list[Manifest]:
@@ -141,32 +141,3 @@ def env_from(sdd: SpecDecodeDeployment) -> list[Manifest]:
         for e in sdd.spec.engine.env or ()
         if e.value_from is not None
     ]
-
-
-def cache_key(sdd: SpecDecodeDeployment, plan: BucketPlan) -> str:
-    """The recipe-cache key: `<device>-tp<N>-<40 hex>` over the stack identity and the plan.
-
-    Hashed (field.md §4 item 4; bucketing reference §4.6 lists what invalidates recipes): the
-    image (PyTorch, Gaudi software, vllm-gaudi versions), device generation, TP size, dtype,
-    vllm-gaudi profile, spec method, k and the draft model, the model name and revision, the
-    pinned KV block count, the engine flags and environment, and the plan digest (the bucket
-    set). Replica count, placement, resources and timeouts are not in it: they change no graph.
-    """
-    spec = sdd.spec
-    identity = {
-        "v": CACHE_KEY_VERSION,
-        "image": spec.image,
-        "device": spec.device,
-        "tensor_parallel_size": spec.engine.tensor_parallel_size,
-        "dtype": spec.engine.dtype,
-        "profile": spec.engine.profile,
-        "model": [spec.model.name, spec.model.revision],
-        "speculative": speculative_config(sdd),
-        "kv_blocks": plan.config.num_gpu_blocks,
-        "engine": [engine_args(sdd), bucket_env(plan.config), literal_env(sdd)],
-        "engine_env_from": env_from(sdd),
-        "plan": plan.digest,
-    }
-    text = json.dumps(identity, sort_keys=True, separators=(",", ":"))
-    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:40]
-    return f"{spec.device}-tp{spec.engine.tensor_parallel_size}-{digest}"

@@ -1,4 +1,4 @@
-"""The warmup children: the runner plan, its ConfigMap, the warmup Job and the cache claim."""
+"""The warmup children: the plan ConfigMap, the warmup Job and the recipe-cache claim."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from typing import Final
 from warmgate.api import Manifest, SpecDecodeDeployment, container_resources
 from warmgate.api.constants import ANNOTATION_CACHE_KEY, ANNOTATION_PLAN_HASH, COMPONENT_WARMUP
 from warmgate.buckets import BucketPlan
+from warmgate.resources.cache_key import key_hash
+from warmgate.resources.mounts import BUCKET_FILE, PLAN_DIR, PLAN_FILE, RUNNER_DIR
 from warmgate.resources.names import (
     COMPONENT_CACHE,
     COMPONENT_PLAN,
@@ -26,33 +28,9 @@ from warmgate.resources.pod import (
     pod_defaults,
     shared_volumes,
 )
-from warmgate.resources.probe_workload import probe_section
-from warmgate.resources.vllm_engine import (
-    BUCKET_FILE,
-    CACHE_DIR,
-    PLAN_DIR,
-    PLAN_FILE,
-    RECIPE_DIR,
-    RUNNER_DIR,
-    WORK_DIR,
-    cache_key,
-    container_env,
-    engine_section,
-)
-from warmgate.warmup.plan import PLAN_FORMAT_VERSION, bucket_digest
+from warmgate.resources.runner_plan import TERMINATION_LOG
+from warmgate.resources.vllm_engine import container_env
 
-__all__ = [
-    "build_cache_pvc",
-    "build_plan_configmap",
-    "build_runner_plan",
-    "build_warmup_job",
-    "cache_key",
-    "configmap_name",
-    "job_name",
-]
-
-
-TERMINATION_LOG: Final = "/dev/termination-log"
 CONTAINER: Final = "warmup"
 VOLUME_RUNNER: Final = "runner"
 # A ConfigMap holds at most 1 MiB (etcd's object limit); a plan above it cannot be mounted.
@@ -86,79 +64,22 @@ RUNNER_COMMAND: Final = (
 
 def job_name(sdd: SpecDecodeDeployment, key: str) -> str:
     """`<parent>-warmup-<hash>`: one Job per cache key (stack identity + plan digest)."""
-    return child_name(parent_name(sdd), COMPONENT_WARMUP, _key_hash(key))
+    return child_name(parent_name(sdd), COMPONENT_WARMUP, key_hash(key))
 
 
 def configmap_name(sdd: SpecDecodeDeployment, key: str) -> str:
     """`<parent>-plan-<hash>`: the plan files of one cache key."""
-    return child_name(parent_name(sdd), COMPONENT_PLAN, _key_hash(key))
-
-
-def _key_hash(key: str) -> str:
-    """The hex part of a cache key, `gaudi2-tp1-3f2a9c0d41...` -> `3f2a9c0d41...`."""
-    return key.rsplit("-", 1)[-1]
-
-
-def _expected(plan: BucketPlan) -> Manifest:
-    """Counts and digests with the runner's own algorithm (docs/runner.md, "Digests")."""
-    lists = {
-        "prompt": plan.prompt_buckets,
-        "seed_decode": plan.seed_decode_buckets,
-        "decode": plan.decode_buckets,
-    }
-    return {n: {"count": len(rows), "digest": bucket_digest(rows)} for n, rows in lists.items()}
-
-
-def _timeouts(sdd: SpecDecodeDeployment) -> Manifest:
-    """Runner deadlines inside the Pod's activeDeadlineSeconds, so the runner ends first and
-    still writes its report: 95 % of it, split facts 10 % / probe 25 % / stop 5 % (capped)."""
-    total = sdd.spec.warmup.timeout_seconds * 0.95
-    facts, probe, grace = (
-        min(300.0, total * 0.1),
-        min(1800.0, total * 0.25),
-        min(60.0, total * 0.05),
-    )
-    startup = total - facts - probe - grace
-    return {"total_s": total, "facts_s": facts, "startup_s": startup, "probe_s": probe,
-            "stop_grace_s": grace}  # fmt: skip
-
-
-def build_runner_plan(sdd: SpecDecodeDeployment, plan: BucketPlan, *, cache_key: str) -> Manifest:
-    """The runner's plan document, format v1, exactly as `warmgate.warmup.plan` validates it."""
-    return {
-        "format_version": PLAN_FORMAT_VERSION,
-        "plan_id": f"{parent_name(sdd)}-{plan.digest[:12]}",
-        "engine": engine_section(sdd, plan),
-        "buckets": {
-            # Seeds only: the engine expands decode seeds by 1+k itself (§2.6).
-            "seed_file_text": plan.to_bucket_file(),
-            "expected": _expected(plan),
-            "abort_on_mismatch": True,
-        },
-        "kv_blocks_expected": plan.config.num_gpu_blocks,
-        "cache": {
-            "volume_dir": CACHE_DIR,
-            "key": cache_key,
-            "local_dir": RECIPE_DIR,
-            "size_mb": sdd.spec.warmup.cache.max_size_mb,
-            "reuse_existing": True,
-        },
-        "probe": probe_section(sdd, plan),
-        "timeouts": _timeouts(sdd),
-        "report": {"dir": f"{CACHE_DIR}/reports", "termination_log": TERMINATION_LOG},
-        "work_dir": WORK_DIR,
-        "require_device": True,
-    }
+    return child_name(parent_name(sdd), COMPONENT_PLAN, key_hash(key))
 
 
 def _annotations(plan: BucketPlan, key: str) -> dict[str, str]:
     return {ANNOTATION_PLAN_HASH: plan.digest, ANNOTATION_CACHE_KEY: key}
 
 
-def build_plan_configmap(sdd: SpecDecodeDeployment, plan: BucketPlan) -> Manifest:
+def build_plan_configmap(
+    sdd: SpecDecodeDeployment, plan: BucketPlan, *, key: str, runner_plan: Manifest
+) -> Manifest:
     """The ConfigMap with plan.json (the Job's runner) and buckets.txt (serving's seed file)."""
-    key = cache_key(sdd, plan)
-    runner_plan = build_runner_plan(sdd, plan, cache_key=key)
     data = {
         PLAN_FILE: json.dumps(runner_plan, indent=2, sort_keys=True) + "\n",
         BUCKET_FILE: runner_plan["buckets"]["seed_file_text"],
@@ -166,10 +87,9 @@ def build_plan_configmap(sdd: SpecDecodeDeployment, plan: BucketPlan) -> Manifes
     size = sum(len(v.encode("utf-8")) for v in data.values())
     if size > CONFIGMAP_LIMIT:
         raise ValueError(f"the plan files take {size} bytes, over a ConfigMap's 1 MiB")
-    meta = metadata(
-        sdd, configmap_name(sdd, key), COMPONENT_PLAN,
-        plan_digest=plan.digest, annotations=_annotations(plan, key),
-    )  # fmt: skip
+    annotations = _annotations(plan, key)
+    name = configmap_name(sdd, key)
+    meta = metadata(sdd, name, COMPONENT_PLAN, plan_digest=plan.digest, annotations=annotations)
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}
 
 
@@ -241,10 +161,9 @@ def _failure_policy() -> Manifest:
 
 
 def build_warmup_job(
-    sdd: SpecDecodeDeployment, plan: BucketPlan, *, operator_image: str
+    sdd: SpecDecodeDeployment, plan: BucketPlan, *, key: str, operator_image: str
 ) -> Manifest:
     """The Job that runs `python3 -m warmgate.warmup` in the user's vLLM image on Gaudi nodes."""
-    key = cache_key(sdd, plan)
     warmup = sdd.spec.warmup
     annotations = _annotations(plan, key)
     meta = metadata(
@@ -261,7 +180,7 @@ def build_warmup_job(
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
 
 
-def build_cache_pvc(sdd: SpecDecodeDeployment) -> Manifest | None:
+def build_cache_claim(sdd: SpecDecodeDeployment) -> Manifest | None:
     """The recipe-cache claim from spec.warmup.cache.claimTemplate, or None without a template.
 
     Not tied to a plan: every cache key is its own folder inside (docs/runner.md, "Cache"), so

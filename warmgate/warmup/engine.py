@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO
 
-from warmgate.warmup.plan import Plan
+from warmgate.warmup.plan import EngineSpec, Plan
 
 Sink = Callable[[str, str], None]
 _CHUNK = 64 * 1024
@@ -23,7 +23,11 @@ _CHUNK = 64 * 1024
 
 def engine_argv(plan: Plan) -> list[str]:
     """The full command line: the plan's command prefix, the model, then the pinned flags."""
-    spec = plan.engine
+    return engine_command(plan.engine)
+
+
+def engine_command(spec: EngineSpec) -> list[str]:
+    """The command line of one engine definition (the serving Deployment runs this one too)."""
     argv = [*spec.command, spec.model, "--host", spec.host, "--port", str(spec.port)]
     argv += ["--served-model-name", spec.served_model_name]
     argv += ["--tensor-parallel-size", str(spec.tensor_parallel_size)]

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from warmgate.api import SpecDecodeDeployment, load_manifest
 from warmgate.buckets import BucketPlan
 from warmgate.reconcile.planning import evaluate
+from warmgate.resources import Children, PlanToRun, desired_children
+from warmgate.settings import Settings
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 OPERATOR_IMAGE = "registry.example.com/warmgate/operator:0.1.0"
+SETTINGS = Settings(operator_image=OPERATOR_IMAGE)
 UID = "6f1c2d3e-0000-4000-8000-000000000001"
 
 
@@ -21,14 +24,29 @@ class Case:
 
     name: str
     sdd: SpecDecodeDeployment
-    plan: BucketPlan
+    to_run: PlanToRun
+
+    @property
+    def plan(self) -> BucketPlan:
+        """The bucket plan to warm."""
+        return self.to_run.buckets
+
+    def children(self, kv_blocks: int | None = None) -> Children:
+        """Every child of the plan (serving pins ``kv_blocks`` when the plan has no count)."""
+        return desired_children(self.sdd, replace(self.to_run, kv_blocks=kv_blocks), SETTINGS)
+
+
+def planned(sdd: SpecDecodeDeployment) -> PlanToRun:
+    """What the operator builds the children from: evaluate(sdd)'s plan and estimate."""
+    result = evaluate(sdd)
+    assert result.plan is not None, f"{sdd.metadata.name}: the planner found no plan"
+    assert result.summary is not None
+    return PlanToRun(result.plan, float(result.summary.estimated_warmup_seconds or 0))
 
 
 def make_case(path: Path, namespace: str = "llm", uid: str = UID) -> Case:
-    """The example with server-side identity (uid, namespace) and evaluate(sdd).plan."""
+    """The example with server-side identity (uid, namespace) and evaluate(sdd)'s plan."""
     sdd = load_manifest(path)
     meta = sdd.metadata.model_copy(update={"uid": uid, "namespace": namespace, "generation": 1})
     sdd = sdd.model_copy(update={"metadata": meta})
-    plan = evaluate(sdd).plan
-    assert plan is not None, f"{path.name}: the planner found no plan"
-    return Case(path.stem, sdd, plan)
+    return Case(path.stem, sdd, planned(sdd))

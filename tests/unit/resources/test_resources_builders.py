@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-from resources_cases import EXAMPLES, OPERATOR_IMAGE, UID, Case, make_case
+from resources_cases import EXAMPLES, OPERATOR_IMAGE, SETTINGS, UID, Case, make_case, planned
 
 from warmgate.api import GAUDI_RESOURCE
 from warmgate.api.constants import (
@@ -19,30 +20,21 @@ from warmgate.api.constants import (
     PREFIX,
     READINESS_GATE,
 )
-from warmgate.reconcile.planning import evaluate
-from warmgate.resources import (
-    build_cache_pvc,
-    build_plan_configmap,
-    build_service,
-    build_serving_deployment,
-    build_warmup_job,
-    cache_key,
-    serving_name,
-    serving_selector,
-)
+from warmgate.resources import desired_children, serving_name, serving_selector
+from warmgate.resources.mounts import CACHE_DIR, PLAN_DIR, RECIPE_DIR, RUNNER_DIR
 from warmgate.resources.names import DNS_1035_LABEL, MAX_NAME
 from warmgate.resources.serving_children import startup_budget_s
-from warmgate.resources.vllm_engine import CACHE_DIR, PLAN_DIR, RECIPE_DIR, RUNNER_DIR
 from warmgate.resources.warmup_children import PERMANENT_EXIT_CODES
 
 
 def _all(case: Case) -> list[dict[str, Any]]:
+    children = case.children()
     built = [
-        build_plan_configmap(case.sdd, case.plan),
-        build_warmup_job(case.sdd, case.plan, operator_image=OPERATOR_IMAGE),
-        build_serving_deployment(case.sdd, case.plan, operator_image=OPERATOR_IMAGE),
-        build_service(case.sdd),
-        build_cache_pvc(case.sdd),
+        children.plan_configmap,
+        children.warmup_job,
+        children.serving_deployment,
+        children.service,
+        children.cache_claim,
     ]
     return [m for m in built if m is not None]
 
@@ -74,9 +66,8 @@ def test_builders_are_deterministic(case: Case) -> None:
 
 
 def test_plan_children_carry_the_plan_hash_and_cache_key(case: Case) -> None:
-    key = cache_key(case.sdd, case.plan)
-    job = build_warmup_job(case.sdd, case.plan, operator_image=OPERATOR_IMAGE)
-    configmap = build_plan_configmap(case.sdd, case.plan)
+    children = case.children()
+    key, job, configmap = children.cache_key, children.warmup_job, children.plan_configmap
     for manifest in (job, configmap):
         assert manifest["metadata"]["annotations"][ANNOTATION_PLAN_HASH] == case.plan.digest
         assert manifest["metadata"]["annotations"][ANNOTATION_CACHE_KEY] == key
@@ -87,7 +78,7 @@ def test_plan_children_carry_the_plan_hash_and_cache_key(case: Case) -> None:
 
 def test_the_job_runs_the_runner_in_the_vllm_image_on_gaudi(case: Case) -> None:
     sdd, warmup = case.sdd, case.sdd.spec.warmup
-    job = build_warmup_job(sdd, case.plan, operator_image=OPERATOR_IMAGE)
+    job = case.children().warmup_job
     pod, main = _pod(job), _container(job, "warmup")
     assert job["spec"]["backoffLimit"] == warmup.retries
     assert pod["activeDeadlineSeconds"] == warmup.timeout_seconds
@@ -110,7 +101,7 @@ def test_the_job_runs_the_runner_in_the_vllm_image_on_gaudi(case: Case) -> None:
 
 
 def test_the_init_container_copies_the_runner_from_the_operator_image(case: Case) -> None:
-    job = build_warmup_job(case.sdd, case.plan, operator_image=OPERATOR_IMAGE)
+    job = case.children().warmup_job
     init = _container(job, "copy-runner", init=True)
     assert init["image"] == OPERATOR_IMAGE
     assert init["volumeMounts"] == [{"name": "runner", "mountPath": RUNNER_DIR}]
@@ -119,8 +110,8 @@ def test_the_init_container_copies_the_runner_from_the_operator_image(case: Case
 
 
 def test_placement_follows_the_spec(case: Case) -> None:
-    job = build_warmup_job(case.sdd, case.plan, operator_image=OPERATOR_IMAGE)
-    deployment = build_serving_deployment(case.sdd, case.plan, operator_image=OPERATOR_IMAGE)
+    job = case.children().warmup_job
+    deployment = case.children().serving_deployment
     for pod, placement in (
         (_pod(job), case.sdd.spec.warmup.placement),
         (_pod(deployment), case.sdd.spec.serving.placement),
@@ -132,9 +123,9 @@ def test_placement_follows_the_spec(case: Case) -> None:
 
 def test_the_cache_volume_is_the_claim_the_spec_names(case: Case) -> None:
     cache = case.sdd.spec.warmup.cache
-    job = build_warmup_job(case.sdd, case.plan, operator_image=OPERATOR_IMAGE)
+    job = case.children().warmup_job
     volume = next(v for v in _pod(job)["volumes"] if v["name"] == "recipe-cache")
-    pvc = build_cache_pvc(case.sdd)
+    pvc = case.children().cache_claim
     if cache.existing_claim:
         assert volume["persistentVolumeClaim"]["claimName"] == cache.existing_claim
         assert pvc is None
@@ -150,7 +141,7 @@ def test_the_cache_volume_is_the_claim_the_spec_names(case: Case) -> None:
 
 def test_serving_pods_are_gated_and_restore_the_cache(case: Case) -> None:
     sdd = case.sdd
-    deployment = build_serving_deployment(sdd, case.plan, operator_image=OPERATOR_IMAGE)
+    deployment = case.children().serving_deployment
     pod, vllm = _pod(deployment), _container(deployment, "vllm")
     assert deployment["spec"]["replicas"] == sdd.spec.serving.replicas
     assert pod["readinessGates"] == [{"conditionType": READINESS_GATE}]
@@ -162,7 +153,7 @@ def test_serving_pods_are_gated_and_restore_the_cache(case: Case) -> None:
     )  # DELETE=False reuses
     if has_claim:
         restore = _container(deployment, "restore-cache", init=True)
-        key = cache_key(sdd, case.plan)
+        key = case.children().cache_key
         assert restore["command"][-4:] == ["--restore-cache", CACHE_DIR, key, RECIPE_DIR]
         assert restore["image"] == OPERATOR_IMAGE
     else:
@@ -171,8 +162,8 @@ def test_serving_pods_are_gated_and_restore_the_cache(case: Case) -> None:
 
 
 def test_the_selector_never_holds_the_plan_hash(case: Case) -> None:
-    deployment = build_serving_deployment(case.sdd, case.plan, operator_image=OPERATOR_IMAGE)
-    service = build_service(case.sdd)
+    deployment = case.children().serving_deployment
+    service = case.children().service
     selector = deployment["spec"]["selector"]["matchLabels"]
     assert LABEL_PLAN_HASH not in selector
     assert service["spec"]["selector"] == selector
@@ -184,15 +175,15 @@ def test_the_selector_never_holds_the_plan_hash(case: Case) -> None:
 
 
 def test_the_status_selector_string_selects_the_serving_pods(case: Case) -> None:
-    deployment = build_serving_deployment(case.sdd, case.plan, operator_image=OPERATOR_IMAGE)
+    deployment = case.children().serving_deployment
     pairs = dict(item.split("=") for item in serving_selector(case.sdd).split(","))
     assert pairs == deployment["spec"]["selector"]["matchLabels"]
     assert serving_name(case.sdd) == deployment["metadata"]["name"]
-    assert serving_name(case.sdd) == build_service(case.sdd)["metadata"]["name"]
+    assert serving_name(case.sdd) == case.children().service["metadata"]["name"]
 
 
 def test_the_service_follows_spec_serving(case: Case) -> None:
-    service = build_service(case.sdd)
+    service = case.children().service
     serving = case.sdd.spec.serving
     assert service["spec"]["type"] == serving.service_type
     assert service["spec"]["ports"][0]["port"] == serving.port
@@ -200,32 +191,29 @@ def test_the_service_follows_spec_serving(case: Case) -> None:
 
 
 def test_the_startup_budget_covers_the_estimated_warmup(case: Case) -> None:
-    deployment = build_serving_deployment(case.sdd, case.plan, operator_image=OPERATOR_IMAGE)
+    deployment = case.children().serving_deployment
     probe = _container(deployment, "vllm")["startupProbe"]
     allowed = probe["periodSeconds"] * probe["failureThreshold"]
-    budget = startup_budget_s(case.sdd, case.plan)
+    budget = startup_budget_s(case.sdd, case.to_run)
     assert budget <= allowed < budget + probe["periodSeconds"]
     assert deployment["spec"]["progressDeadlineSeconds"] > budget
 
 
-def test_the_budget_prefers_the_status_estimate_of_this_plan(case: Case) -> None:
+def test_the_budget_follows_the_planning_estimate_and_never_the_status(case: Case) -> None:
+    """Pure: the estimate comes with the plan, so a lost or stale status changes nothing."""
     from warmgate.api import PlanSummary, SpecDecodeDeploymentStatus
 
-    def with_estimate(digest: str, seconds: int) -> int:
-        status = SpecDecodeDeploymentStatus(
-            plan=PlanSummary(hash=digest, estimated_warmup_seconds=seconds)
-        )
-        return startup_budget_s(case.sdd.model_copy(update={"status": status}), case.plan)
-
-    base = with_estimate(case.plan.digest, 0)
-    assert with_estimate(case.plan.digest, 1000) == base + 1500
-    assert with_estimate("other", 1000) == startup_budget_s(case.sdd, case.plan)
+    longer = replace(case.to_run, estimated_warmup_s=case.to_run.estimated_warmup_s + 1000)
+    assert startup_budget_s(case.sdd, longer) == startup_budget_s(case.sdd, case.to_run) + 1500
+    stale = SpecDecodeDeploymentStatus(
+        plan=PlanSummary(hash=case.plan.digest, estimated_warmup_seconds=1)
+    )
+    with_status = case.sdd.model_copy(update={"status": stale})
+    assert desired_children(with_status, case.to_run, SETTINGS) == case.children()
 
 
 def test_a_measured_kv_block_count_is_pinned_only_when_the_plan_has_none(case: Case) -> None:
-    deployment = build_serving_deployment(
-        case.sdd, case.plan, operator_image=OPERATOR_IMAGE, kv_blocks=1234
-    )
+    deployment = case.children(kv_blocks=1234).serving_deployment
     argv = _container(deployment, "vllm")["command"]
     pinned = case.plan.config.num_gpu_blocks or 1234
     assert argv[argv.index("--num-gpu-blocks-override") + 1] == str(pinned)
@@ -234,14 +222,14 @@ def test_a_measured_kv_block_count_is_pinned_only_when_the_plan_has_none(case: C
 def test_a_missing_name_or_uid_is_refused(case: Case) -> None:
     meta = case.sdd.metadata.model_copy(update={"uid": None})
     with pytest.raises(ValueError, match="uid"):
-        build_service(case.sdd.model_copy(update={"metadata": meta}))
+        desired_children(case.sdd.model_copy(update={"metadata": meta}), case.to_run, SETTINGS)
 
 
 def test_the_copied_runner_imports_with_the_standard_library_alone(tmp_path: Path) -> None:
     """Run the init container's script (into tmp) and import the copy without site-packages,
     on PYTHONPATH as the Job's shell line puts it."""
     case = make_case(EXAMPLES[0])
-    job = build_warmup_job(case.sdd, case.plan, operator_image=OPERATOR_IMAGE)
+    job = case.children().warmup_job
     script = _container(job, "copy-runner", init=True)["command"][2]
     subprocess.run([sys.executable, "-c", script.replace(RUNNER_DIR, str(tmp_path))], check=True)
     probe = "import warmgate.warmup.__main__ as m, warmgate; print(warmgate.__file__)"
@@ -264,7 +252,5 @@ def test_a_plan_no_bucket_file_can_express_is_refused() -> None:
     buckets = case.sdd.spec.buckets.model_validate({"prompt": {"query": {"min": 1}}})
     spec = case.sdd.spec.model_copy(update={"buckets": buckets})
     sdd = case.sdd.model_copy(update={"spec": spec})
-    plan = evaluate(sdd).plan
-    assert plan is not None
     with pytest.raises(ValueError, match="query 1"):
-        build_plan_configmap(sdd, plan)
+        desired_children(sdd, planned(sdd), SETTINGS)

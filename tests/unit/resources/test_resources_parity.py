@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from resources_cases import OPERATOR_IMAGE, REPO, Case
+from resources_cases import REPO, Case
 
-from warmgate.resources import build_plan_configmap, build_serving_deployment, build_warmup_job
 from warmgate.warmup.engine import engine_argv, engine_env
 from warmgate.warmup.plan import parse_plan
 
@@ -23,9 +22,9 @@ def _warmup(
     case: Case, monkeypatch: pytest.MonkeyPatch
 ) -> tuple[list[str], dict[str, str], list[dict[str, Any]]]:
     """argv and env the runner gives the engine in the Job's container, and its env refs."""
-    configmap = build_plan_configmap(case.sdd, case.plan)
-    plan = parse_plan(json.loads(configmap["data"]["plan.json"]))
-    job = build_warmup_job(case.sdd, case.plan, operator_image=OPERATOR_IMAGE)
+    children = case.children()
+    plan = parse_plan(json.loads(children.plan_configmap["data"]["plan.json"]))
+    job = children.warmup_job
     container = job["spec"]["template"]["spec"]["containers"][0]
     # The runner starts the engine with its own environment (the container's literal values)
     # plus the plan's (warmgate.warmup.engine.engine_env): run exactly that function on it.
@@ -37,7 +36,7 @@ def _warmup(
 
 
 def _serving(case: Case) -> tuple[list[str], dict[str, Any], list[dict[str, Any]]]:
-    deployment = build_serving_deployment(case.sdd, case.plan, operator_image=OPERATOR_IMAGE)
+    deployment = case.children().serving_deployment
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
     refs = [e for e in container["env"] if "valueFrom" in e]
@@ -74,8 +73,8 @@ def test_the_same_environment_up_to_file_places(
 
 
 def test_the_same_seed_file(case: Case) -> None:
-    configmap = build_plan_configmap(case.sdd, case.plan)
-    deployment = build_serving_deployment(case.sdd, case.plan, operator_image=OPERATOR_IMAGE)
+    children = case.children()
+    configmap, deployment = children.plan_configmap, children.serving_deployment
     pod = deployment["spec"]["template"]["spec"]
     volume = next(v for v in pod["volumes"] if v["name"] == "plan")
     assert volume["configMap"]["name"] == configmap["metadata"]["name"]

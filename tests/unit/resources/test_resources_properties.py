@@ -7,11 +7,11 @@ from typing import Any
 import yaml
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from resources_cases import EXAMPLES, OPERATOR_IMAGE
+from resources_cases import EXAMPLES, SETTINGS, planned
 
 from warmgate.api import parse_manifest
 from warmgate.reconcile.planning import evaluate
-from warmgate.resources import build_runner_plan, build_serving_deployment, cache_key
+from warmgate.resources import desired_children
 from warmgate.resources.names import DNS_1035_LABEL, MAX_NAME
 from warmgate.warmup.engine import engine_argv
 from warmgate.warmup.plan import parse_plan
@@ -60,9 +60,9 @@ def test_every_drawn_spec_builds_a_plan_the_runner_accepts(doc: dict[str, Any]) 
     plan = evaluate(sdd).plan
     assume(plan is not None)  # shapes the engine itself refuses never reach the builders
     assert plan is not None
-    key = cache_key(sdd, plan)
-    runner_plan = parse_plan(build_runner_plan(sdd, plan, cache_key=key))
-    deployment = build_serving_deployment(sdd, plan, operator_image=OPERATOR_IMAGE)
+    children = desired_children(sdd, planned(sdd), SETTINGS)
+    runner_plan = parse_plan(children.runner_plan)
+    deployment = children.serving_deployment
     name = deployment["metadata"]["name"]
     assert len(name) <= MAX_NAME
     assert DNS_1035_LABEL.match(name)

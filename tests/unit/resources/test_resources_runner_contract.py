@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from resources_cases import EXAMPLES, OPERATOR_IMAGE, Case, make_case
+from resources_cases import EXAMPLES, SETTINGS, Case, make_case
 
 from warmgate.buckets import plan_buckets
-from warmgate.resources import build_plan_configmap, build_runner_plan, build_warmup_job, cache_key
+from warmgate.resources import desired_children
 from warmgate.resources.probe_workload import MAX_TOKENS
 from warmgate.warmup.plan import KEY_RE, PlanError, bucket_digest, load_plan, parse_plan
 
@@ -21,15 +21,16 @@ import runner_harness
 
 
 def _doc(case: Case) -> dict[str, Any]:
-    return build_runner_plan(case.sdd, case.plan, cache_key=cache_key(case.sdd, case.plan))
+    return case.children().runner_plan
 
 
 def test_the_runner_validates_the_configmap_plan_file(case: Case, tmp_path: Path) -> None:
-    configmap = build_plan_configmap(case.sdd, case.plan)
+    children = case.children()
+    configmap = children.plan_configmap
     path = tmp_path / "plan.json"
     path.write_text(configmap["data"]["plan.json"])
     plan = load_plan(path)  # raises PlanError naming every problem
-    assert plan.cache.key == cache_key(case.sdd, case.plan)
+    assert plan.cache.key == children.cache_key
     assert KEY_RE.match(plan.cache.key)
     assert plan.buckets.seed_file_text == configmap["data"]["buckets.txt"]
     assert plan.kv_blocks_expected == case.plan.config.num_gpu_blocks
@@ -64,7 +65,7 @@ def test_the_seed_file_reproduces_the_planned_lists(case: Case) -> None:
 
 def test_the_runner_deadlines_end_before_the_pod_deadline(case: Case) -> None:
     plan = parse_plan(_doc(case))
-    job = build_warmup_job(case.sdd, case.plan, operator_image=OPERATOR_IMAGE)
+    job = case.children().warmup_job
     deadline = job["spec"]["template"]["spec"]["activeDeadlineSeconds"]
     t = plan.timeouts
     assert t.total_s < deadline
@@ -88,7 +89,8 @@ def test_the_probe_hits_batches_the_scheduler_can_run(case: Case) -> None:
 def test_no_probe_when_the_spec_turns_it_off(case: Case) -> None:
     warmup = case.sdd.spec.warmup.model_copy(update={"probe_workload": False})
     sdd = case.sdd.model_copy(update={"spec": case.sdd.spec.model_copy(update={"warmup": warmup})})
-    assert parse_plan(build_runner_plan(sdd, case.plan, cache_key="k")).probe.steps == ()
+    runner_plan = desired_children(sdd, case.to_run, SETTINGS).runner_plan
+    assert parse_plan(runner_plan).probe.steps == ()
 
 
 # The stand-in plans from the seed file alone: it ignores VLLM_CONTIGUOUS_PA, so with contiguous

@@ -1,0 +1,66 @@
+"""Every child of a SpecDecodeDeployment for one plan: a pure function of spec, plan, settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from warmgate.api import Manifest, SpecDecodeDeployment
+from warmgate.resources.cache_key import cache_key
+from warmgate.resources.plan_to_run import PlanToRun
+from warmgate.resources.runner_plan import build_runner_plan
+from warmgate.resources.serving_children import (
+    build_service,
+    build_serving_deployment,
+    serving_launch,
+)
+from warmgate.resources.vllm_engine import engine_launch
+from warmgate.resources.warmup_children import (
+    build_cache_claim,
+    build_plan_configmap,
+    build_warmup_job,
+)
+from warmgate.settings import Settings
+
+
+@dataclass(frozen=True)
+class Children:
+    """The manifests the operator wants for one plan, and the cache key they share."""
+
+    cache_key: str
+    runner_plan: Manifest
+    cache_claim: Manifest | None
+    plan_configmap: Manifest
+    warmup_job: Manifest
+    serving_deployment: Manifest
+    service: Manifest
+
+    @property
+    def warmup(self) -> tuple[Manifest, ...]:
+        """The children a warmup needs, in the order they are created (the Job last)."""
+        claim = (self.cache_claim,) if self.cache_claim is not None else ()
+        return (*claim, self.plan_configmap, self.warmup_job)
+
+
+def desired_children(sdd: SpecDecodeDeployment, plan: PlanToRun, settings: Settings) -> Children:
+    """Every child of ``plan``: the cache key, runner plan and engine are computed once here.
+
+    Nothing is read from the object's status: the same spec, plan and settings always give the
+    same manifests. Raises ValueError for a plan its children cannot carry (e.g. plan files
+    over a ConfigMap's 1 MiB, or buckets no seed file can express).
+    """
+    buckets = plan.buckets
+    key = cache_key(sdd, buckets)
+    warmup_engine = engine_launch(sdd, buckets)
+    runner_plan = build_runner_plan(sdd, buckets, key=key, engine=warmup_engine)
+    image = settings.operator_image
+    return Children(
+        cache_key=key,
+        runner_plan=runner_plan,
+        cache_claim=build_cache_claim(sdd),
+        plan_configmap=build_plan_configmap(sdd, buckets, key=key, runner_plan=runner_plan),
+        warmup_job=build_warmup_job(sdd, buckets, key=key, operator_image=image),
+        serving_deployment=build_serving_deployment(
+            sdd, plan, key=key, launch=serving_launch(plan, warmup_engine), operator_image=image
+        ),
+        service=build_service(sdd),
+    )

@@ -1,0 +1,22 @@
+"""What the children of one plan are built from besides the spec: the plan and its measurements."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from warmgate.buckets import BucketPlan
+
+
+@dataclass(frozen=True)
+class PlanToRun:
+    """A bucket plan to warm and serve, with the figures its children need.
+
+    ``estimated_warmup_s``: the planning stage's warmup estimate for this plan (the upper end,
+    status.plan.estimatedWarmupSeconds); it sizes serving's startup probe.
+    ``kv_blocks``: the KV block count this plan's verified warmup measured (the runner's
+    summary, status.warmup.kvBlocks); serving pins it when the plan does not fix one.
+    """
+
+    buckets: BucketPlan
+    estimated_warmup_s: float
+    kv_blocks: int | None = None
