@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
+
+from warmgate.settings import Settings, SettingsError
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -12,7 +15,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="Run the operator (kopf) for SpecDecodeDeployments",
         description=(
             "Logs in with the in-cluster service account or $KUBECONFIG. Runs standalone "
-            "(one replica, no kopf peering)."
+            "(one replica, no kopf peering). Reads WARMGATE_OPERATOR_IMAGE and "
+            "WARMGATE_RESYNC_SECONDS once at start-up."
         ),
     )
     scope = parser.add_mutually_exclusive_group()
@@ -31,18 +35,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    import kopf  # noqa: PLC0415 - the other commands must not pay kopf's import time
+    """Build the settings once, then run kopf with them; 2 for settings it cannot use."""
+    try:
+        settings = Settings.from_environment(os.environ, metrics_port=args.metrics_port)
+    except SettingsError as exc:
+        print(f"warmgate operator: {exc}", file=sys.stderr)
+        return 2
+    # Imported here: the other commands must not pay kopf's import time.
+    from warmgate.handlers import kopf_handlers  # noqa: PLC0415
 
-    from warmgate.handlers import kopf_handlers as operator  # noqa: PLC0415 - registers them
-
-    if args.metrics_port:
-        os.environ[operator.METRICS_PORT_ENV] = str(args.metrics_port)
-    kopf.configure(verbose=args.verbose)
-    namespaces = args.namespace or None
-    kopf.run(
-        standalone=True,
-        clusterwide=args.all_namespaces or not namespaces,
-        namespaces=namespaces or (),
-        liveness_endpoint=args.liveness,
+    namespaces = () if args.all_namespaces else tuple(args.namespace)
+    kopf_handlers.run(
+        settings, namespaces=namespaces, liveness_endpoint=args.liveness, verbose=args.verbose
     )
     return 0

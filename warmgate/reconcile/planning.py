@@ -4,26 +4,18 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from warmgate.api import (
-    SpecDecodeDeployment,
-    engine_shape_config,
-)
-from warmgate.api.constants import (
-    Reason,
-)
+from warmgate.api import SpecDecodeDeployment, engine_shape_config
+from warmgate.api.constants import Reason
 from warmgate.api.status import MAX_UNCOVERED_LISTED, PlanSummary
 from warmgate.buckets import BucketPlan, BucketPlanError, plan_buckets
 from warmgate.buckets.complete import CompletionError, complete_plan
 from warmgate.buckets.cost import CostEstimate, ModelProfile, estimate_plan
 from warmgate.buckets.coverage import CoverageReport, prove_coverage
 from warmgate.reconcile.verdict import Verdict, one_line
-
-if TYPE_CHECKING:
-    pass
+from warmgate.resources import PlanToRun
 
 # "Llama-3.3-70B-Instruct" -> 70.0: the cost model scales with model size; names are the only
 # size hint a spec carries, so an unparsable name falls back to the cost model's 8B reference.
@@ -39,6 +31,19 @@ class PlanningResult:
     coverage: Verdict
     summary: PlanSummary | None = None
     stalled: bool = False
+
+    @property
+    def may_warm(self) -> bool:
+        """Warm a proven plan, or one whose holes the spec explicitly allows."""
+        allowed = self.coverage.reason == Reason.UNCOVERED_SHAPES_ALLOWED
+        return self.plan is not None and not self.stalled and (self.coverage.holds or allowed)
+
+    def to_run(self, kv_blocks: int | None) -> PlanToRun | None:
+        """The plan to build children for, with its estimate; None when nothing may warm."""
+        if self.plan is None or not self.may_warm:
+            return None
+        estimate = self.summary.estimated_warmup_seconds if self.summary else None
+        return PlanToRun(self.plan, float(estimate or 0), kv_blocks)
 
 
 def _prefix_caching(sdd: SpecDecodeDeployment) -> bool | None:
@@ -88,7 +93,7 @@ def _complete(
     except CompletionError as exc:
         failed = Verdict("False", Reason.UNCOVERED_SHAPES, f"{_holes(report)}; {exc}")
         return _result(sdd, plan, planned, failed, report, stalled=True)
-    extra = _total(done) - _total(plan)
+    extra = total_buckets(done) - total_buckets(plan)
     if extra > policy.max_extra_buckets:
         message = (
             f"{_holes(report)}; closing them needs {extra} extra buckets, more than "
@@ -129,7 +134,7 @@ def _summary(
         prompt_buckets=len(plan.prompt_buckets),
         decode_buckets=len(plan.seed_decode_buckets),
         spec_decode_buckets=len(plan.decode_buckets),
-        total_buckets=_total(plan),
+        total_buckets=total_buckets(plan),
         extra_buckets=extra,
         uncovered_count=len(gaps),
         uncovered_shapes=[str(g.engine_config) for g in gaps[:MAX_UNCOVERED_LISTED]] or None,
@@ -138,7 +143,8 @@ def _summary(
     )
 
 
-def _total(plan: BucketPlan) -> int:
+def total_buckets(plan: BucketPlan) -> int:
+    """The graphs a warmup compiles: prompt plus decode buckets (spec-decode rows included)."""
     return len(plan.prompt_buckets) + len(plan.decode_buckets)
 
 

@@ -1,0 +1,129 @@
+"""An in-memory cluster for unit tests of the sync: the adapter's contract, no API server.
+
+It keeps objects by (kind, namespace, name), bumps resourceVersion and generation the way the
+API server does, answers a missing read with None and a taken name or a stale replace with
+False, as the real adapter does, and records every write. ``fail`` makes chosen operations
+(`"create"`, or one kind: `"read:Deployment"`) raise ClusterError, as an API server that
+refuses or times out would. The tests play the controllers by putting objects (and their
+status) in ``objects``.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from dataclasses import dataclass, field
+
+from warmgate.api import Manifest
+from warmgate.reconcile.cluster import ClusterError, EventType, ReadKind
+
+Key = tuple[str, str, str]
+
+
+def _key(manifest: Manifest) -> Key:
+    meta = manifest["metadata"]
+    return (manifest["kind"], meta["namespace"], meta["name"])
+
+
+def _matches(labels: dict[str, str], selector: str) -> bool:
+    pairs = (item.split("=", 1) for item in selector.split(",") if item)
+    return all(labels.get(k) == v for k, v in pairs)
+
+
+@dataclass
+class FakeCluster:
+    """The operations of `warmgate.reconcile.cluster.Cluster`, in memory."""
+
+    objects: dict[Key, Manifest] = field(default_factory=dict)
+    writes: list[tuple[str, str, str]] = field(default_factory=list)
+    fail: dict[str, ClusterError] = field(default_factory=dict)
+    _versions: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    def put(self, manifest: Manifest) -> Manifest:
+        """Store an object as a controller or another client would (no write recorded)."""
+        stored = copy.deepcopy(manifest)
+        meta = stored["metadata"]
+        meta["resourceVersion"] = str(next(self._versions))
+        meta.setdefault("generation", 1)
+        self.objects[_key(stored)] = stored
+        return stored
+
+    def get(self, kind: str, namespace: str, name: str) -> Manifest:
+        """The stored object (a test's view; raises KeyError when absent)."""
+        return self.objects[(kind, namespace, name)]
+
+    def of_kind(self, kind: str) -> list[Manifest]:
+        """Every stored object of one kind."""
+        return [m for (k, _, _), m in self.objects.items() if k == kind]
+
+    def _check(self, operation: str, kind: str = "") -> None:
+        """Raise the failure set for `operation` or `operation:Kind`, if any."""
+        for key in (operation, f"{operation}:{kind}"):
+            if key in self.fail:
+                raise self.fail[key]
+
+    def read(self, kind: ReadKind, namespace: str, name: str) -> Manifest | None:
+        self._check("read", kind)
+        found = self.objects.get((kind, namespace, name))
+        return copy.deepcopy(found) if found is not None else None
+
+    def list_pods(self, namespace: str, selector: str) -> list[Manifest]:
+        self._check("list_pods")
+        return [
+            copy.deepcopy(pod)
+            for pod in self.of_kind("Pod")
+            if pod["metadata"]["namespace"] == namespace
+            and _matches(pod["metadata"].get("labels") or {}, selector)
+        ]
+
+    def create(self, manifest: Manifest) -> bool:
+        self._check("create", manifest["kind"])
+        if _key(manifest) in self.objects:
+            return False
+        self.put(manifest)
+        self.writes.append(("create", *_key(manifest)[::2]))
+        return True
+
+    def replace(self, manifest: Manifest) -> bool:
+        self._check("replace")
+        stored = self.objects[_key(manifest)]
+        if manifest["metadata"]["resourceVersion"] != stored["metadata"]["resourceVersion"]:
+            return False
+        generation = stored["metadata"]["generation"] + 1
+        new = self.put({**manifest, "status": stored.get("status", {})})
+        new["metadata"]["generation"] = generation
+        self.writes.append(("replace", *_key(manifest)[::2]))
+        return True
+
+    def scale(self, namespace: str, name: str, replicas: int) -> None:
+        self._check("scale")
+        stored = self.objects[("Deployment", namespace, name)]
+        stored["spec"]["replicas"] = replicas
+        stored["metadata"]["generation"] += 1
+        stored["metadata"]["resourceVersion"] = str(next(self._versions))
+        self.writes.append(("scale", "Deployment", name))
+
+    def set_pod_condition(self, namespace: str, name: str, condition: Manifest) -> None:
+        self._check("set_pod_condition")
+        pod = self.objects[("Pod", namespace, name)]
+        conditions = pod.setdefault("status", {}).setdefault("conditions", [])
+        conditions[:] = [c for c in conditions if c["type"] != condition["type"]] + [condition]
+        self.writes.append(("set_pod_condition", "Pod", name))
+
+
+@dataclass
+class RecordedEvents:
+    """The Events a sync posted, in order."""
+
+    posted: list[tuple[EventType, str, str]] = field(default_factory=list)
+
+    def post(self, type_: EventType, reason: str, message: str) -> None:
+        self.posted.append((type_, reason, message))
+
+    def reasons(self) -> list[str]:
+        """The posted reasons, in order."""
+        return [reason for _, reason, _ in self.posted]
+
+    def clear(self) -> None:
+        """Forget what was posted (before the next sync of a test)."""
+        self.posted.clear()

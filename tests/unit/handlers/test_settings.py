@@ -1,0 +1,54 @@
+"""The operator's settings are read once from flags and environment; bad values name the source."""
+
+from __future__ import annotations
+
+import pytest
+
+from warmgate.cli import main
+from warmgate.settings import (
+    DEFAULT_OPERATOR_IMAGE,
+    DEFAULT_RESYNC_SECONDS,
+    Settings,
+    SettingsError,
+)
+
+
+def test_defaults_when_nothing_is_set() -> None:
+    settings = Settings.from_environment({})
+    assert settings == Settings(DEFAULT_OPERATOR_IMAGE, DEFAULT_RESYNC_SECONDS, None)
+
+
+def test_the_environment_and_the_flag_are_read() -> None:
+    env = {"WARMGATE_OPERATOR_IMAGE": "reg/warmgate:1", "WARMGATE_RESYNC_SECONDS": "2.5"}
+    settings = Settings.from_environment(env, metrics_port=8080)
+    assert settings == Settings("reg/warmgate:1", 2.5, 8080)
+
+
+def test_an_empty_variable_means_the_default() -> None:
+    env = {"WARMGATE_OPERATOR_IMAGE": " ", "WARMGATE_RESYNC_SECONDS": ""}
+    assert Settings.from_environment(env) == Settings()
+
+
+@pytest.mark.parametrize("value", ["soon", "0", "-3", "nan", "inf"])
+def test_a_bad_resync_interval_names_the_variable(value: str) -> None:
+    with pytest.raises(SettingsError, match="WARMGATE_RESYNC_SECONDS"):
+        Settings.from_environment({"WARMGATE_RESYNC_SECONDS": value})
+
+
+def test_a_bad_metrics_port_names_the_flag() -> None:
+    with pytest.raises(SettingsError, match="--metrics-port"):
+        Settings.from_environment({}, metrics_port=70000)
+
+
+def test_the_operator_command_refuses_bad_settings_before_starting(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("WARMGATE_RESYNC_SECONDS", "soon")
+    assert main(["operator", "--namespace", "x"]) == 2
+    assert "WARMGATE_RESYNC_SECONDS: 'soon' is not a number" in capsys.readouterr().err
+
+
+def test_settings_are_frozen() -> None:
+    settings = Settings()
+    with pytest.raises(AttributeError):
+        settings.operator_image = "other"  # type: ignore[misc]

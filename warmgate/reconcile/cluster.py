@@ -1,0 +1,58 @@
+"""The cluster as the reconcile sees it: the few operations it uses and the events it posts.
+
+The operator passes an adapter over the official client (`warmgate.handlers.kube_cluster`);
+unit tests pass an in-memory one. The adapter answers the expected outcomes itself: a read of
+a missing object is None (404), a create of an existing name or a replace that lost a race is
+False (409). Any other failure is a ClusterError, which the stages report and retry.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Literal, Protocol
+
+from warmgate.api import Manifest
+
+ReadKind = Literal["Job", "Deployment"]
+EventType = Literal["Normal", "Warning"]
+# kopf's per-object logger is a LoggerAdapter; a plain Logger does as well.
+Logger = logging.Logger | logging.LoggerAdapter[Any]
+# The Job controller labels its Pods with the Job's name (batch/v1, since 1.27).
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+
+
+class ClusterError(Exception):
+    """An API call failed for another reason than a missing object or a lost race."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class Cluster(Protocol):
+    """The operations one sync uses, on plain-JSON manifests."""
+
+    def read(self, kind: ReadKind, namespace: str, name: str) -> Manifest | None:
+        """The object, or None when it does not exist."""
+
+    def list_pods(self, namespace: str, selector: str) -> list[Manifest]:
+        """The Pods matching a label selector."""
+
+    def create(self, manifest: Manifest) -> bool:
+        """Create a ConfigMap, PVC, Service, Job or Deployment; False when the name exists."""
+
+    def replace(self, manifest: Manifest) -> bool:
+        """Replace a Deployment at ``metadata.resourceVersion``; False when another write won."""
+
+    def scale(self, namespace: str, name: str, replicas: int) -> None:
+        """Set a Deployment's replicas through the scale subresource."""
+
+    def set_pod_condition(self, namespace: str, name: str, condition: Manifest) -> None:
+        """Set one Pod condition (conditions merge by type), e.g. a readiness gate."""
+
+
+class Events(Protocol):
+    """Kubernetes Events about the object being reconciled."""
+
+    def post(self, type_: EventType, reason: str, message: str) -> None:
+        """Post one Event (Normal or Warning) on the object."""
