@@ -17,11 +17,10 @@ from typing import Any
 
 import yaml
 
-from warmgate.api import SpecDecodeDeployment, engine_shape_config, load_manifest
-from warmgate.buckets import BucketPlan, plan_buckets
-from warmgate.buckets.complete import CompletionError, complete_plan
-from warmgate.buckets.coverage import prove_coverage
+from warmgate.api import SpecDecodeDeployment, load_manifest
+from warmgate.buckets import BucketPlan
 from warmgate.controlplane import REPO_ROOT, ControlPlane, OperatorProcess, find_assets
+from warmgate.reconcile.planning import evaluate
 
 CRD_FILE = REPO_ROOT / "crds" / "warmgate.dev_specdecodedeployments.yaml"
 EXAMPLES = REPO_ROOT / "examples"
@@ -148,23 +147,28 @@ def _apply_and_plan(kubectl: Kubectl, path: Path, namespace: str) -> str:
 
 
 def _print_plan(sdd: SpecDecodeDeployment) -> None:
-    cfg = engine_shape_config(sdd)
-    plan = plan_buckets(cfg)
-    policy = sdd.spec.buckets.coverage
-    report = prove_coverage(plan, policy.partial_drafts)
+    """What the operator's own planning stage decides for this manifest."""
+    result = evaluate(sdd)
+    evaluation = result.evaluation
+    if evaluation is None:
+        print(f"   refused: {result.planned.message}")
+        return
+    plan, report = evaluation.engine_plan, evaluation.report
     print(f"   {_counts(plan)}")
     print(f"   coverage: {report.states:,} reachable states, {_verdict(report.uncovered)}")
     for gap in report.uncovered[:3]:
         print(f"     unwarmed {gap.engine_config} x{gap.states:,} states, e.g. {_state(gap)}")
     if report.covered:
         return
-    try:
-        done = complete_plan(cfg, policy.partial_drafts)
-    except CompletionError as exc:
-        print(f"   completion failed: {exc}")
-        return
-    added = len(done.prompt_buckets) + len(done.decode_buckets) - _total(plan)
-    print(f"   completed plan: +{added} buckets, {_counts(done)}; proof holds again")
+    if evaluation.completion_applies:
+        added, done = evaluation.extra_buckets, evaluation.effective
+        print(f"   completed plan: +{added} buckets, {_counts(done)}; proof holds again")
+    else:
+        coverage = result.coverage
+        print(
+            f"   not completed: the operator writes CoverageProven={coverage.status} "
+            f"{coverage.reason}"
+        )
 
 
 def _state(gap: Any) -> str:
@@ -192,10 +196,6 @@ def _counts(plan: BucketPlan) -> str:
         f"buckets: {len(plan.prompt_buckets)} prompt, {len(plan.seed_decode_buckets)} seed decode, "
         f"{len(plan.decode_buckets)} decode after spec expansion (+{plan.spec_added})"
     )
-
-
-def _total(plan: BucketPlan) -> int:
-    return len(plan.prompt_buckets) + len(plan.decode_buckets)
 
 
 def _verdict(uncovered: Sequence[Any]) -> str:

@@ -5,106 +5,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from warmgate.api import engine_shape_config, load_manifest
-from warmgate.buckets import (
-    BucketPlan,
-    CompletionError,
-    CoverageReport,
-    EngineShapeConfig,
-    ModelProfile,
-    PlanDiff,
-    complete_plan,
-    estimate_buckets,
-    estimate_plan,
-    plan_buckets,
-    plan_diff,
-    prove_coverage,
-)
+from warmgate.buckets import EngineShapeConfig, ModelProfile
 from warmgate.cli._engine_args import (
     EngineArgumentError,
     add_engine_arguments,
     engine_config_from_args,
 )
-from warmgate.cli.plan_render import render_table
+from warmgate.cli.plan_render import render_json, render_table
+from warmgate.reconcile.plan_evaluation import PlanEvaluation, PlanPolicy, evaluate_plan
 
-__all__ = ["PlanResult", "register", "run"]
-
-# CoveragePolicy defaults of the API (warmgate.api.bucketing) when no manifest gives them.
-DEFAULT_MAX_EXTRA = 64
-
-
-@dataclass(frozen=True)
-class PlanResult:
-    """Everything ``warmgate plan`` found: the engine's plan, its proof, and the completion."""
-
-    plan: BucketPlan
-    report: CoverageReport
-    completed: BucketPlan | None
-    diff: PlanDiff | None
-    completion_error: str | None
-    max_extra: int
-    model: ModelProfile
-    recipe_cache: bool
-
-    @property
-    def completion_applies(self) -> bool:
-        """Completion ran, succeeded and stays within the maxExtraBuckets cap."""
-        return self.diff is not None and self.diff.added <= self.max_extra
-
-    @property
-    def effective(self) -> BucketPlan:
-        """The plan warmgate would warm: the completed one when completion applies."""
-        if self.completion_applies and self.completed is not None:
-            return self.completed
-        return self.plan
-
-    @property
-    def effective_covered(self) -> bool:
-        """Whether the plan warmgate would warm leaves no reachable shape unwarmed."""
-        return self.report.covered or self.completion_applies
-
-    def to_dict(self, top: int) -> dict[str, Any]:
-        """JSON-ready form of the whole result."""
-        cost = {"model": {"params_b": self.model.params_b, "dtype": self.model.dtype}}
-        cost["plan"] = estimate_plan(
-            self.plan, self.model, recipe_cache=self.recipe_cache
-        ).to_dict()
-        completion: dict[str, Any] = {"error": self.completion_error, "applies": False}
-        if self.diff is not None and self.completed is not None:
-            completion = _completion_dict(self, self.diff, self.completed)
-            cost["completed"] = completion.pop("cost")
-            cost["added"] = completion.pop("added_cost")
-        return {
-            "config": self.plan.config.model_dump(mode="json", exclude={"bucket_file"}),
-            "plan": {**self.plan.to_dict()["counts"], "digest": self.plan.digest},
-            "coverage": self.report.to_dict(top),
-            "completion": completion,
-            "effective": {"digest": self.effective.digest, "covered": self.effective_covered},
-            "cost": cost,
-        }
-
-
-def _completion_dict(result: PlanResult, diff: PlanDiff, completed: BucketPlan) -> dict[str, Any]:
-    model, cached = result.model, result.recipe_cache
-    added = estimate_buckets(
-        diff.added_prompt, diff.added_decode, model, recipe_cache=cached, overhead=False
-    )
-    return {
-        "error": None,
-        "applies": result.completion_applies,
-        "max_extra_buckets": result.max_extra,
-        "added": diff.added,
-        "added_prompt": [list(b) for b in diff.added_prompt],
-        "added_seeds": [list(b) for b in diff.added_seeds],
-        "added_decode": [list(b) for b in diff.added_decode],
-        "digest": completed.digest,
-        "cost": estimate_plan(completed, model, recipe_cache=cached).to_dict(),
-        "added_cost": added.to_dict(),
-    }
+__all__ = ["evaluate", "register", "run"]
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -157,58 +71,40 @@ def _add_policy_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Plan, prove, complete and print; 2 for bad input, 1 for --strict with gaps left."""
     try:
-        result = evaluate(args)
+        evaluation = evaluate(args)
     except (EngineArgumentError, ValueError, OSError) as exc:
         print(f"warmgate plan: {exc}", file=sys.stderr)
         return 2
     if args.write_bucket_file is not None:
-        args.write_bucket_file.write_text(result.effective.to_bucket_file())
+        args.write_bucket_file.write_text(evaluation.effective.to_bucket_file())
     if args.output == "json":
-        sys.stdout.write(json.dumps(result.to_dict(args.top), indent=2) + "\n")
+        document = render_json(evaluation, args.top, recipe_cache=args.recipe_cache)
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
     else:
-        sys.stdout.write(render_table(result, args.top))
-    return 1 if args.strict and not result.effective_covered else 0
+        sys.stdout.write(render_table(evaluation, args.top, recipe_cache=args.recipe_cache))
+    return 1 if args.strict and not evaluation.covered else 0
 
 
-def evaluate(args: argparse.Namespace) -> PlanResult:
-    """Build the config and policy, prove, and complete when the policy asks for it."""
-    cfg, policy = _config_and_policy(args)
-    partial, complete, max_extra = policy
-    plan = plan_buckets(cfg)
-    report = prove_coverage(plan, partial, prefix_caching=args.prefix_caching)
-    completed = diff = error = None
-    if complete and not report.covered:
-        try:
-            completed = complete_plan(cfg, partial, prefix_caching=args.prefix_caching)
-            diff = plan_diff(plan, completed)
-        except CompletionError as exc:
-            error = str(exc)
-    model = ModelProfile(params_b=args.params_b, dtype=args.dtype)
-    return PlanResult(plan, report, completed, diff, error, max_extra, model, args.recipe_cache)
+def evaluate(args: argparse.Namespace) -> PlanEvaluation:
+    """The operator's plan pipeline on the manifest or engine flags, with the flags' policy."""
+    config, policy = _config_and_policy(args)
+    return evaluate_plan(config, policy, ModelProfile(params_b=args.params_b, dtype=args.dtype))
 
 
-def _config_and_policy(
-    args: argparse.Namespace,
-) -> tuple[EngineShapeConfig, tuple[bool, bool, int]]:
+def _config_and_policy(args: argparse.Namespace) -> tuple[EngineShapeConfig, PlanPolicy]:
     """From the manifest when given (flags override its policy), else from engine flags."""
-    partial, complete, max_extra = True, True, DEFAULT_MAX_EXTRA
     if args.manifest is not None:
         sdd = load_manifest(args.manifest)
-        cfg = engine_shape_config(sdd, num_gpu_blocks=args.num_gpu_blocks)
-        policy = sdd.spec.buckets.coverage
-        if args.prefix_caching is None:  # the manifest's engine switch, unless a flag overrides
-            args.prefix_caching = sdd.spec.engine.enable_prefix_caching
-        partial, complete, max_extra = (
-            policy.partial_drafts,
-            policy.complete,
-            policy.max_extra_buckets,
-        )
+        config = engine_shape_config(sdd, num_gpu_blocks=args.num_gpu_blocks)
+        stated = PlanPolicy.of(sdd)
     elif args.max_model_len is None:
         raise EngineArgumentError("give a manifest or --max-model-len (with the engine flags)")
     else:
-        cfg = engine_config_from_args(args)
-    return cfg, (
-        partial if args.partial_drafts is None else args.partial_drafts,
-        complete if args.complete is None else args.complete,
-        max_extra if args.max_extra_buckets is None else args.max_extra_buckets,
-    )
+        config, stated = engine_config_from_args(args), PlanPolicy()
+    flags = {
+        "partial_drafts": args.partial_drafts,
+        "prefix_caching": args.prefix_caching,
+        "complete": args.complete,
+        "max_extra_buckets": args.max_extra_buckets,
+    }
+    return config, replace(stated, **{k: v for k, v in flags.items() if v is not None})

@@ -1,36 +1,81 @@
-"""The human-readable summary of ``warmgate plan``: buckets, verdict, gaps, completion, cost."""
+"""The reports of ``warmgate plan``: the text summary and the JSON document of one evaluation."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from warmgate.buckets import (
     Bucket,
     BucketPlan,
+    CostEstimate,
     CoverageReport,
+    PlanDiff,
     UncoveredShape,
     estimate_buckets,
 )
-from warmgate.buckets.cost import estimate_plan
+from warmgate.reconcile.plan_evaluation import PlanEvaluation
 
-if TYPE_CHECKING:
-    from warmgate.cli.plan import PlanResult
-
-__all__ = ["render_table"]
+__all__ = ["render_json", "render_table"]
 
 # How many added buckets the completion section lists before summarising the rest.
 LIST_ADDED = 12
 
 
-def render_table(result: PlanResult, top: int) -> str:
+def render_table(evaluation: PlanEvaluation, top: int, *, recipe_cache: bool) -> str:
     """The full text report."""
     lines = [
-        *_plan_lines(result.plan),
-        *_coverage_lines(result.report, top),
-        *_completion_lines(result),
-        *_cost_lines(result),
+        *_plan_lines(evaluation.engine_plan),
+        *_coverage_lines(evaluation.report, top),
+        *_completion_lines(evaluation),
+        *_cost_lines(evaluation, recipe_cache),
     ]
     return "\n".join(lines) + "\n"
+
+
+def render_json(evaluation: PlanEvaluation, top: int, *, recipe_cache: bool) -> dict[str, Any]:
+    """JSON-ready form of the whole evaluation."""
+    plan, model = evaluation.engine_plan, evaluation.model
+    cost: dict[str, Any] = {"model": {"params_b": model.params_b, "dtype": model.dtype}}
+    cost["plan"] = evaluation.cost(plan, recipe_cache=recipe_cache).to_dict()
+    completion: dict[str, Any] = {"error": evaluation.completion_error, "applies": False}
+    if evaluation.diff is not None and evaluation.completed is not None:
+        completion = _completion_dict(evaluation, evaluation.diff, evaluation.completed)
+        completion_cost = evaluation.cost(evaluation.completed, recipe_cache=recipe_cache)
+        cost["completed"] = completion_cost.to_dict()
+        cost["added"] = _added_cost(evaluation, evaluation.diff, recipe_cache).to_dict()
+    return {
+        "config": plan.config.model_dump(mode="json", exclude={"bucket_file"}),
+        "plan": {**plan.to_dict()["counts"], "digest": plan.digest},
+        "coverage": evaluation.report.to_dict(top),
+        "completion": completion,
+        "effective": {"digest": evaluation.effective.digest, "covered": evaluation.covered},
+        "cost": cost,
+    }
+
+
+def _completion_dict(
+    evaluation: PlanEvaluation, diff: PlanDiff, completed: BucketPlan
+) -> dict[str, Any]:
+    return {
+        "error": None,
+        "applies": evaluation.completion_applies,
+        "max_extra_buckets": evaluation.policy.max_extra_buckets,
+        "added": diff.added,
+        "added_prompt": [list(b) for b in diff.added_prompt],
+        "added_seeds": [list(b) for b in diff.added_seeds],
+        "added_decode": [list(b) for b in diff.added_decode],
+        "digest": completed.digest,
+    }
+
+
+def _added_cost(evaluation: PlanEvaluation, diff: PlanDiff, recipe_cache: bool) -> CostEstimate:
+    return estimate_buckets(
+        diff.added_prompt,
+        diff.added_decode,
+        evaluation.model,
+        recipe_cache=recipe_cache,
+        overhead=False,
+    )
 
 
 def _plan_lines(plan: BucketPlan) -> list[str]:
@@ -72,17 +117,16 @@ def _gap(gap: UncoveredShape) -> str:
     return f"{gap.engine_config!s:<28} {gap.states:>12,} states  e.g. {example}"
 
 
-def _completion_lines(result: PlanResult) -> list[str]:
-    if result.report.covered:
+def _completion_lines(evaluation: PlanEvaluation) -> list[str]:
+    if evaluation.report.covered:
         return ["complete   nothing to add"]
-    if result.completion_error is not None:
-        return [f"complete   FAILED: {result.completion_error}"]
-    diff, completed = result.diff, result.completed
+    if evaluation.completion_error is not None:
+        return [f"complete   FAILED: {evaluation.completion_error}"]
+    diff, completed = evaluation.diff, evaluation.completed
     if diff is None or completed is None:
         return ["complete   off (--complete or spec.buckets.coverage.complete to enable)"]
-    verdict = (
-        "applies" if result.completion_applies else f"EXCEEDS maxExtraBuckets {result.max_extra}"
-    )
+    cap = evaluation.policy.max_extra_buckets
+    verdict = "applies" if evaluation.completion_applies else f"EXCEEDS maxExtraBuckets {cap}"
     lines = [
         f"complete   +{diff.added} buckets ({len(diff.added_prompt)} prompt, "
         f"{len(diff.added_seeds)} seeds -> {len(diff.added_decode)} decode after the engine's "
@@ -92,38 +136,36 @@ def _completion_lines(result: PlanResult) -> list[str]:
     lines += [f"  + {'prompt' if b[1] > 1 else 'seed':<6} {b}" for b in added[:LIST_ADDED]]
     if len(added) > LIST_ADDED:
         lines.append(f"  ... and {len(added) - LIST_ADDED} more (--output json)")
-    return lines + _oversize_warning(result, diff.added_decode)
+    return lines + _oversize_warning(evaluation, diff.added_decode)
 
 
-def _oversize_warning(result: PlanResult, decode: tuple[Bucket, ...]) -> list[str]:
+def _oversize_warning(evaluation: PlanEvaluation, decode: tuple[Bucket, ...]) -> list[str]:
     """Warn when completion adds decode buckets larger than any the engine warms itself.
 
     They come from prefix caching (shared blocks let S exceed the KV blocks) or from partial
     drafts on the largest rows; the engine's warmup of oversized buckets has run out of memory
     before (doc section 9, vllm-gaudi PR #1700).
     """
-    own = result.plan.fallback_max_ctx
+    own = evaluation.engine_plan.fallback_max_ctx
     top = max((c for _, _, c in decode), default=0)
     if top <= own:
         return []
     hint = "; --no-prefix-caching if prompts share no long prefixes"
-    sharing = result.report.space.prefix_caching
+    sharing = evaluation.report.space.prefix_caching
     return [
         f"  warning: added decode buckets reach {top:,} blocks, beyond the engine's own largest "
         f"{own:,} (warmup memory risk, vllm-gaudi PR #1700){hint if sharing else ''}"
     ]
 
 
-def _cost_lines(result: PlanResult) -> list[str]:
-    model, cached = result.model, result.recipe_cache
-    label = f"{model.params_b:g}B {model.dtype}{', recipe cache' if cached else ''}"
-    lines = [f"warmup     engine plan {estimate_plan(result.plan, model, recipe_cache=cached)}"]
-    if result.diff is not None and result.completed is not None:
-        diff = result.diff
-        added = estimate_buckets(
-            diff.added_prompt, diff.added_decode, model, recipe_cache=cached, overhead=False
-        )
-        whole = estimate_plan(result.completed, model, recipe_cache=cached)
+def _cost_lines(evaluation: PlanEvaluation, recipe_cache: bool) -> list[str]:
+    model = evaluation.model
+    label = f"{model.params_b:g}B {model.dtype}{', recipe cache' if recipe_cache else ''}"
+    engine_cost = evaluation.cost(evaluation.engine_plan, recipe_cache=recipe_cache)
+    lines = [f"warmup     engine plan {engine_cost}"]
+    if evaluation.diff is not None and evaluation.completed is not None:
+        added = _added_cost(evaluation, evaluation.diff, recipe_cache)
+        whole = evaluation.cost(evaluation.completed, recipe_cache=recipe_cache)
         lines.append(f"           completed plan {whole} (the added buckets: {added})")
     lines.append(f"           model {label}; a range from public figures, not a measurement")
     return lines

@@ -1,4 +1,4 @@
-"""The planning stage of a reconcile: spec -> bucket plan -> coverage proof -> status (pure)."""
+"""The planning stage of a reconcile: spec -> plan pipeline -> the planning verdicts (pure)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,13 @@ from pydantic import ValidationError
 from warmgate.api import SpecDecodeDeployment, engine_shape_config
 from warmgate.api.constants import Reason
 from warmgate.api.status import MAX_UNCOVERED_LISTED, PlanSummary
-from warmgate.buckets import BucketPlan, BucketPlanError, plan_buckets
-from warmgate.buckets.complete import CompletionError, complete_plan
-from warmgate.buckets.cost import CostEstimate, ModelProfile, estimate_plan
-from warmgate.buckets.coverage import CoverageReport, prove_coverage
+from warmgate.buckets import BucketPlan, BucketPlanError, CoverageReport, ModelProfile
+from warmgate.reconcile.plan_evaluation import (
+    PlanEvaluation,
+    PlanPolicy,
+    evaluate_plan,
+    total_buckets,
+)
 from warmgate.reconcile.verdict import Verdict, one_line
 from warmgate.resources import PlanToRun
 
@@ -22,7 +25,7 @@ from warmgate.resources import PlanToRun
 _PARAMS_B = re.compile(r"(?<![0-9.])(\d+(?:\.\d+)?)[bB](?![a-zA-Z])")
 
 
-@dataclass
+@dataclass(frozen=True)
 class PlanningResult:
     """What the planning stage decided; ``plan`` is the plan to warm (None when it failed)."""
 
@@ -31,6 +34,7 @@ class PlanningResult:
     coverage: Verdict
     summary: PlanSummary | None = None
     stalled: bool = False
+    evaluation: PlanEvaluation | None = None
 
     @property
     def may_warm(self) -> bool:
@@ -46,11 +50,6 @@ class PlanningResult:
         return PlanToRun(self.plan, float(estimate or 0), kv_blocks)
 
 
-def _prefix_caching(sdd: SpecDecodeDeployment) -> bool | None:
-    """The spec's prefix-caching switch; None lets the prover take the engine default."""
-    return sdd.spec.engine.enable_prefix_caching
-
-
 def model_profile(sdd: SpecDecodeDeployment) -> ModelProfile:
     """Model size for the cost model, read from the model name when it states one."""
     match = _PARAMS_B.search(sdd.spec.model.name)
@@ -58,94 +57,61 @@ def model_profile(sdd: SpecDecodeDeployment) -> ModelProfile:
 
 
 def evaluate(sdd: SpecDecodeDeployment) -> PlanningResult:
-    """Plan the buckets, prove coverage and complete the plan as the spec's policy asks."""
+    """Run the plan pipeline with the spec's policy and turn it into the planning verdicts."""
     try:
-        cfg = engine_shape_config(sdd)
-        plan = plan_buckets(cfg)
+        config = engine_shape_config(sdd)
+        evaluation = evaluate_plan(config, PlanPolicy.of(sdd), model_profile(sdd))
     except (ValueError, ValidationError, BucketPlanError) as exc:
         reason = Reason.PLAN_FAILED if isinstance(exc, BucketPlanError) else Reason.INVALID_SPEC
         failed = Verdict("False", reason, one_line(exc))
         waiting = Verdict("Unknown", Reason.PENDING, "Waiting for a bucket plan")
         return PlanningResult(None, failed, waiting, stalled=True)
-    policy = sdd.spec.buckets.coverage
-    report = prove_coverage(plan, policy.partial_drafts, prefix_caching=_prefix_caching(sdd))
-    planned = Verdict("True", Reason.PLANNED, _plan_message(plan))
+    return _result(evaluation, *_coverage(evaluation))
+
+
+def _coverage(evaluation: PlanEvaluation) -> tuple[Verdict, bool]:
+    """The CoverageProven verdict, and whether the spec stalls on it."""
+    report, policy = evaluation.report, evaluation.policy
     if report.covered:
-        return _result(
-            sdd, plan, planned, Verdict("True", Reason.COVERAGE_COMPLETE, _proven(report))
-        )
+        return Verdict("True", Reason.COVERAGE_COMPLETE, _proven(report)), False
     if not policy.complete:
         message = f"{_holes(report)}; allowed by spec.buckets.coverage.complete=false"
-        return _result(
-            sdd, plan, planned, Verdict("False", Reason.UNCOVERED_SHAPES_ALLOWED, message), report
-        )
-    return _complete(sdd, plan, planned, report)
-
-
-def _complete(
-    sdd: SpecDecodeDeployment, plan: BucketPlan, planned: Verdict, report: CoverageReport
-) -> PlanningResult:
-    policy = sdd.spec.buckets.coverage
-    try:
-        done = complete_plan(
-            plan.config, policy.partial_drafts, prefix_caching=_prefix_caching(sdd)
-        )
-    except CompletionError as exc:
-        failed = Verdict("False", Reason.UNCOVERED_SHAPES, f"{_holes(report)}; {exc}")
-        return _result(sdd, plan, planned, failed, report, stalled=True)
-    extra = total_buckets(done) - total_buckets(plan)
-    if extra > policy.max_extra_buckets:
+        return Verdict("False", Reason.UNCOVERED_SHAPES_ALLOWED, message), False
+    if evaluation.completion_error is not None:
+        message = f"{_holes(report)}; {evaluation.completion_error}"
+        return Verdict("False", Reason.UNCOVERED_SHAPES, message), True
+    extra = evaluation.extra_buckets
+    if evaluation.capped:
         message = (
             f"{_holes(report)}; closing them needs {extra} extra buckets, more than "
             f"spec.buckets.coverage.maxExtraBuckets={policy.max_extra_buckets}"
         )
-        failed = Verdict("False", Reason.EXTRA_BUCKETS_CAPPED, message)
-        return _result(sdd, plan, planned, failed, report, stalled=True)
-    proven = prove_coverage(done, policy.partial_drafts, prefix_caching=_prefix_caching(sdd))
-    message = f"Completed the plan with {extra} extra buckets; {_proven(proven)}"
-    return _result(
-        sdd, done, planned, Verdict("True", Reason.COVERAGE_COMPLETE, message), extra=extra
-    )
+        return Verdict("False", Reason.EXTRA_BUCKETS_CAPPED, message), True
+    proven = _proven(evaluation.effective_report)
+    message = f"Completed the plan with {extra} extra buckets; {proven}"
+    return Verdict("True", Reason.COVERAGE_COMPLETE, message), False
 
 
-def _result(
-    sdd: SpecDecodeDeployment,
-    plan: BucketPlan,
-    planned: Verdict,
-    coverage: Verdict,
-    report: CoverageReport | None = None,
-    *,
-    extra: int = 0,
-    stalled: bool = False,
-) -> PlanningResult:
-    cost = estimate_plan(plan, model_profile(sdd))
-    summary = _summary(plan, extra, report, cost)
-    if coverage.status == "True":
-        coverage = Verdict(coverage.status, coverage.reason, f"{coverage.message}; warmup {cost}")
-    return PlanningResult(plan, planned, coverage, summary, stalled)
-
-
-def _summary(
-    plan: BucketPlan, extra: int, report: CoverageReport | None, cost: CostEstimate
-) -> PlanSummary:
-    gaps = report.uncovered if report else []
-    return PlanSummary(
+def _result(evaluation: PlanEvaluation, coverage: Verdict, stalled: bool) -> PlanningResult:
+    plan = evaluation.effective
+    cost = evaluation.cost(plan)
+    gaps = [] if evaluation.covered else evaluation.report.uncovered
+    summary = PlanSummary(
         hash=plan.digest,
         prompt_buckets=len(plan.prompt_buckets),
         decode_buckets=len(plan.seed_decode_buckets),
         spec_decode_buckets=len(plan.decode_buckets),
         total_buckets=total_buckets(plan),
-        extra_buckets=extra,
+        extra_buckets=evaluation.extra_buckets if evaluation.completion_applies else 0,
         uncovered_count=len(gaps),
         uncovered_shapes=[str(g.engine_config) for g in gaps[:MAX_UNCOVERED_LISTED]] or None,
         # The upper end of the estimated range: later stages size probe budgets from it.
         estimated_warmup_seconds=round(cost.high_s),
     )
-
-
-def total_buckets(plan: BucketPlan) -> int:
-    """The graphs a warmup compiles: prompt plus decode buckets (spec-decode rows included)."""
-    return len(plan.prompt_buckets) + len(plan.decode_buckets)
+    if coverage.holds:
+        coverage = Verdict(coverage.status, coverage.reason, f"{coverage.message}; warmup {cost}")
+    planned = Verdict("True", Reason.PLANNED, _plan_message(evaluation.engine_plan))
+    return PlanningResult(plan, planned, coverage, summary, stalled, evaluation)
 
 
 def _plan_message(plan: BucketPlan) -> str:

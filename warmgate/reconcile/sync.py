@@ -33,7 +33,8 @@ from warmgate.reconcile.cluster import (
     Logger,
 )
 from warmgate.reconcile.plan_cache import PlanCache
-from warmgate.reconcile.planning import PlanningResult, total_buckets
+from warmgate.reconcile.plan_evaluation import total_buckets
+from warmgate.reconcile.planning import PlanningResult
 from warmgate.reconcile.serving_state import ServingState, evaluate_serving, served_plan
 from warmgate.reconcile.status_builder import build_status, status_patch
 from warmgate.reconcile.verdict import Verdict, one_line

@@ -24,7 +24,8 @@ from support.kube_objects import (
 from warmgate.api import SpecDecodeDeployment
 from warmgate.reconcile.cluster import ClusterError
 from warmgate.reconcile.plan_cache import PlanCache
-from warmgate.reconcile.planning import evaluate, total_buckets
+from warmgate.reconcile.plan_evaluation import total_buckets
+from warmgate.reconcile.planning import evaluate
 from warmgate.reconcile.sync import Outcome, Runtime, sync
 from warmgate.settings import Settings
 

@@ -1,0 +1,90 @@
+"""One plan pipeline: the operator, `warmgate plan` and `warmgate demo` reach the same verdict."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from support.examples import example_doc, example_sdd
+
+from warmgate.api import engine_shape_config
+from warmgate.cli import main
+from warmgate.cli.demo import _print_plan
+from warmgate.reconcile.plan_evaluation import PlanPolicy, evaluate_plan, total_buckets
+from warmgate.reconcile.planning import evaluate, model_profile
+
+EAGLE3 = "llama31-8b-eagle3-gaudi2"
+
+
+def _manifest(tmp_path: Path, **spec: object) -> Path:
+    path = tmp_path / "sdd.yaml"
+    path.write_text(yaml.safe_dump(example_doc(EAGLE3, **spec)))
+    return path
+
+
+def _cli(capsys: pytest.CaptureFixture[str], path: Path) -> dict[str, object]:
+    main(["plan", str(path), "--output", "json"])
+    data: dict[str, object] = json.loads(capsys.readouterr().out)
+    return data
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {},
+        {"buckets": {"coverage": {"maxExtraBuckets": 1}}},
+        {"buckets": {"coverage": {"complete": False}}},
+        {
+            "engine": {
+                "maxModelLen": 32768,
+                "maxNumSeqs": 128,
+                "maxNumBatchedTokens": 8192,
+                "numGpuBlocks": 4000,
+                "enablePrefixCaching": False,
+            }
+        },
+    ],
+    ids=["completed", "capped", "allowed", "no-prefix-caching"],
+)
+def test_the_operator_and_the_cli_warm_the_same_plan(
+    spec: dict[str, object], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = evaluate(example_sdd(EAGLE3, **spec))
+    data = _cli(capsys, _manifest(tmp_path, **spec))
+    effective = data["effective"]
+    assert isinstance(effective, dict)
+    assert result.summary is not None
+    assert effective["digest"] == result.summary.hash
+    assert effective["covered"] == result.coverage.holds
+
+
+def test_the_demo_prints_the_operators_verdict(capsys: pytest.CaptureFixture[str]) -> None:
+    """The demo once re-planned without the cap and printed a completion the operator refused."""
+    sdd = example_sdd(EAGLE3, buckets={"coverage": {"maxExtraBuckets": 1}})
+    _print_plan(sdd)
+    out = capsys.readouterr().out
+    assert "completed plan" not in out
+    assert "CoverageProven=False ExtraBucketsCapped" in out
+
+
+def test_extra_buckets_are_what_completion_added() -> None:
+    sdd = example_sdd(EAGLE3)
+    evaluation = evaluate_plan(engine_shape_config(sdd), PlanPolicy.of(sdd), model_profile(sdd))
+    assert evaluation.completed is not None
+    added = total_buckets(evaluation.completed) - total_buckets(evaluation.engine_plan)
+    assert evaluation.extra_buckets == added > 0
+    assert evaluation.completion_applies
+    assert evaluation.effective is evaluation.completed
+    assert evaluation.effective_report.covered
+
+
+def test_the_policy_is_the_spec_s() -> None:
+    sdd = example_sdd(
+        EAGLE3,
+        buckets={"coverage": {"partialDrafts": False, "complete": False, "maxExtraBuckets": 5}},
+    )
+    assert PlanPolicy.of(sdd) == PlanPolicy(
+        partial_drafts=False, prefix_caching=None, complete=False, max_extra_buckets=5
+    )
