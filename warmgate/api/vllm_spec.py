@@ -16,6 +16,14 @@ Profile = Literal["v0.26.0", "main-2026-08"]
 ModelId = Annotated[str, StringConstraints(min_length=1, max_length=512)]
 Revision = Annotated[str, StringConstraints(min_length=1, max_length=256)]
 Arg = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
+# A positive count in millions, billions or trillions: "500M", "8B", "70.6B", "1.5T".
+ParameterCount = Annotated[
+    str,
+    StringConstraints(
+        max_length=10, pattern=r"^([1-9][0-9]{0,4}(\.[0-9]{1,3})?|0\.[0-9]{0,2}[1-9])[MBT]$"
+    ),
+]
+_PARAMETER_UNITS: Final = {"M": 1e-3, "B": 1.0, "T": 1e3}
 
 # Flags the operator derives from typed fields; setting them in extraArgs would make the served
 # engine differ from the planned one. vLLM's parser accepts `_` for `-`, hence the replace().
@@ -89,6 +97,21 @@ class ModelSpec(ApiModel):
     token_secret_ref: SecretKeyRef | None = Field(
         default=None, description="Secret key holding a Hugging Face token (exported as HF_TOKEN)."
     )
+    parameters: ParameterCount | None = Field(
+        default=None,
+        description=(
+            "Total parameter count, e.g. 8B, 70.6B, 671B (M, B or T; a mixture of experts counts "
+            "every expert). Only the warmup-time estimate uses it; unset, a known model's count "
+            "or the estimate's 8B reference is assumed."
+        ),
+    )
+
+    @property
+    def parameters_b(self) -> float | None:
+        """``parameters`` in billions (e.g. "70.6B" -> 70.6, "1.5T" -> 1500.0), None when unset."""
+        if self.parameters is None:
+            return None
+        return float(self.parameters[:-1]) * _PARAMETER_UNITS[self.parameters[-1]]
 
 
 class EngineSpec(ApiModel):

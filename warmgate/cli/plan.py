@@ -16,6 +16,7 @@ from warmgate.cli._engine_args import (
     engine_config_from_args,
 )
 from warmgate.cli.plan_render import render_json, render_table
+from warmgate.reconcile.model_size import ModelSize, model_size
 from warmgate.reconcile.plan_evaluation import PlanEvaluation, PlanPolicy, evaluate_plan
 
 __all__ = ["evaluate", "register", "run"]
@@ -63,7 +64,13 @@ def _add_policy_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--engine-bucket-file", dest="bucket_file", type=Path, default=None,
                    metavar="PATH", help="read a VLLM_BUCKETING_FROM_FILE input file")  # fmt: skip
     c = parser.add_argument_group("cost", "warmup time model (docs/coverage.md)")
-    c.add_argument("--params-b", type=float, default=8.0, help="model size, billions (8)")
+    c.add_argument(
+        "--params-b",
+        type=float,
+        default=None,
+        help="model size in billions (default: the manifest's spec.model.parameters or known "
+        "model, else 8)",
+    )
     c.add_argument("--dtype", choices=("bf16", "fp8"), default="bf16")
     c.add_argument("--recipe-cache", action="store_true", help="a warm PT_HPU_RECIPE_CACHE")
 
@@ -87,24 +94,26 @@ def run(args: argparse.Namespace) -> int:
 
 def evaluate(args: argparse.Namespace) -> PlanEvaluation:
     """The operator's plan pipeline on the manifest or engine flags, with the flags' policy."""
-    config, policy = _config_and_policy(args)
-    return evaluate_plan(config, policy, ModelProfile(params_b=args.params_b, dtype=args.dtype))
+    config, policy, size = _inputs(args)
+    params_b = size.params_b if args.params_b is None else args.params_b
+    return evaluate_plan(config, policy, ModelProfile(params_b=params_b, dtype=args.dtype))
 
 
-def _config_and_policy(args: argparse.Namespace) -> tuple[EngineShapeConfig, PlanPolicy]:
+def _inputs(args: argparse.Namespace) -> tuple[EngineShapeConfig, PlanPolicy, ModelSize]:
     """From the manifest when given (flags override its policy), else from engine flags."""
     if args.manifest is not None:
         sdd = load_manifest(args.manifest)
         config = engine_shape_config(sdd, num_gpu_blocks=args.num_gpu_blocks)
-        stated = PlanPolicy.of(sdd)
+        stated, size = PlanPolicy.of(sdd), model_size(sdd)
     elif args.max_model_len is None:
         raise EngineArgumentError("give a manifest or --max-model-len (with the engine flags)")
     else:
         config, stated = engine_config_from_args(args), PlanPolicy()
+        size = ModelSize(ModelProfile().params_b, "the cost model's reference")
     flags = {
         "partial_drafts": args.partial_drafts,
         "prefix_caching": args.prefix_caching,
         "complete": args.complete,
         "max_extra_buckets": args.max_extra_buckets,
     }
-    return config, replace(stated, **{k: v for k, v in flags.items() if v is not None})
+    return config, replace(stated, **{k: v for k, v in flags.items() if v is not None}), size

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from pydantic import ValidationError
@@ -10,7 +9,8 @@ from pydantic import ValidationError
 from warmgate.api import SpecDecodeDeployment, engine_shape_config
 from warmgate.api.constants import Reason
 from warmgate.api.status import MAX_UNCOVERED_LISTED, PlanSummary
-from warmgate.buckets import BucketPlan, BucketPlanError, CoverageReport, ModelProfile
+from warmgate.buckets import BucketPlan, BucketPlanError, CoverageReport
+from warmgate.reconcile.model_size import ModelSize, model_size
 from warmgate.reconcile.plan_evaluation import (
     PlanEvaluation,
     PlanPolicy,
@@ -19,10 +19,6 @@ from warmgate.reconcile.plan_evaluation import (
 )
 from warmgate.reconcile.verdict import Verdict, one_line
 from warmgate.resources import PlanToRun
-
-# "Llama-3.3-70B-Instruct" -> 70.0: the cost model scales with model size; names are the only
-# size hint a spec carries, so an unparsable name falls back to the cost model's 8B reference.
-_PARAMS_B = re.compile(r"(?<![0-9.])(\d+(?:\.\d+)?)[bB](?![a-zA-Z])")
 
 
 @dataclass(frozen=True)
@@ -50,23 +46,18 @@ class PlanningResult:
         return PlanToRun(self.plan, float(estimate or 0), kv_blocks)
 
 
-def model_profile(sdd: SpecDecodeDeployment) -> ModelProfile:
-    """Model size for the cost model, read from the model name when it states one."""
-    match = _PARAMS_B.search(sdd.spec.model.name)
-    return ModelProfile(params_b=float(match.group(1))) if match else ModelProfile()
-
-
 def evaluate(sdd: SpecDecodeDeployment) -> PlanningResult:
     """Run the plan pipeline with the spec's policy and turn it into the planning verdicts."""
     try:
         config = engine_shape_config(sdd)
-        evaluation = evaluate_plan(config, PlanPolicy.of(sdd), model_profile(sdd))
+        size = model_size(sdd)
+        evaluation = evaluate_plan(config, PlanPolicy.of(sdd), size.profile)
     except (ValueError, ValidationError, BucketPlanError) as exc:
         reason = Reason.PLAN_FAILED if isinstance(exc, BucketPlanError) else Reason.INVALID_SPEC
         failed = Verdict("False", reason, one_line(exc))
         waiting = Verdict("Unknown", Reason.PENDING, "Waiting for a bucket plan")
         return PlanningResult(None, failed, waiting, stalled=True)
-    return _result(evaluation, *_coverage(evaluation))
+    return _result(evaluation, size, *_coverage(evaluation))
 
 
 def _coverage(evaluation: PlanEvaluation) -> tuple[Verdict, bool]:
@@ -92,7 +83,9 @@ def _coverage(evaluation: PlanEvaluation) -> tuple[Verdict, bool]:
     return Verdict("True", Reason.COVERAGE_COMPLETE, message), False
 
 
-def _result(evaluation: PlanEvaluation, coverage: Verdict, stalled: bool) -> PlanningResult:
+def _result(
+    evaluation: PlanEvaluation, size: ModelSize, coverage: Verdict, stalled: bool
+) -> PlanningResult:
     plan = evaluation.effective
     cost = evaluation.cost(plan)
     gaps = [] if evaluation.covered else evaluation.report.uncovered
@@ -109,7 +102,8 @@ def _result(evaluation: PlanEvaluation, coverage: Verdict, stalled: bool) -> Pla
         estimated_warmup_seconds=round(cost.high_s),
     )
     if coverage.holds:
-        coverage = Verdict(coverage.status, coverage.reason, f"{coverage.message}; warmup {cost}")
+        estimate = f"warmup {cost}, {size.describe()}"
+        coverage = Verdict(coverage.status, coverage.reason, f"{coverage.message}; {estimate}")
     planned = Verdict("True", Reason.PLANNED, _plan_message(evaluation.engine_plan))
     return PlanningResult(plan, planned, coverage, summary, stalled, evaluation)
 

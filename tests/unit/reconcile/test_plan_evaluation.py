@@ -12,8 +12,9 @@ from support.examples import example_doc, example_sdd
 from warmgate.api import engine_shape_config
 from warmgate.cli import main
 from warmgate.cli.demo import _print_plan
+from warmgate.reconcile.model_size import model_size
 from warmgate.reconcile.plan_evaluation import PlanPolicy, evaluate_plan, total_buckets
-from warmgate.reconcile.planning import evaluate, model_profile
+from warmgate.reconcile.planning import evaluate
 
 EAGLE3 = "llama31-8b-eagle3-gaudi2"
 
@@ -71,7 +72,9 @@ def test_the_demo_prints_the_operators_verdict(capsys: pytest.CaptureFixture[str
 
 def test_extra_buckets_are_what_completion_added() -> None:
     sdd = example_sdd(EAGLE3)
-    evaluation = evaluate_plan(engine_shape_config(sdd), PlanPolicy.of(sdd), model_profile(sdd))
+    evaluation = evaluate_plan(
+        engine_shape_config(sdd), PlanPolicy.of(sdd), model_size(sdd).profile
+    )
     assert evaluation.completed is not None
     added = total_buckets(evaluation.completed) - total_buckets(evaluation.engine_plan)
     assert evaluation.extra_buckets == added > 0

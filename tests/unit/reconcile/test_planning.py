@@ -8,11 +8,12 @@ from typing import Any
 import pytest
 import yaml
 
-from warmgate.api import SpecDecodeDeployment, get_condition, parse_manifest
+from warmgate.api import ManifestError, SpecDecodeDeployment, get_condition, parse_manifest
 from warmgate.buckets import plan_buckets
 from warmgate.buckets.coverage import prove_coverage
 from warmgate.controlplane import REPO_ROOT
-from warmgate.reconcile.planning import evaluate, model_profile
+from warmgate.reconcile.model_size import model_size
+from warmgate.reconcile.planning import evaluate
 from warmgate.reconcile.status_builder import build_status
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -26,18 +27,42 @@ def load(name: str, **spec: Any) -> SpecDecodeDeployment:
 
 
 @pytest.mark.parametrize(
-    ("model", "params_b"),
+    ("model", "parameters", "params_b", "source"),
     [
-        ("meta-llama/Llama-3.3-70B-Instruct", 70.0),
-        ("Qwen/Qwen2.5-7B-Instruct", 7.0),
-        ("mistralai/Mixtral-8x7B-v0.1", 7.0),
-        ("ibm-granite/granite-3.1-2b-instruct", 2.0),
-        ("deepseek-ai/DeepSeek-V3", 8.0),  # no size in the name: the cost model's reference
+        ("meta-llama/Llama-3.3-70B-Instruct", None, 70.6, "known model"),
+        ("mistralai/Mixtral-8x7B-v0.1", None, 46.7, "known model"),  # not 7B: every expert
+        ("deepseek-ai/DeepSeek-V3", None, 671.0, "known model"),  # no size in the name
+        ("org/Some-70B-Finetune", None, 8.0, "assumed; set spec.model.parameters"),  # no regex
+        ("org/Some-70B-Finetune", "70B", 70.0, "spec.model.parameters"),
+        ("deepseek-ai/DeepSeek-V3", "685B", 685.0, "spec.model.parameters"),  # the spec wins
+        ("org/tiny", "500M", 0.5, "spec.model.parameters"),
     ],
 )
-def test_model_size_is_read_from_the_name(model: str, params_b: float) -> None:
-    sdd = load("minimal-ngram.yaml", model={"name": model})
-    assert model_profile(sdd).params_b == params_b
+def test_the_model_size_comes_from_the_spec_or_a_known_model_never_the_name(
+    model: str, parameters: str | None, params_b: float, source: str
+) -> None:
+    sdd = load("minimal-ngram.yaml", model={"name": model, "parameters": parameters})
+    size = model_size(sdd)
+    assert (size.params_b, size.source) == (params_b, source)
+
+
+def test_the_estimate_says_what_it_assumed() -> None:
+    known = evaluate(load("minimal-ngram.yaml"))
+    assert known.coverage.message.endswith("7.62B parameters (known model)")
+    unknown = evaluate(load("minimal-ngram.yaml", model={"name": "org/private-model"}))
+    assert "8B parameters (assumed; set spec.model.parameters)" in unknown.coverage.message
+    large = evaluate(load("minimal-ngram.yaml", model={"name": "x/y", "parameters": "671B"}))
+    assert unknown.summary is not None
+    assert large.summary is not None
+    assert (large.summary.estimated_warmup_seconds or 0) > (
+        unknown.summary.estimated_warmup_seconds or 0
+    )
+
+
+@pytest.mark.parametrize("parameters", ["0B", "8", "8b", "-1B", "1.2345B", "12345678B"])
+def test_a_bad_parameter_count_is_refused_naming_the_field(parameters: str) -> None:
+    with pytest.raises(ManifestError, match=r"spec\.model\.parameters"):
+        load("minimal-ngram.yaml", model={"name": "x/y", "parameters": parameters})
 
 
 def test_holes_are_closed_and_the_completed_plan_is_proven() -> None:
