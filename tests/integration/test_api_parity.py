@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from bad_manifests.corpus import base_manifest, merge_patch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.bad_manifests import base_manifest, merge_patch
 
 from warmgate.api import ManifestError, parse_manifest
 from warmgate.api.constants import GROUP, PLURAL, VERSION

@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from bad_manifests.corpus import BadCase, base_manifest, load_cases
+from support.bad_manifests import BadCase, base_manifest, load_cases
 
 from warmgate.api.constants import GROUP, PLURAL, VERSION
 from warmgate.controlplane import ControlPlane

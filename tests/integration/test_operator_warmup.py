@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
-from operator_helpers import (
+from support.api_controllers import (
     conditions,
     finish,
     get,

@@ -1,17 +1,9 @@
-"""Fixtures for the builder tests; makes ``resources_cases`` (next to this file) importable."""
+"""Fixtures for the builder tests: every example, planned once per session."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
-
-_HERE = str(Path(__file__).resolve().parent)
-if _HERE not in sys.path:
-    sys.path.insert(0, _HERE)
-
-from resources_cases import EXAMPLES, Case, make_case  # noqa: E402
+from support.resource_cases import EXAMPLES, Case, make_case
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from resources_cases import EXAMPLES, OPERATOR_IMAGE, SETTINGS, UID, Case, make_case, planned
+from support.resource_cases import EXAMPLES, OPERATOR_IMAGE, SETTINGS, UID, Case, make_case, planned
 
 from warmgate.api import GAUDI_RESOURCE
 from warmgate.api.constants import (

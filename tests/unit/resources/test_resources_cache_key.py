@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 import yaml
-from resources_cases import EXAMPLES
+from support.resource_cases import EXAMPLES
 
 from warmgate.api import SpecDecodeDeployment, parse_manifest
 from warmgate.buckets import BucketPlan

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from resources_cases import REPO
+from support.resource_cases import REPO
 
 from warmgate import resources
 

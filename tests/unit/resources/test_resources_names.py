@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from resources_cases import EXAMPLES, UID, make_case
+from support.resource_cases import EXAMPLES, UID, make_case
 
 from warmgate.api.constants import LABEL_COMPONENT, LABEL_NAME, LABEL_PLAN_HASH
 from warmgate.resources.names import (

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from resources_cases import REPO, Case
+from support.resource_cases import REPO, Case
 
 from warmgate.warmup.engine import engine_argv, engine_env
 from warmgate.warmup.plan import parse_plan

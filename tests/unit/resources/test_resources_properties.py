@@ -7,7 +7,7 @@ from typing import Any
 import yaml
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from resources_cases import EXAMPLES, SETTINGS, planned
+from support.resource_cases import EXAMPLES, SETTINGS, planned
 
 from warmgate.api import parse_manifest
 from warmgate.reconcile.planning import evaluate

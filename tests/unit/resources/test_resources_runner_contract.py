@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from resources_cases import EXAMPLES, SETTINGS, Case, make_case
+from support.resource_cases import EXAMPLES, SETTINGS, Case, make_case
 
 from warmgate.buckets import plan_buckets
 from warmgate.resources import desired_children

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1] / "integration" / "bad_manifests"
 
 
 @dataclass(frozen=True)

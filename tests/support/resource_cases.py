@@ -11,7 +11,7 @@ from warmgate.reconcile.planning import evaluate
 from warmgate.resources import Children, PlanToRun, desired_children
 from warmgate.settings import Settings
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 OPERATOR_IMAGE = "registry.example.com/warmgate/operator:0.1.0"
 SETTINGS = Settings(operator_image=OPERATOR_IMAGE)
