@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import uuid
 from collections.abc import Iterator
 
 import pytest
+from support.paths import CRD_PATH
 
-from warmgate.api.constants import CRD_FILE
-from warmgate.controlplane import REPO_ROOT, AssetsUnavailableError, ControlPlane, find_assets
+from warmgate.controlplane import AssetsUnavailableError, ControlPlane, find_assets
 
 
 @pytest.fixture(scope="session")
@@ -29,17 +30,36 @@ def control_plane() -> Iterator[ControlPlane]:
 @pytest.fixture(scope="session")
 def warmgate_crd(control_plane: ControlPlane) -> ControlPlane:
     """The generated SpecDecodeDeployment CRD, installed once per session and established."""
-    crd = str(REPO_ROOT / CRD_FILE)
+    crd = str(CRD_PATH)
     control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", crd)
     control_plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", crd)
     return control_plane
 
 
-@pytest.fixture
-def namespace(control_plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A fresh namespace per test (without a controller-manager, deletion never completes)."""
-    stem = re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:40].strip("-")
+@contextlib.contextmanager
+def fresh_namespace(control_plane: ControlPlane, stem: str) -> Iterator[str]:
+    """A new namespace named after ``stem``; deleted without waiting (no controller-manager
+    runs here, so a namespace deletion never completes)."""
+    stem = re.sub(r"[^a-z0-9-]", "-", stem.lower())[:40].strip("-")
     name = f"{stem}-{uuid.uuid4().hex[:6]}"
     control_plane.kubectl("create", "namespace", name)
-    yield name
-    control_plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
+    try:
+        yield name
+    finally:
+        control_plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture
+def namespace(control_plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace per test."""
+    with fresh_namespace(control_plane, request.node.name) as name:
+        yield name
+
+
+@pytest.fixture(scope="module")
+def module_namespace(
+    control_plane: ControlPlane, warmgate_crd: ControlPlane, request: pytest.FixtureRequest
+) -> Iterator[str]:
+    """One namespace for a module whose operator process watches it: started once, not per test."""
+    with fresh_namespace(control_plane, request.module.__name__.removeprefix("test_")) as name:
+        yield name

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import yaml
+from support.paths import EXAMPLES
 
 from warmgate.api import (
     Reason,
@@ -21,8 +22,6 @@ from warmgate.api.status import PlanSummary, ServingSummary, SpecDecodeDeploymen
 from warmgate.controlplane import ControlPlane
 
 pytestmark = pytest.mark.integration
-REPO = Path(__file__).resolve().parents[2]
-EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 
 
 @pytest.fixture(scope="module")

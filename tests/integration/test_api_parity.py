@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,14 +17,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def server(control_plane: ControlPlane, warmgate_crd: ControlPlane) -> Iterator[tuple[Any, str]]:
+def server(control_plane: ControlPlane, module_namespace: str) -> tuple[Any, str]:
     """A CustomObjectsApi on the real apiserver with the CRD installed, and a namespace."""
     from kubernetes import client
 
-    name = f"api-parity-{uuid.uuid4().hex[:6]}"
-    control_plane.kubectl("create", "namespace", name)
-    yield client.CustomObjectsApi(control_plane.api_client()), name
-    control_plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
+    return client.CustomObjectsApi(control_plane.api_client()), module_namespace
 
 
 # Values straddle each bound and rule, so both sides see valid and invalid neighbours.

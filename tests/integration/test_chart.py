@@ -19,12 +19,13 @@ from typing import Any
 
 import pytest
 import yaml
+from support.api_controllers import seeds_example
+from support.paths import CRD_PATH, REPO_ROOT
 
-from warmgate.controlplane import REPO_ROOT, ControlPlane, OperatorProcess
+from warmgate.controlplane import ControlPlane, OperatorProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CHART = REPO_ROOT / "charts" / "warmgate"
-CRD = REPO_ROOT / "crds" / "warmgate.dev_specdecodedeployments.yaml"
 CRD_NAME = "specdecodedeployments.warmgate.dev"
 SDD = "specdecodedeployments.warmgate.dev"
 
@@ -112,9 +113,7 @@ def sa_kubeconfig(cp: ControlPlane, namespace: str, sa: str, path: Path) -> Path
 
 
 def example_in(namespace: str, name: str) -> str:
-    doc = yaml.safe_load((REPO_ROOT / "examples" / "llama31-8b-seeds.yaml").read_text())
-    doc["metadata"].update(namespace=namespace, name=name)
-    return json.dumps(doc)
+    return json.dumps(seeds_example(namespace, name))
 
 
 def denials(log: str) -> list[str]:
@@ -227,7 +226,7 @@ def test_default_render_is_valid_for_the_apiserver(
     }
     crd = objs[("CustomResourceDefinition", "", CRD_NAME)]
     assert crd["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
-    assert crd["spec"] == yaml.safe_load(CRD.read_text())["spec"]
+    assert crd["spec"] == yaml.safe_load(CRD_PATH.read_text())["spec"]
     deployment = objs[("Deployment", namespace, "wg-warmgate")]
     assert deployment["spec"]["template"]["spec"]["containers"][0]["args"] == [
         "--all-namespaces",

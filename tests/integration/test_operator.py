@@ -3,40 +3,26 @@
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import yaml
+from support.examples import example_doc
+from support.kube_objects import condition_map
 
 from warmgate.api import parse_manifest
-from warmgate.controlplane import REPO_ROOT, ControlPlane, OperatorProcess
+from warmgate.controlplane import ControlPlane, OperatorProcess
 from warmgate.reconcile.planning import evaluate
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def crd(warmgate_crd: ControlPlane) -> None:
-    """The CRD the operator watches."""
-
-
-@pytest.fixture(scope="module")
-def namespace(control_plane: ControlPlane) -> Iterator[str]:
-    """One namespace for the module: the operator's start-up is paid once, not per test."""
-    name = f"operator-{uuid.uuid4().hex[:6]}"
-    control_plane.kubectl("create", "namespace", name)
-    yield name
-    control_plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
-
-
-@pytest.fixture(scope="module")
 def operator(
-    control_plane: ControlPlane, crd: None, namespace: str, tmp_path_factory: pytest.TempPathFactory
+    control_plane: ControlPlane, module_namespace: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[OperatorProcess]:
     log = tmp_path_factory.mktemp("operator") / "operator.log"
-    op = OperatorProcess(control_plane.kubeconfig, namespace, log)
+    op = OperatorProcess(control_plane.kubeconfig, module_namespace, log)
     try:
         yield op.wait_alive()
     finally:
@@ -44,9 +30,8 @@ def operator(
 
 
 def example(name: str, namespace: str, rename: str, **spec_changes: Any) -> dict[str, Any]:
-    doc: dict[str, Any] = yaml.safe_load((REPO_ROOT / "examples" / name).read_text())
+    doc = example_doc(name.removesuffix(".yaml"), **spec_changes)
     doc["metadata"].update(namespace=namespace, name=rename)
-    doc["spec"].update(spec_changes)
     return doc
 
 
@@ -61,16 +46,13 @@ def wait_for(
     return dict(json.loads(cp.kubectl("get", "-n", ns, "sdd", name, "-o", "json").stdout))
 
 
-def conditions(obj: dict[str, Any]) -> dict[str, tuple[str, str]]:
-    return {c["type"]: (c["status"], c["reason"]) for c in obj["status"]["conditions"]}
-
-
 def test_example_is_planned_proven_and_reported(
-    control_plane: ControlPlane, operator: OperatorProcess, namespace: str
+    control_plane: ControlPlane, operator: OperatorProcess, module_namespace: str
 ) -> None:
-    doc = example("llama31-8b-eagle3-gaudi2.yaml", namespace, "eagle3")
+    ns = module_namespace
+    doc = example("llama31-8b-eagle3-gaudi2.yaml", ns, "eagle3")
     apply(control_plane, doc)
-    obj = wait_for(control_plane, namespace, "eagle3", "condition=CoverageProven")
+    obj = wait_for(control_plane, ns, "eagle3", "condition=CoverageProven")
     expected = evaluate(parse_manifest(doc)).summary
     assert expected is not None
     plan = obj["status"]["plan"]
@@ -78,37 +60,36 @@ def test_example_is_planned_proven_and_reported(
     assert plan["totalBuckets"] == expected.total_buckets
     assert plan["extraBuckets"] == expected.extra_buckets > 0
     assert obj["status"]["observedGeneration"] == 1
-    assert conditions(obj) == {
+    assert condition_map(obj) == {
         "BucketsPlanned": ("True", "Planned"),
         "CoverageProven": ("True", "CoverageComplete"),
         "Warmed": ("False", "WarmupRunning"),
         "Ready": ("False", "WarmupPending"),
         "Reconciling": ("True", "WarmupRunning"),
     }
-    wide = control_plane.kubectl("get", "-n", namespace, "sdd", "eagle3", "-o", "wide")
+    wide = control_plane.kubectl("get", "-n", ns, "sdd", "eagle3", "-o", "wide")
     assert str(expected.total_buckets) in wide.stdout
     events = control_plane.kubectl(
-        "get", "events", "-n", namespace, "-o", "json",
+        "get", "events", "-n", ns, "-o", "json",
         "--field-selector", "involvedObject.name=eagle3",
     )  # fmt: skip
     reasons = [e["reason"] for e in json.loads(events.stdout)["items"]]
     assert "CoverageComplete" in reasons
     assert "Logging" not in reasons  # kopf's per-resync "succeeded" lines must not become Events
     metrics = operator.get("/metrics")
-    assert f'warmgate_coverage_proven{{name="eagle3",namespace="{namespace}"}} 1.0' in metrics
+    assert f'warmgate_coverage_proven{{name="eagle3",namespace="{ns}"}} 1.0' in metrics
 
 
 def test_spec_change_replans_with_a_new_generation(
-    control_plane: ControlPlane, operator: OperatorProcess, namespace: str
+    control_plane: ControlPlane, operator: OperatorProcess, module_namespace: str
 ) -> None:
-    doc = example("llama31-8b-seeds.yaml", namespace, "replanned")
+    ns = module_namespace
+    doc = example("llama31-8b-seeds.yaml", ns, "replanned")
     apply(control_plane, doc)
-    first = wait_for(control_plane, namespace, "replanned", "condition=CoverageProven")
+    first = wait_for(control_plane, ns, "replanned", "condition=CoverageProven")
     doc["spec"]["speculative"]["numSpeculativeTokens"] = 3
     apply(control_plane, doc)
-    second = wait_for(
-        control_plane, namespace, "replanned", "jsonpath={.status.observedGeneration}=2"
-    )
+    second = wait_for(control_plane, ns, "replanned", "jsonpath={.status.observedGeneration}=2")
     assert second["status"]["plan"]["hash"] != first["status"]["plan"]["hash"]
     replanned = evaluate(parse_manifest(doc)).summary
     assert replanned is not None
@@ -116,40 +97,43 @@ def test_spec_change_replans_with_a_new_generation(
 
 
 def test_unplannable_spec_stalls_without_crashing_the_operator(
-    control_plane: ControlPlane, operator: OperatorProcess, namespace: str
+    control_plane: ControlPlane, operator: OperatorProcess, module_namespace: str
 ) -> None:
-    bad = example("llama31-8b-seeds.yaml", namespace, "unplannable")
+    ns = module_namespace
+    bad = example("llama31-8b-seeds.yaml", ns, "unplannable")
     apply(control_plane, bad)
-    wait_for(control_plane, namespace, "unplannable", "condition=CoverageProven")
+    wait_for(control_plane, ns, "unplannable", "condition=CoverageProven")
     bad["spec"]["buckets"]["seeds"]["decode"] = [[16, 1, 8]]  # bs 16 > 8 blocks: engine drops it
     apply(control_plane, bad)
-    obj = wait_for(control_plane, namespace, "unplannable", "condition=Stalled")
+    obj = wait_for(control_plane, ns, "unplannable", "condition=Stalled")
     assert "plan" not in obj["status"]  # the summary of generation 1 does not describe this one
-    assert conditions(obj)["BucketsPlanned"] == ("False", "PlanFailed")
+    assert condition_map(obj)["BucketsPlanned"] == ("False", "PlanFailed")
     assert obj["status"]["phase"] == "Failed"
     assert "Generated 0 decode buckets" in obj["status"]["conditions"][0]["message"]
     # The operator is still alive and still serves other objects.
-    apply(control_plane, example("llama31-8b-seeds.yaml", namespace, "after-a-bad-one"))
-    wait_for(control_plane, namespace, "after-a-bad-one", "condition=CoverageProven")
+    apply(control_plane, example("llama31-8b-seeds.yaml", ns, "after-a-bad-one"))
+    wait_for(control_plane, ns, "after-a-bad-one", "condition=CoverageProven")
     assert operator.proc.poll() is None
     assert "Traceback" not in operator.log.read_text()
 
 
 def test_policy_caps_and_allowances_are_reported(
-    control_plane: ControlPlane, operator: OperatorProcess, namespace: str
+    control_plane: ControlPlane, operator: OperatorProcess, module_namespace: str
 ) -> None:
+    ns = module_namespace
     capped = example(
-        "minimal-ngram.yaml", namespace, "capped", buckets={"coverage": {"maxExtraBuckets": 3}}
+        "minimal-ngram.yaml",
+        ns,
+        "capped",
+        buckets={"coverage": {"maxExtraBuckets": 3}},
     )
     apply(control_plane, capped)
     name = capped["metadata"]["name"]
-    obj = wait_for(control_plane, namespace, name, "condition=Stalled")
-    assert conditions(obj)["CoverageProven"] == ("False", "ExtraBucketsCapped")
+    obj = wait_for(control_plane, ns, name, "condition=Stalled")
+    assert condition_map(obj)["CoverageProven"] == ("False", "ExtraBucketsCapped")
     assert obj["status"]["plan"]["uncoveredCount"] > 0
-    allowed = example("llama31-8b-lin-contiguous-pa.yaml", namespace, "allowed")
+    allowed = example("llama31-8b-lin-contiguous-pa.yaml", ns, "allowed")
     apply(control_plane, allowed)
-    obj = wait_for(
-        control_plane, namespace, allowed["metadata"]["name"], "condition=BucketsPlanned"
-    )
-    assert conditions(obj)["CoverageProven"] == ("False", "UncoveredShapesAllowed")
-    assert "Stalled" not in conditions(obj)
+    obj = wait_for(control_plane, ns, allowed["metadata"]["name"], "condition=BucketsPlanned")
+    assert condition_map(obj)["CoverageProven"] == ("False", "UncoveredShapesAllowed")
+    assert "Stalled" not in condition_map(obj)

@@ -9,44 +9,35 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import yaml
 from support.api_controllers import (
-    conditions,
     finish,
     get,
     rolled_out,
     runner_summary,
     seeds_example,
-    serving_pod,
+    serve,
     started,
 )
+from support.kube_objects import condition_map
+from support.paths import CRD_PATH
 
-from warmgate.controlplane import REPO_ROOT, ControlPlane, OperatorProcess
+from warmgate.controlplane import ControlPlane, OperatorProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-CRD = REPO_ROOT / "crds" / "warmgate.dev_specdecodedeployments.yaml"
-
-
-@pytest.fixture(scope="module")
-def namespace(control_plane: ControlPlane, warmgate_crd: ControlPlane) -> Iterator[str]:
-    name = f"warmup-{uuid.uuid4().hex[:6]}"
-    control_plane.kubectl("create", "namespace", name)
-    yield name
-    control_plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
 @pytest.fixture(scope="module")
 def operator(
-    control_plane: ControlPlane, namespace: str, tmp_path_factory: pytest.TempPathFactory
+    control_plane: ControlPlane, module_namespace: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[OperatorProcess]:
     log = tmp_path_factory.mktemp("operator") / "operator.log"
     env = {"WARMGATE_RESYNC_SECONDS": "1", "WARMGATE_OPERATOR_IMAGE": "warmgate:test"}
-    op = OperatorProcess(control_plane.kubeconfig, namespace, log, env=env)
+    op = OperatorProcess(control_plane.kubeconfig, module_namespace, log, env=env)
     try:
         yield op.wait_alive()
     finally:
@@ -54,13 +45,14 @@ def operator(
 
 
 def test_a_proven_plan_gets_its_job_and_is_warmed_only_on_the_runners_verdict(
-    control_plane: ControlPlane, operator: OperatorProcess, namespace: str
+    control_plane: ControlPlane, operator: OperatorProcess, module_namespace: str
 ) -> None:
-    obj = started(control_plane, namespace, "verified")
+    ns = module_namespace
+    obj = started(control_plane, ns, "verified")
     warmup = obj["status"]["warmup"]
-    assert conditions(obj)["Warmed"] == ("False", "WarmupRunning")
+    assert condition_map(obj)["Warmed"] == ("False", "WarmupRunning")
     assert obj["status"]["phase"] == "Warming"
-    job = get(control_plane, "-n", namespace, "job", warmup["jobName"])
+    job = get(control_plane, "-n", ns, "job", warmup["jobName"])
     assert job["metadata"]["ownerReferences"][0]["uid"] == obj["metadata"]["uid"]
     assert job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] == {
         "habana.ai/gaudi": "1"
@@ -68,12 +60,12 @@ def test_a_proven_plan_gets_its_job_and_is_warmed_only_on_the_runners_verdict(
     plan_cm = job["spec"]["template"]["spec"]["volumes"]
     assert any("configMap" in v for v in plan_cm)
     summary = runner_summary("verified", warmup["cacheKey"], kv_blocks=4321)
-    finish(control_plane, namespace, warmup["jobName"], summary, ok=True)
-    control_plane.kubectl("wait", "-n", namespace, "sdd/verified", "--for=condition=Warmed",
+    finish(control_plane, ns, warmup["jobName"], summary, ok=True)
+    control_plane.kubectl("wait", "-n", ns, "sdd/verified", "--for=condition=Warmed",
                           "--timeout=60s")  # fmt: skip
-    obj = get(control_plane, "-n", namespace, "sdd", "verified")
-    assert conditions(obj)["Ready"] == ("False", "ServingProgressing")
-    assert "Reconciling" not in conditions(obj)
+    obj = get(control_plane, "-n", ns, "sdd", "verified")
+    assert condition_map(obj)["Ready"] == ("False", "ServingProgressing")
+    assert "Reconciling" not in condition_map(obj)
     assert obj["status"]["warmup"]["durationSeconds"] == 450
     assert obj["status"]["warmup"]["warmedBuckets"] == obj["status"]["plan"]["totalBuckets"]
     assert "KV blocks 4321" in next(
@@ -85,57 +77,59 @@ def test_a_proven_plan_gets_its_job_and_is_warmed_only_on_the_runners_verdict(
     job_name = warmup["jobName"]
     # Background propagation deletes the Job at once; orphaning would wait for a garbage
     # collector, which this control plane does not run.
-    control_plane.kubectl("delete", "job", job_name, "-n", namespace, "--cascade=background",
+    control_plane.kubectl("delete", "job", job_name, "-n", ns, "--cascade=background",
                           "--wait=false")  # fmt: skip
-    control_plane.kubectl("delete", "pods", "-n", namespace, "--wait=false", "--grace-period=0",
+    control_plane.kubectl("delete", "pods", "-n", ns, "--wait=false", "--grace-period=0",
                           "--force", "-l", f"batch.kubernetes.io/job-name={job_name}")  # fmt: skip
-    control_plane.kubectl("patch", "sdd", "verified", "-n", namespace, "--type=merge",
+    control_plane.kubectl("patch", "sdd", "verified", "-n", ns, "--type=merge",
                           "-p", '{"spec": {"serving": {"replicas": 3}}}')  # fmt: skip
-    control_plane.kubectl("wait", "-n", namespace, "sdd/verified", "--timeout=60s",
+    control_plane.kubectl("wait", "-n", ns, "sdd/verified", "--timeout=60s",
                           "--for=jsonpath={.status.observedGeneration}=2")  # fmt: skip
-    again = get(control_plane, "-n", namespace, "sdd", "verified")
-    assert conditions(again)["Warmed"] == ("True", "WarmupSucceeded")
+    again = get(control_plane, "-n", ns, "sdd", "verified")
+    assert condition_map(again)["Warmed"] == ("True", "WarmupSucceeded")
     assert again["status"]["warmup"]["kvBlocks"] == 4321
-    jobs = control_plane.kubectl("get", "jobs", "-n", namespace, "-o", "name").stdout
+    jobs = control_plane.kubectl("get", "jobs", "-n", ns, "-o", "name").stdout
     assert job_name not in jobs
 
 
 def test_unwarmed_shapes_fail_the_warmup_and_stall(
-    control_plane: ControlPlane, operator: OperatorProcess, namespace: str
+    control_plane: ControlPlane, operator: OperatorProcess, module_namespace: str
 ) -> None:
-    warmup = started(control_plane, namespace, "unwarmed")["status"]["warmup"]
+    ns = module_namespace
+    warmup = started(control_plane, ns, "unwarmed")["status"]["warmup"]
     shape = "('decode', 24, 1, 768)"
     summary = runner_summary("unwarmed_shapes", warmup["cacheKey"], unwarmed=[shape],
                              reason="1 shape was not warmed up")  # fmt: skip
-    finish(control_plane, namespace, warmup["jobName"], summary, ok=False)
-    control_plane.kubectl("wait", "-n", namespace, "sdd/unwarmed", "--for=condition=Stalled",
+    finish(control_plane, ns, warmup["jobName"], summary, ok=False)
+    control_plane.kubectl("wait", "-n", ns, "sdd/unwarmed", "--for=condition=Stalled",
                           "--timeout=60s")  # fmt: skip
-    obj = get(control_plane, "-n", namespace, "sdd", "unwarmed")
-    assert conditions(obj)["Warmed"] == ("False", "WarmupFailed")
+    obj = get(control_plane, "-n", ns, "sdd", "unwarmed")
+    assert condition_map(obj)["Warmed"] == ("False", "WarmupFailed")
     assert obj["status"]["phase"] == "Failed"
     message = next(c["message"] for c in obj["status"]["conditions"] if c["type"] == "Warmed")
     assert shape in message
 
 
 def test_a_completed_job_without_the_runners_verdict_is_not_trusted(
-    control_plane: ControlPlane, operator: OperatorProcess, namespace: str
+    control_plane: ControlPlane, operator: OperatorProcess, module_namespace: str
 ) -> None:
-    warmup = started(control_plane, namespace, "unverified")["status"]["warmup"]
+    ns = module_namespace
+    warmup = started(control_plane, ns, "unverified")["status"]["warmup"]
     wrong_key = runner_summary("verified", "gaudi2-tp1-" + "0" * 40)
-    finish(control_plane, namespace, warmup["jobName"], wrong_key, ok=True)
-    control_plane.kubectl("wait", "-n", namespace, "sdd/unverified", "--for=condition=Stalled",
+    finish(control_plane, ns, warmup["jobName"], wrong_key, ok=True)
+    control_plane.kubectl("wait", "-n", ns, "sdd/unverified", "--for=condition=Stalled",
                           "--timeout=60s")  # fmt: skip
-    obj = get(control_plane, "-n", namespace, "sdd", "unverified")
-    assert conditions(obj)["Warmed"] == ("False", "WarmupFailed")
+    obj = get(control_plane, "-n", ns, "sdd", "unverified")
+    assert condition_map(obj)["Warmed"] == ("False", "WarmupFailed")
     assert "did not verify key" in next(
         c["message"] for c in obj["status"]["conditions"] if c["type"] == "Warmed"
     )
 
 
 def test_serving_follows_verified_plans_only(
-    control_plane: ControlPlane, operator: OperatorProcess, namespace: str
+    control_plane: ControlPlane, operator: OperatorProcess, module_namespace: str
 ) -> None:
-    cp, ns = control_plane, namespace
+    cp, ns = control_plane, module_namespace
     doc = seeds_example(ns, "served")
     first = started(cp, ns, "served", doc)
     finish(cp, ns, first["status"]["warmup"]["jobName"],
@@ -154,7 +148,7 @@ def test_serving_follows_verified_plans_only(
         == (deployment["spec"]["selector"]["matchLabels"])
     )
     # The operator opens the readiness gate of the verified plan's Pods, then Ready follows.
-    serving_pod(cp, ns, deployment, "served-serving-a")
+    serve(cp, ns, deployment, "served-serving-a")
     cp.kubectl("wait", "-n", ns, "pod/served-serving-a", "--for=condition=warmgate.dev/warmed",
                "--timeout=60s")  # fmt: skip
     rolled_out(cp, ns, "served-serving", ready=1)
@@ -174,7 +168,7 @@ def test_serving_follows_verified_plans_only(
     warming = get(cp, "-n", ns, "sdd", "served")
     assert warming["status"]["plan"]["hash"] != old_hash
     assert warming["status"]["serving"]["planHash"] == old_hash
-    assert conditions(warming)["Ready"] == ("True", "ReplicasReady")
+    assert condition_map(warming)["Ready"] == ("True", "ReplicasReady")
     assert (
         get(cp, "-n", ns, "deployment", "served-serving")["metadata"]["annotations"][
             "warmgate.dev/plan-hash"
@@ -190,16 +184,15 @@ def test_serving_follows_verified_plans_only(
 
 
 def test_an_object_from_a_newer_crd_is_reported_once_not_every_resync(
-    control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+    control_plane: ControlPlane, namespace: str, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """Version skew: the cluster's CRD knows a field this operator does not (resync every 1 s).
 
     The operator starts after the CRD changed, as after a cluster upgrade: a watch opened
     before the change would keep serving objects decoded with the old schema.
     """
-    cp, ns = control_plane, f"skew-{uuid.uuid4().hex[:6]}"
-    cp.kubectl("create", "namespace", ns)
-    newer = yaml.safe_load(CRD.read_text())
+    cp, ns = control_plane, namespace
+    newer = yaml.safe_load(CRD_PATH.read_text())
     spec_schema = newer["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     spec_schema["properties"]["futureField"] = {"type": "string", "description": "From v2."}
     operator = None
@@ -221,10 +214,9 @@ def test_an_object_from_a_newer_crd_is_reported_once_not_every_resync(
         if operator is not None:
             operator.stop()
         current = get(cp, "crd", "specdecodedeployments.warmgate.dev")
-        original = yaml.safe_load(CRD.read_text())
+        original = yaml.safe_load(CRD_PATH.read_text())
         original["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
         cp.kubectl("replace", "-f", "-", stdin=json.dumps(original))
-        cp.kubectl("delete", "namespace", ns, "--wait=false", check=False)
 
 
 def stored_with_the_new_field(cp: ControlPlane, doc: dict[str, Any]) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import yaml
+from support.paths import EXAMPLES
 
 from warmgate.api import SpecDecodeDeployment, parse_manifest
 from warmgate.api.constants import READINESS_GATE
@@ -17,8 +18,6 @@ from warmgate.resources import PlanToRun, desired_children, serving_selector
 from warmgate.settings import Settings
 
 pytestmark = pytest.mark.integration
-REPO = Path(__file__).resolve().parents[2]
-EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 OPERATOR_IMAGE = "registry.example.com/warmgate/operator:0.1.0"
 
 

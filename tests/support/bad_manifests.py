@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import yaml
 
-HERE = Path(__file__).resolve().parents[1] / "integration" / "bad_manifests"
+from support.paths import REPO_ROOT
+
+HERE = REPO_ROOT / "tests" / "integration" / "bad_manifests"
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,8 @@ from typing import Any
 
 import yaml
 
+from support.paths import EXAMPLES_DIR
 from warmgate.api import SpecDecodeDeployment, parse_manifest
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES_DIR = REPO_ROOT / "examples"
-EXAMPLES = sorted(EXAMPLES_DIR.glob("*.yaml"))
 
 
 def example_path(stem: str) -> Path:

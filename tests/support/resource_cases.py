@@ -5,14 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from support.paths import EXAMPLES
 from warmgate.api import SpecDecodeDeployment, load_manifest
 from warmgate.buckets import BucketPlan
 from warmgate.reconcile.planning import evaluate
 from warmgate.resources import Children, PlanToRun, desired_children
 from warmgate.settings import Settings
 
-REPO = Path(__file__).resolve().parents[2]
-EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+__all__ = ["EXAMPLES", "OPERATOR_IMAGE", "SETTINGS", "UID", "Case", "make_case", "planned"]
+
 OPERATOR_IMAGE = "registry.example.com/warmgate/operator:0.1.0"
 SETTINGS = Settings(operator_image=OPERATOR_IMAGE)
 UID = "6f1c2d3e-0000-4000-8000-000000000001"

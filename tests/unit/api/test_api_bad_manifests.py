@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from api_helpers import REPO, BadCase, base_manifest, load_cases
+from support.bad_manifests import BadCase, base_manifest, load_cases
+from support.paths import DOCS
 
 from warmgate.api import ManifestError, parse_manifest
 from warmgate.api.base import ApiModel
@@ -69,7 +70,7 @@ def test_pydantic_refuses_what_the_server_refuses(case: BadCase) -> None:
 
 
 def test_docs_list_every_case_with_its_message() -> None:
-    doc = (REPO / "docs" / "validation.md").read_text(encoding="utf-8")
+    doc = (DOCS / "validation.md").read_text(encoding="utf-8")
     for case in CASES:
         assert f"`{case.name}`" in doc, f"docs/validation.md lacks {case.name}"
         for expect in case.expect:

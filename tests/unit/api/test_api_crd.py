@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 import yaml
-from api_helpers import REPO
+from support.api_models import all_models
+from support.paths import CRD_PATH
 
-from warmgate.api.base import ApiModel
-from warmgate.api.constants import CRD_FILE, CRD_NAME
+from warmgate.api.constants import CRD_NAME
 from warmgate.api.crd import build_crd, open_api_schema, render_crd
 from warmgate.cli import main
 
@@ -35,7 +35,7 @@ def _properties(node: Schema, path: str = "") -> Iterator[tuple[str, Schema]]:
 
 
 def test_committed_crd_is_up_to_date() -> None:
-    committed = (REPO / CRD_FILE).read_text(encoding="utf-8")
+    committed = CRD_PATH.read_text(encoding="utf-8")
     assert committed == render_crd(), "stale CRD: run `warmgate crd --write` and commit it"
 
 
@@ -69,25 +69,6 @@ def test_lists_maps_and_rule_inputs_are_bounded_for_cel_cost() -> None:
             assert "maxLength" in node, f"{path} needs maxLength"
 
 
-def _all_models(model: type[ApiModel]) -> set[type[ApiModel]]:
-    found = {model}
-    for field in model.model_fields.values():
-        for sub in _model_args(field.annotation):
-            found |= _all_models(sub)
-    return found
-
-
-def _model_args(annotation: Any) -> list[type[ApiModel]]:
-    from typing import get_args
-
-    out = []
-    if isinstance(annotation, type) and issubclass(annotation, ApiModel):
-        out.append(annotation)
-    for arg in get_args(annotation):
-        out.extend(_model_args(arg))
-    return out
-
-
 def test_every_rule_is_published_with_its_message() -> None:
     from warmgate.api import SpecDecodeDeployment
 
@@ -96,7 +77,7 @@ def test_every_rule_is_published_with_its_message() -> None:
         for _, node in _walk(open_api_schema())
         for rule in node.get("x-kubernetes-validations", [])
     ]
-    for model in _all_models(SpecDecodeDeployment):
+    for model in all_models(SpecDecodeDeployment):
         for rule in model.cel_rules:
             assert (rule.cel, rule.message) in published, f"{model.__name__}: {rule.message}"
 

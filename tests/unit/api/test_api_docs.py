@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from api_helpers import REPO
+from support.paths import DOCS
 
 from warmgate.api.constants import CONDITION_TYPES, Reason
 from warmgate.api.reference import render_reference
 
-DOC = (REPO / "docs" / "api.md").read_text(encoding="utf-8")
+DOC = (DOCS / "api.md").read_text(encoding="utf-8")
 
 
 def test_field_reference_is_current() -> None:

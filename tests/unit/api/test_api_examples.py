@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from api_helpers import EXAMPLES
+from support.paths import EXAMPLES
 
 from warmgate.api import SpecDecodeDeployment, load_manifest
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from api_helpers import EXAMPLES, base_manifest, merge_patch
+from support.bad_manifests import base_manifest, merge_patch
+from support.paths import EXAMPLES
 
 from warmgate.api import engine_shape_config, load_manifest, parse_manifest
 from warmgate.buckets import EngineShapeConfig, plan_buckets

@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 import yaml
-from api_helpers import EXAMPLES, base_manifest, merge_patch
+from support.api_models import all_models
+from support.bad_manifests import base_manifest, merge_patch
+from support.paths import EXAMPLES
 
 from warmgate.api import (
     ManifestError,
@@ -142,23 +144,6 @@ def test_status_round_trips_with_server_timestamps() -> None:
 
 
 def test_every_field_has_a_description() -> None:
-    def walk(model: type[Any]) -> None:
+    for model in all_models(SpecDecodeDeployment):
         for name, field in model.model_fields.items():
             assert field.description, f"{model.__name__}.{name} has no description"
-            for arg in _model_args(field.annotation):
-                walk(arg)
-
-    walk(SpecDecodeDeployment)
-
-
-def _model_args(annotation: Any) -> list[type[Any]]:
-    from typing import get_args
-
-    from pydantic import BaseModel
-
-    found = []
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        found.append(annotation)
-    for arg in get_args(annotation):
-        found.extend(_model_args(arg))
-    return found

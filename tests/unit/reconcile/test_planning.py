@@ -3,27 +3,18 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
-import yaml
+from support.examples import example_sdd
 
-from warmgate.api import ManifestError, SpecDecodeDeployment, get_condition, parse_manifest
+from warmgate.api import ManifestError, get_condition
 from warmgate.buckets import plan_buckets
 from warmgate.buckets.coverage import prove_coverage
-from warmgate.controlplane import REPO_ROOT
 from warmgate.reconcile.model_size import model_size
 from warmgate.reconcile.planning import evaluate
 from warmgate.reconcile.status_builder import build_status
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
-
-
-def load(name: str, **spec: Any) -> SpecDecodeDeployment:
-    doc = yaml.safe_load((REPO_ROOT / "examples" / name).read_text())
-    doc["spec"].update(spec)
-    doc["metadata"]["generation"] = 1
-    return parse_manifest(doc)
 
 
 @pytest.mark.parametrize(
@@ -41,17 +32,17 @@ def load(name: str, **spec: Any) -> SpecDecodeDeployment:
 def test_the_model_size_comes_from_the_spec_or_a_known_model_never_the_name(
     model: str, parameters: str | None, params_b: float, source: str
 ) -> None:
-    sdd = load("minimal-ngram.yaml", model={"name": model, "parameters": parameters})
+    sdd = example_sdd("minimal-ngram", model={"name": model, "parameters": parameters})
     size = model_size(sdd)
     assert (size.params_b, size.source) == (params_b, source)
 
 
 def test_the_estimate_says_what_it_assumed() -> None:
-    known = evaluate(load("minimal-ngram.yaml"))
+    known = evaluate(example_sdd("minimal-ngram"))
     assert known.coverage.message.endswith("7.62B parameters (known model)")
-    unknown = evaluate(load("minimal-ngram.yaml", model={"name": "org/private-model"}))
+    unknown = evaluate(example_sdd("minimal-ngram", model={"name": "org/private-model"}))
     assert "8B parameters (assumed; set spec.model.parameters)" in unknown.coverage.message
-    large = evaluate(load("minimal-ngram.yaml", model={"name": "x/y", "parameters": "671B"}))
+    large = evaluate(example_sdd("minimal-ngram", model={"name": "x/y", "parameters": "671B"}))
     assert unknown.summary is not None
     assert large.summary is not None
     assert (large.summary.estimated_warmup_seconds or 0) > (
@@ -62,11 +53,11 @@ def test_the_estimate_says_what_it_assumed() -> None:
 @pytest.mark.parametrize("parameters", ["0B", "8", "8b", "-1B", "1.2345B", "12345678B"])
 def test_a_bad_parameter_count_is_refused_naming_the_field(parameters: str) -> None:
     with pytest.raises(ManifestError, match=r"spec\.model\.parameters"):
-        load("minimal-ngram.yaml", model={"name": "x/y", "parameters": parameters})
+        example_sdd("minimal-ngram", model={"name": "x/y", "parameters": parameters})
 
 
 def test_holes_are_closed_and_the_completed_plan_is_proven() -> None:
-    sdd = load("llama31-8b-eagle3-gaudi2.yaml")
+    sdd = example_sdd("llama31-8b-eagle3-gaudi2")
     result = evaluate(sdd)
     assert result.plan is not None
     assert result.coverage.status == "True"
@@ -80,7 +71,7 @@ def test_holes_are_closed_and_the_completed_plan_is_proven() -> None:
 
 
 def test_complete_false_reports_holes_and_keeps_the_engine_plan() -> None:
-    sdd = load("llama31-8b-eagle3-gaudi2.yaml", buckets={"coverage": {"complete": False}})
+    sdd = example_sdd("llama31-8b-eagle3-gaudi2", buckets={"coverage": {"complete": False}})
     result = evaluate(sdd)
     assert (result.coverage.status, result.coverage.reason) == ("False", "UncoveredShapesAllowed")
     assert not result.stalled
@@ -91,7 +82,7 @@ def test_complete_false_reports_holes_and_keeps_the_engine_plan() -> None:
 
 
 def test_completion_beyond_the_cap_stalls() -> None:
-    sdd = load("llama31-8b-eagle3-gaudi2.yaml", buckets={"coverage": {"maxExtraBuckets": 1}})
+    sdd = example_sdd("llama31-8b-eagle3-gaudi2", buckets={"coverage": {"maxExtraBuckets": 1}})
     result = evaluate(sdd)
     assert result.coverage.reason == "ExtraBucketsCapped"
     assert result.stalled
@@ -103,13 +94,13 @@ def test_completion_beyond_the_cap_stalls() -> None:
 
 
 def test_transition_time_moves_only_when_a_status_changes() -> None:
-    sdd = load("llama31-8b-seeds.yaml")
+    sdd = example_sdd("llama31-8b-seeds")
     first = build_status(sdd, evaluate(sdd), at=T0)
     again = build_status(
         sdd.model_copy(update={"status": first}), evaluate(sdd), at=T0 + timedelta(hours=1)
     )
     assert first == again  # a re-reconcile of an unchanged object writes nothing new
-    broken = load("llama31-8b-seeds.yaml", buckets={"seeds": {
+    broken = example_sdd("llama31-8b-seeds", buckets={"seeds": {
         "prompt": [[1, 128, 0]], "decode": [[16, 1, 8]]}})  # fmt: skip
     failed = build_status(
         broken.model_copy(update={"status": first}), evaluate(broken), at=T0 + timedelta(hours=2)
@@ -130,8 +121,10 @@ def test_prefix_caching_off_tightens_the_proof_and_reaches_the_engine() -> None:
 
     engine = {"maxModelLen": 32768, "maxNumSeqs": 128, "maxNumBatchedTokens": 8192,
               "numGpuBlocks": 4000}  # fmt: skip
-    shared = load("llama31-8b-eagle3-gaudi2.yaml", engine=engine)
-    private = load("llama31-8b-eagle3-gaudi2.yaml", engine={**engine, "enablePrefixCaching": False})
+    shared = example_sdd("llama31-8b-eagle3-gaudi2", engine=engine)
+    private = example_sdd(
+        "llama31-8b-eagle3-gaudi2", engine={**engine, "enablePrefixCaching": False}
+    )
     on, off = evaluate(shared), evaluate(private)
     assert on.plan is not None
     assert off.plan is not None

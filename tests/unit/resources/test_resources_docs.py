@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from support.resource_cases import REPO
+from support.paths import DOCS
 
 from warmgate import resources
 
-DOC = (REPO / "docs" / "resources.md").read_text(encoding="utf-8")
+DOC = (DOCS / "resources.md").read_text(encoding="utf-8")
 
 
 def test_every_public_name_is_documented() -> None:

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.resource_cases import REPO, Case
+from support.paths import REPO_ROOT
+from support.resource_cases import Case
 
 from warmgate.warmup.engine import engine_argv, engine_env
 from warmgate.warmup.plan import parse_plan
@@ -105,7 +106,7 @@ def test_speculative_config_carries_method_k_and_draft(case: Case) -> None:
 
 
 def test_the_package_imports_neither_kopf_nor_kubernetes() -> None:
-    for path in (REPO / "warmgate" / "resources").glob("*.py"):
+    for path in (REPO_ROOT / "warmgate" / "resources").glob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             names = []

@@ -9,15 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import runner_harness
 from support.resource_cases import EXAMPLES, SETTINGS, Case, make_case
 
 from warmgate.buckets import plan_buckets
 from warmgate.resources import desired_children
 from warmgate.resources.probe_workload import MAX_TOKENS
 from warmgate.warmup.plan import KEY_RE, PlanError, bucket_digest, load_plan, parse_plan
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "doubles"))
-import runner_harness
 
 
 def _doc(case: Case) -> dict[str, Any]:
