@@ -182,8 +182,8 @@ def _show_status(kubectl: Kubectl, namespace: str, names: list[str]) -> None:
     """What the operator wrote: wait for each object's status, then print its conditions."""
     print("\n== status written by the operator:")
     for name in names:
-        kubectl("wait", "-n", namespace, f"sdd/{name}", "--timeout=120s",
-                "--for=jsonpath={.status.observedGeneration}=1", check=False)  # fmt: skip
+        observed = "--for=jsonpath={.status.observedGeneration}=1"
+        kubectl("wait", "-n", namespace, f"sdd/{name}", "--timeout=120s", observed, check=False)
         got = kubectl("get", "-n", namespace, "sdd", name, "-o", "json", check=False)
         status = json.loads(got.stdout).get("status", {}) if got.returncode == 0 else {}
         print(f"   {name}: phase {status.get('phase', '(none yet)')}")

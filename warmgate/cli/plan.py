@@ -59,10 +59,22 @@ def _add_policy_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--strict", action="store_true", help="exit 1 unless the plan is covered")
     g.add_argument("--top", type=int, default=10, help="uncovered shapes to list (default 10)")
     g.add_argument("--output", "-o", choices=("table", "json"), default="table")
-    g.add_argument("--bucket-file", dest="write_bucket_file", type=Path, default=None,
-                   metavar="PATH", help="write the (completed) seed file here")  # fmt: skip
-    g.add_argument("--engine-bucket-file", dest="bucket_file", type=Path, default=None,
-                   metavar="PATH", help="read a VLLM_BUCKETING_FROM_FILE input file")  # fmt: skip
+    g.add_argument(
+        "--bucket-file",
+        dest="write_bucket_file",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="write the (completed) seed file here",
+    )
+    g.add_argument(
+        "--engine-bucket-file",
+        dest="bucket_file",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="read a VLLM_BUCKETING_FROM_FILE input file",
+    )
     c = parser.add_argument_group("cost", "warmup time model (docs/coverage.md)")
     c.add_argument(
         "--params-b",

@@ -15,7 +15,7 @@ from typing import Final
 from warmgate.api import SpecDecodeDeployment
 from warmgate.buckets import ModelProfile
 
-# Total parameters in billions, as the publishers' model pages give them (the safetensors
+# Total parameters in billions, as the models' Hugging Face pages give them (safetensors
 # totals), for the models of examples/ and their close relatives. A mixture of experts counts
 # every expert: all of them are compiled into the graphs the warmup builds.
 KNOWN_MODELS: Final[dict[str, float]] = {

@@ -42,9 +42,13 @@ def evaluate_serving(
     ready = int(status.get("readyReplicas") or 0)
     served = served_plan(deployment)
     summary = ServingSummary(
-        plan_hash=served, deployment_name=names[0], service_name=names[1],
-        replicas=int(status.get("replicas") or 0), ready_replicas=ready, selector=selector,
-    )  # fmt: skip
+        plan_hash=served,
+        deployment_name=names[0],
+        service_name=names[1],
+        replicas=int(status.get("replicas") or 0),
+        ready_replicas=ready,
+        selector=selector,
+    )
     return ServingState(_verdict(deployment, wanted, ready, served, plan_digest), summary)
 
 

@@ -99,8 +99,10 @@ def job_summary(job: Manifest, key: str) -> WarmupSummary:
 def evaluate_warmup(job: Manifest | None, pods: list[Manifest], key: str) -> WarmupState:
     """The Warmed verdict from the Job of this plan and its Pods."""
     if job is None:
-        return WarmupState(Verdict("False", Reason.WARMUP_PENDING, "Creating the warmup Job"),
-                           WarmupSummary(cache_key=key))  # fmt: skip
+        return WarmupState(
+            Verdict("False", Reason.WARMUP_PENDING, "Creating the warmup Job"),
+            WarmupSummary(cache_key=key),
+        )
     summary = job_summary(job, key)
     run = next((s for s in map(RunnerSummary.parse, runner_messages(pods)) if s), None)
     if _condition(job, "Complete"):
