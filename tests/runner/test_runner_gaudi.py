@@ -6,13 +6,11 @@ import importlib.util
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from support.paths import REPO_ROOT
 
 from warmgate.warmup.outcomes import Outcome
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.gaudi
@@ -24,7 +22,7 @@ def test_real_engine_warmup_verifies() -> None:
         pytest.skip("needs WARMGATE_GAUDI_PLAN: a plan.json for a real `vllm serve` on Gaudi")
     done = subprocess.run(
         [sys.executable, "-m", "warmgate.warmup", "--plan", plan],
-        cwd=REPO,
+        cwd=REPO_ROOT,
         check=False,
         timeout=4 * 3600,
     )

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from support.paths import EXAMPLES_DIR
 
 from warmgate.buckets import EngineShapeConfig, plan_buckets, prove_coverage
 from warmgate.cli import main
@@ -16,7 +17,7 @@ ENGINE_A = [
     "--max-num-batched-tokens=2048",
     "--num-gpu-blocks=8192",
 ]
-EXAMPLE = Path(__file__).parents[3] / "examples" / "llama31-8b-eagle3-gaudi2.yaml"
+EXAMPLE = EXAMPLES_DIR / "llama31-8b-eagle3-gaudi2.yaml"
 
 
 def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, object]]:

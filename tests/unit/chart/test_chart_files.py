@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from support.paths import REPO_ROOT
 
 import warmgate
 from warmgate.api.constants import CRD_FILE
 from warmgate.api.crd import render_crd
 
-REPO = Path(__file__).resolve().parents[3]
-CHART = REPO / "charts" / "warmgate"
+CHART = REPO_ROOT / "charts" / "warmgate"
 CHART_CRD = CHART / "files" / "crds" / Path(CRD_FILE).name
 REGENERATE = (
     "stale chart CRD copy: run `warmgate crd --write --output crds/warmgate.dev_"
@@ -74,7 +74,7 @@ def _lookup(values: dict[str, Any], path: str) -> Any:
 def test_chart_crd_copy_matches_the_generated_crd() -> None:
     copy = CHART_CRD.read_text(encoding="utf-8")
     assert copy == render_crd(), REGENERATE
-    assert copy == (REPO / CRD_FILE).read_text(encoding="utf-8"), REGENERATE
+    assert copy == (REPO_ROOT / CRD_FILE).read_text(encoding="utf-8"), REGENERATE
 
 
 def test_chart_has_no_crds_folder() -> None:
@@ -153,12 +153,12 @@ def test_security_defaults() -> None:
 
 def test_app_version_follows_the_package() -> None:
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text(encoding="utf-8"))
-    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert chart["appVersion"] == warmgate.__version__ == project["version"]
 
 
 def test_dockerfile_is_lean_and_non_root() -> None:
-    text = (REPO / "Dockerfile").read_text(encoding="utf-8")
+    text = (REPO_ROOT / "Dockerfile").read_text(encoding="utf-8")
     instructions = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
     body = "\n".join(instructions)
     assert "python:3.11-slim" in body

@@ -12,10 +12,9 @@ import threading
 from pathlib import Path
 
 import pytest
+from support.paths import REPO_ROOT
 
 from warmgate.warmup import cache
-
-REPO = Path(__file__).resolve().parents[3]
 
 
 def recipes(root: Path, tag: bytes, count: int = 4) -> Path:
@@ -103,7 +102,7 @@ def test_crash_midway_publishes_nothing_visible(tmp_path: Path, target: str, aft
     src = recipes(tmp_path / "src", b"d")
     volume = tmp_path / "vol"
     script = CRASH_SCRIPT.format(target=target, after=after)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     done = subprocess.run(
         [sys.executable, "-c", script, str(src), str(volume)], env=env, check=False, timeout=60
     )

@@ -1,6 +1,0 @@
-"""Makes the test doubles (tests/doubles) importable for the runner's unit tests."""
-
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "doubles"))
