@@ -40,9 +40,16 @@ def _manifest(path: Path, name: str | None = None) -> dict[str, Any]:
 
 def _create(cp: ControlPlane, namespace: str, manifest: dict[str, Any]) -> dict[str, Any]:
     out = cp.kubectl(
-        "create", "--validate=strict", "-n", namespace, "-o", "json", "-f", "-",
+        "create",
+        "--validate=strict",
+        "-n",
+        namespace,
+        "-o",
+        "json",
+        "-f",
+        "-",
         stdin=json.dumps(manifest),
-    )  # fmt: skip
+    )
     created: dict[str, Any] = json.loads(out.stdout)
     return created
 
@@ -56,9 +63,16 @@ def _get(cp: ControlPlane, namespace: str, name: str) -> dict[str, Any]:
 
 def _patch_status(cp: ControlPlane, namespace: str, name: str, status: dict[str, Any]) -> None:
     cp.kubectl(
-        "patch", "sdd", name, "-n", namespace, "--subresource=status", "--type=merge",
-        "-p", json.dumps({"status": status}),
-    )  # fmt: skip
+        "patch",
+        "sdd",
+        name,
+        "-n",
+        namespace,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": status}),
+    )
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
@@ -66,9 +80,17 @@ def test_example_is_accepted_and_server_defaults_equal_model_defaults(
     crd: ControlPlane, namespace: str, path: Path
 ) -> None:
     out = crd.kubectl(
-        "create", "--dry-run=server", "--validate=strict", "-n", namespace, "-o", "json",
-        "-f", "-", stdin=json.dumps(_manifest(path)),
-    )  # fmt: skip
+        "create",
+        "--dry-run=server",
+        "--validate=strict",
+        "-n",
+        namespace,
+        "-o",
+        "json",
+        "-f",
+        "-",
+        stdin=json.dumps(_manifest(path)),
+    )
     server_spec = json.loads(out.stdout)["spec"]
     assert server_spec == load_manifest(path).to_dict()["spec"]
 
@@ -90,9 +112,13 @@ def _ready_status(generation: int) -> dict[str, Any]:
     conditions = set_condition([], BUCKETS_PLANNED, "True", Reason.PLANNED, generation=generation)
     conditions = set_condition(conditions, WARMED, "True", Reason.WARMUP_SUCCEEDED, "145/145")
     conditions = set_condition(
-        conditions, READY, "True", Reason.REPLICAS_READY, "2/2 replicas serve plan abc",
+        conditions,
+        READY,
+        "True",
+        Reason.REPLICAS_READY,
+        "2/2 replicas serve plan abc",
         generation=generation,
-    )  # fmt: skip
+    )
     status = SpecDecodeDeploymentStatus(
         observed_generation=generation,
         phase=derive_phase(conditions),
@@ -145,9 +171,10 @@ def test_scale_subresource_drives_serving_replicas(crd: ControlPlane, namespace:
     crd.kubectl("scale", "sdd/scaled", "-n", namespace, "--replicas=5")
     assert _get(crd, namespace, "scaled")["spec"]["serving"]["replicas"] == 5
     raw = crd.kubectl(
-        "get", "--raw",
+        "get",
+        "--raw",
         f"/apis/warmgate.dev/v1alpha1/namespaces/{namespace}/specdecodedeployments/scaled/scale",
-    ).stdout  # fmt: skip
+    ).stdout
     scale = json.loads(raw)
     assert scale["spec"]["replicas"] == 5
     assert scale["status"] == {"replicas": 2, "selector": "warmgate.dev/name=ready"}
@@ -157,9 +184,17 @@ def test_malformed_conditions_are_refused(crd: ControlPlane, namespace: str) -> 
     _create(crd, namespace, _manifest(EXAMPLES[0], "badstatus"))
     bad = {"conditions": [{"type": "Ready", "status": "Maybe", "reason": "x y"}]}
     result = crd.kubectl(
-        "patch", "sdd", "badstatus", "-n", namespace, "--subresource=status", "--type=merge",
-        "-p", json.dumps({"status": bad}), check=False,
-    )  # fmt: skip
+        "patch",
+        "sdd",
+        "badstatus",
+        "-n",
+        namespace,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": bad}),
+        check=False,
+    )
     assert result.returncode != 0
     assert 'status.conditions[0].status: Unsupported value: "Maybe"' in result.stderr
     assert "status.conditions[0].lastTransitionTime: Required value" in result.stderr

@@ -28,18 +28,31 @@ def crd_namespace(control_plane: ControlPlane, warmgate_crd: ControlPlane) -> It
 def _dry_run(cp: ControlPlane, namespace: str, manifest: dict[str, object]) -> str:
     """stderr of a strict server-side dry-run create; fails the test if the server accepts."""
     result = cp.kubectl(
-        "create", "--dry-run=server", "--validate=strict", "-n", namespace, "-f", "-",
-        stdin=json.dumps(manifest), check=False,
-    )  # fmt: skip
+        "create",
+        "--dry-run=server",
+        "--validate=strict",
+        "-n",
+        namespace,
+        "-f",
+        "-",
+        stdin=json.dumps(manifest),
+        check=False,
+    )
     assert result.returncode != 0, f"the apiserver accepted it:\n{result.stdout}"
     return result.stderr
 
 
 def test_the_base_manifest_is_accepted(control_plane: ControlPlane, crd_namespace: str) -> None:
     result = control_plane.kubectl(
-        "create", "--dry-run=server", "--validate=strict", "-n", crd_namespace, "-f", "-",
+        "create",
+        "--dry-run=server",
+        "--validate=strict",
+        "-n",
+        crd_namespace,
+        "-f",
+        "-",
         stdin=json.dumps(base_manifest()),
-    )  # fmt: skip
+    )
     assert "created (server dry run)" in result.stdout
 
 
@@ -59,9 +72,14 @@ def test_api_clients_get_the_same_message_with_field_validation_strict(
     api = client.CustomObjectsApi(control_plane.api_client())
     with pytest.raises(client.ApiException) as info:
         api.create_namespaced_custom_object(
-            GROUP, VERSION, crd_namespace, PLURAL, case.manifest,
-            dry_run="All", field_validation="Strict",
-        )  # fmt: skip
+            GROUP,
+            VERSION,
+            crd_namespace,
+            PLURAL,
+            case.manifest,
+            dry_run="All",
+            field_validation="Strict",
+        )
     assert info.value.status == 400
     assert case.expect[0] in json.loads(info.value.body)["message"]
 
@@ -88,9 +106,17 @@ def test_unknown_fields_are_pruned_silently_without_strict_validation(
     """Why the corpus uses --validate=strict: with validation off the field just disappears."""
     case = next(c for c in CASES if c.name == "unknown-field-engine")
     result = control_plane.kubectl(
-        "create", "--dry-run=server", "--validate=false", "-n", crd_namespace, "-o", "json",
-        "-f", "-", stdin=json.dumps(case.manifest),
-    )  # fmt: skip
+        "create",
+        "--dry-run=server",
+        "--validate=false",
+        "-n",
+        crd_namespace,
+        "-o",
+        "json",
+        "-f",
+        "-",
+        stdin=json.dumps(case.manifest),
+    )
     assert "maxModelLength" not in json.loads(result.stdout)["spec"]["engine"]
 
 

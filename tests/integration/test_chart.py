@@ -145,8 +145,11 @@ def wait_for_names(cp: ControlPlane, namespace: str, kind: str, log: Path) -> li
 
 def wait_rbac(cp: ControlPlane, sa: str, namespace: str) -> None:
     """Wait until the authorizer's cache has the release's bindings (it lags a new binding)."""
-    checks = (("list", "customresourcedefinitions"), ("create", "jobs.batch", "-n", namespace),
-              ("patch", SDD, "--subresource=status", "-n", namespace))  # fmt: skip
+    checks = (
+        ("list", "customresourcedefinitions"),
+        ("create", "jobs.batch", "-n", namespace),
+        ("patch", SDD, "--subresource=status", "-n", namespace),
+    )
     deadline = time.monotonic() + 30
     while not all(can_i(cp, sa, *args) for args in checks):
         assert time.monotonic() < deadline, f"{sa} never got its rights"
@@ -155,8 +158,15 @@ def wait_rbac(cp: ControlPlane, sa: str, namespace: str) -> None:
 
 def wait_proven(cp: ControlPlane, namespace: str, name: str, log: Path) -> None:
     """Wait for CoverageProven; on a timeout, show the operator's log (RBAC errors land there)."""
-    done = cp.kubectl("wait", "-n", namespace, f"sdd/{name}", "--for=condition=CoverageProven",
-                      "--timeout=120s", check=False)  # fmt: skip
+    done = cp.kubectl(
+        "wait",
+        "-n",
+        namespace,
+        f"sdd/{name}",
+        "--for=condition=CoverageProven",
+        "--timeout=120s",
+        check=False,
+    )
     assert done.returncode == 0, f"{done.stderr}\noperator log:\n{log.read_text()[-4000:]}"
 
 
@@ -259,8 +269,12 @@ def test_non_default_render_is_valid_for_the_apiserver(
     monitor = objs.pop(("ServiceMonitor", namespace, "gate"))
     assert monitor["metadata"]["labels"]["release"] == "prometheus"
     endpoint = monitor["spec"]["endpoints"][0]
-    assert endpoint == {"port": "metrics", "path": "/metrics", "interval": "30s",
-                        "scrapeTimeout": "10s"}  # fmt: skip
+    assert endpoint == {
+        "port": "metrics",
+        "path": "/metrics",
+        "interval": "30s",
+        "scrapeTimeout": "10s",
+    }
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": [namespace]}
     pod = objs[("Deployment", namespace, "gate")]["spec"]["template"]
     container = pod["spec"]["containers"][0]
@@ -290,8 +304,12 @@ def test_bring_your_own_service_account_and_rbac(helm: Helm) -> None:
     done = helm("template", "wg", str(CHART), "--set=serviceAccount.create=false", check=False)
     assert done.returncode != 0
     assert "serviceAccount.name is required when serviceAccount.create is false" in done.stderr
-    docs = helm.template("wg", "--set=serviceAccount.create=false", "--set=serviceAccount.name=ops",
-                         "--set=rbac.create=false")  # fmt: skip
+    docs = helm.template(
+        "wg",
+        "--set=serviceAccount.create=false",
+        "--set=serviceAccount.name=ops",
+        "--set=rbac.create=false",
+    )
     assert {d["kind"] for d in docs} == {"CustomResourceDefinition", "Deployment", "Service"}
     pod = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == "ops"
@@ -321,9 +339,13 @@ def adopt_crd(cp: ControlPlane, release: str, namespace: str) -> None:
     """Let the release own the CRD that other test modules applied (helm's adoption rule)."""
     cp.kubectl("label", "--overwrite", "crd", CRD_NAME, "app.kubernetes.io/managed-by=Helm")
     cp.kubectl(
-        "annotate", "--overwrite", "crd", CRD_NAME,
-        f"meta.helm.sh/release-name={release}", f"meta.helm.sh/release-namespace={namespace}",
-    )  # fmt: skip
+        "annotate",
+        "--overwrite",
+        "crd",
+        CRD_NAME,
+        f"meta.helm.sh/release-name={release}",
+        f"meta.helm.sh/release-namespace={namespace}",
+    )
 
 
 def test_install_upgrade_and_uninstall_keeps_the_crd(
@@ -341,16 +363,24 @@ def test_install_upgrade_and_uninstall_keeps_the_crd(
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
     assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     assert container["livenessProbe"]["httpGet"] == {
-        "path": "/healthz", "port": "liveness", "scheme": "HTTP"
-    }  # fmt: skip
+        "path": "/healthz",
+        "port": "liveness",
+        "scheme": "HTTP",
+    }
     assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
     control_plane.kubectl("get", "-n", namespace, "sa/wg-warmgate", "svc/wg-warmgate-metrics")
     control_plane.kubectl("get", "clusterrole/wg-warmgate", "clusterrolebinding/wg-warmgate")
     crd_meta = json.loads(control_plane.kubectl("get", "crd", CRD_NAME, "-o", "json").stdout)
     assert crd_meta["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
 
-    helm("upgrade", "wg", str(CHART), f"--namespace={namespace}", "--reuse-values",
-         "--set=verbose=true")  # fmt: skip
+    helm(
+        "upgrade",
+        "wg",
+        str(CHART),
+        f"--namespace={namespace}",
+        "--reuse-values",
+        "--set=verbose=true",
+    )
     get = control_plane.kubectl("get", "-n", namespace, "deploy/wg-warmgate", "-o", "json")
     args = json.loads(get.stdout)["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--verbose" in args
@@ -378,8 +408,14 @@ def test_operator_runs_as_the_namespaced_service_account(
     other_namespace: str,
     tmp_path: Path,
 ) -> None:
-    helm("install", "wg-ns", str(CHART), f"--namespace={namespace}", "--set=crds.install=false",
-         f"--set=watchNamespaces={{{namespace}}}")  # fmt: skip
+    helm(
+        "install",
+        "wg-ns",
+        str(CHART),
+        f"--namespace={namespace}",
+        "--set=crds.install=false",
+        f"--set=watchNamespaces={{{namespace}}}",
+    )
     sa = f"system:serviceaccount:{namespace}:wg-ns-warmgate"
     wait_rbac(control_plane, sa, namespace)
     kubeconfig = sa_kubeconfig(control_plane, namespace, "wg-ns-warmgate", tmp_path / "sa.yaml")
@@ -392,9 +428,14 @@ def test_operator_runs_as_the_namespaced_service_account(
         assert wait_for_names(control_plane, namespace, "jobs.batch", operator.log)
         assert wait_for_names(control_plane, namespace, "configmaps", operator.log)
         events = control_plane.kubectl(
-            "get", "events", "-n", namespace, "--field-selector=involvedObject.name=seeds",
-            "-o", "json",
-        )  # fmt: skip
+            "get",
+            "events",
+            "-n",
+            namespace,
+            "--field-selector=involvedObject.name=seeds",
+            "-o",
+            "json",
+        )
         assert json.loads(events.stdout)["items"], "the operator posted no Event"
         assert "warmgate_coverage_proven" in operator.get("/metrics")
     finally:

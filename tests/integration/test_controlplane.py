@@ -41,9 +41,13 @@ GADGET_CRD = textwrap.dedent(
 
 def gadget(name: str, size: object) -> str:
     return json.dumps(
-        {"apiVersion": "harness.warmgate.dev/v1", "kind": "Gadget",
-         "metadata": {"name": name}, "spec": {"size": size}}
-    )  # fmt: skip
+        {
+            "apiVersion": "harness.warmgate.dev/v1",
+            "kind": "Gadget",
+            "metadata": {"name": name},
+            "spec": {"size": size},
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -106,13 +110,23 @@ def test_rbac_denies_a_service_account_without_roles(
         res.stderr
     )
     control_plane.kubectl(
-        "create", "role", "gadget-reader", "--verb=get,list",
-        "--resource=gadgets.harness.warmgate.dev", "-n", namespace,
-    )  # fmt: skip
+        "create",
+        "role",
+        "gadget-reader",
+        "--verb=get,list",
+        "--resource=gadgets.harness.warmgate.dev",
+        "-n",
+        namespace,
+    )
     control_plane.kubectl(
-        "create", "rolebinding", "gadgets", "--role=gadget-reader",
-        f"--serviceaccount={namespace}:nobody", "-n", namespace,
-    )  # fmt: skip
+        "create",
+        "rolebinding",
+        "gadgets",
+        "--role=gadget-reader",
+        f"--serviceaccount={namespace}:nobody",
+        "-n",
+        namespace,
+    )
     allowed = control_plane.kubectl("--token", token, "get", "gadgets", "-n", namespace)
     assert allowed.returncode == 0
 

@@ -16,9 +16,15 @@ def test_demo_applies_plans_and_shows_a_refusal(
     control_plane: ControlPlane, namespace: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code = main(
-        ["demo", "--kubeconfig", str(control_plane.kubeconfig), "--namespace", namespace,
-         "examples/llama31-8b-eagle3-gaudi2.yaml"]
-    )  # fmt: skip
+        [
+            "demo",
+            "--kubeconfig",
+            str(control_plane.kubeconfig),
+            "--namespace",
+            namespace,
+            "examples/llama31-8b-eagle3-gaudi2.yaml",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert "specdecodedeployment.warmgate.dev/llama31-8b-eagle3 created" in out

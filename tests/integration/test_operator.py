@@ -70,9 +70,15 @@ def test_example_is_planned_proven_and_reported(
     wide = control_plane.kubectl("get", "-n", ns, "sdd", "eagle3", "-o", "wide")
     assert str(expected.total_buckets) in wide.stdout
     events = control_plane.kubectl(
-        "get", "events", "-n", ns, "-o", "json",
-        "--field-selector", "involvedObject.name=eagle3",
-    )  # fmt: skip
+        "get",
+        "events",
+        "-n",
+        ns,
+        "-o",
+        "json",
+        "--field-selector",
+        "involvedObject.name=eagle3",
+    )
     reasons = [e["reason"] for e in json.loads(events.stdout)["items"]]
     assert "CoverageComplete" in reasons
     assert "Logging" not in reasons  # kopf's per-resync "succeeded" lines must not become Events

@@ -61,8 +61,9 @@ def test_a_proven_plan_gets_its_job_and_is_warmed_only_on_the_runners_verdict(
     assert any("configMap" in v for v in plan_cm)
     summary = runner_summary("verified", warmup["cacheKey"], kv_blocks=4321)
     finish(control_plane, ns, warmup["jobName"], summary, ok=True)
-    control_plane.kubectl("wait", "-n", ns, "sdd/verified", "--for=condition=Warmed",
-                          "--timeout=60s")  # fmt: skip
+    control_plane.kubectl(
+        "wait", "-n", ns, "sdd/verified", "--for=condition=Warmed", "--timeout=60s"
+    )
     obj = get(control_plane, "-n", ns, "sdd", "verified")
     assert condition_map(obj)["Ready"] == ("False", "ServingProgressing")
     assert "Reconciling" not in condition_map(obj)
@@ -77,14 +78,38 @@ def test_a_proven_plan_gets_its_job_and_is_warmed_only_on_the_runners_verdict(
     job_name = warmup["jobName"]
     # Background propagation deletes the Job at once; orphaning would wait for a garbage
     # collector, which this control plane does not run.
-    control_plane.kubectl("delete", "job", job_name, "-n", ns, "--cascade=background",
-                          "--wait=false")  # fmt: skip
-    control_plane.kubectl("delete", "pods", "-n", ns, "--wait=false", "--grace-period=0",
-                          "--force", "-l", f"batch.kubernetes.io/job-name={job_name}")  # fmt: skip
-    control_plane.kubectl("patch", "sdd", "verified", "-n", ns, "--type=merge",
-                          "-p", '{"spec": {"serving": {"replicas": 3}}}')  # fmt: skip
-    control_plane.kubectl("wait", "-n", ns, "sdd/verified", "--timeout=60s",
-                          "--for=jsonpath={.status.observedGeneration}=2")  # fmt: skip
+    control_plane.kubectl(
+        "delete", "job", job_name, "-n", ns, "--cascade=background", "--wait=false"
+    )
+    control_plane.kubectl(
+        "delete",
+        "pods",
+        "-n",
+        ns,
+        "--wait=false",
+        "--grace-period=0",
+        "--force",
+        "-l",
+        f"batch.kubernetes.io/job-name={job_name}",
+    )
+    control_plane.kubectl(
+        "patch",
+        "sdd",
+        "verified",
+        "-n",
+        ns,
+        "--type=merge",
+        "-p",
+        '{"spec": {"serving": {"replicas": 3}}}',
+    )
+    control_plane.kubectl(
+        "wait",
+        "-n",
+        ns,
+        "sdd/verified",
+        "--timeout=60s",
+        "--for=jsonpath={.status.observedGeneration}=2",
+    )
     again = get(control_plane, "-n", ns, "sdd", "verified")
     assert condition_map(again)["Warmed"] == ("True", "WarmupSucceeded")
     assert again["status"]["warmup"]["kvBlocks"] == 4321
@@ -98,11 +123,13 @@ def test_unwarmed_shapes_fail_the_warmup_and_stall(
     ns = module_namespace
     warmup = started(control_plane, ns, "unwarmed")["status"]["warmup"]
     shape = "('decode', 24, 1, 768)"
-    summary = runner_summary("unwarmed_shapes", warmup["cacheKey"], unwarmed=[shape],
-                             reason="1 shape was not warmed up")  # fmt: skip
+    summary = runner_summary(
+        "unwarmed_shapes", warmup["cacheKey"], unwarmed=[shape], reason="1 shape was not warmed up"
+    )
     finish(control_plane, ns, warmup["jobName"], summary, ok=False)
-    control_plane.kubectl("wait", "-n", ns, "sdd/unwarmed", "--for=condition=Stalled",
-                          "--timeout=60s")  # fmt: skip
+    control_plane.kubectl(
+        "wait", "-n", ns, "sdd/unwarmed", "--for=condition=Stalled", "--timeout=60s"
+    )
     obj = get(control_plane, "-n", ns, "sdd", "unwarmed")
     assert condition_map(obj)["Warmed"] == ("False", "WarmupFailed")
     assert obj["status"]["phase"] == "Failed"
@@ -117,8 +144,9 @@ def test_a_completed_job_without_the_runners_verdict_is_not_trusted(
     warmup = started(control_plane, ns, "unverified")["status"]["warmup"]
     wrong_key = runner_summary("verified", "gaudi2-tp1-" + "0" * 40)
     finish(control_plane, ns, warmup["jobName"], wrong_key, ok=True)
-    control_plane.kubectl("wait", "-n", ns, "sdd/unverified", "--for=condition=Stalled",
-                          "--timeout=60s")  # fmt: skip
+    control_plane.kubectl(
+        "wait", "-n", ns, "sdd/unverified", "--for=condition=Stalled", "--timeout=60s"
+    )
     obj = get(control_plane, "-n", ns, "sdd", "unverified")
     assert condition_map(obj)["Warmed"] == ("False", "WarmupFailed")
     assert "did not verify key" in next(
@@ -132,9 +160,13 @@ def test_serving_follows_verified_plans_only(
     cp, ns = control_plane, module_namespace
     doc = seeds_example(ns, "served")
     first = started(cp, ns, "served", doc)
-    finish(cp, ns, first["status"]["warmup"]["jobName"],
-           runner_summary("verified", first["status"]["warmup"]["cacheKey"], kv_blocks=4321),
-           ok=True)  # fmt: skip
+    finish(
+        cp,
+        ns,
+        first["status"]["warmup"]["jobName"],
+        runner_summary("verified", first["status"]["warmup"]["cacheKey"], kv_blocks=4321),
+        ok=True,
+    )
     cp.kubectl("wait", "-n", ns, "deployment/served-serving", "--for=create", "--timeout=60s")
     deployment = get(cp, "-n", ns, "deployment", "served-serving")
     old_hash = first["status"]["plan"]["hash"]
@@ -149,16 +181,25 @@ def test_serving_follows_verified_plans_only(
     )
     # The operator opens the readiness gate of the verified plan's Pods, then Ready follows.
     serve(cp, ns, deployment, "served-serving-a")
-    cp.kubectl("wait", "-n", ns, "pod/served-serving-a", "--for=condition=warmgate.dev/warmed",
-               "--timeout=60s")  # fmt: skip
+    cp.kubectl(
+        "wait",
+        "-n",
+        ns,
+        "pod/served-serving-a",
+        "--for=condition=warmgate.dev/warmed",
+        "--timeout=60s",
+    )
     rolled_out(cp, ns, "served-serving", ready=1)
     cp.kubectl("wait", "-n", ns, "sdd/served", "--for=condition=Ready", "--timeout=60s")
     obj = get(cp, "-n", ns, "sdd", "served")
     assert obj["status"]["phase"] == "Ready"
     labels = f'{{name="served",namespace="{ns}"}}'
     exported = operator.get("/metrics")
-    for line in (f"warmgate_ready{labels} 1.0", f"warmgate_warmed{labels} 1.0",
-                 f"warmgate_serving_ready_replicas{labels} 1.0"):  # fmt: skip
+    for line in (
+        f"warmgate_ready{labels} 1.0",
+        f"warmgate_warmed{labels} 1.0",
+        f"warmgate_serving_ready_replicas{labels} 1.0",
+    ):
         assert line in exported, line
     assert obj["status"]["serving"]["planHash"] == old_hash
     # A new spec warms a new plan; the last verified one keeps serving meanwhile.
@@ -179,8 +220,14 @@ def test_serving_follows_verified_plans_only(
     finish(cp, ns, new["jobName"], runner_summary("verified", new["cacheKey"]), ok=True)
     new_hash = warming["status"]["plan"]["hash"]
     annotation = "{.metadata.annotations.warmgate\\.dev/plan-hash}"
-    cp.kubectl("wait", "-n", ns, "deployment/served-serving", "--timeout=60s",
-               f"--for=jsonpath={annotation}={new_hash}")  # fmt: skip
+    cp.kubectl(
+        "wait",
+        "-n",
+        ns,
+        "deployment/served-serving",
+        "--timeout=60s",
+        f"--for=jsonpath={annotation}={new_hash}",
+    )
 
 
 def test_an_object_from_a_newer_crd_is_reported_once_not_every_resync(

@@ -32,9 +32,16 @@ def _create_parent(cp: ControlPlane, namespace: str, path: Path) -> SpecDecodeDe
     doc: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8"))
     doc["metadata"].pop("namespace", None)
     out = cp.kubectl(
-        "create", "--validate=strict", "-n", namespace, "-o", "json", "-f", "-",
+        "create",
+        "--validate=strict",
+        "-n",
+        namespace,
+        "-o",
+        "json",
+        "-f",
+        "-",
         stdin=json.dumps(doc),
-    )  # fmt: skip
+    )
     created: dict[str, Any] = json.loads(out.stdout)
     assert created["metadata"]["uid"]
     return parse_manifest(created)
@@ -52,9 +59,18 @@ def _children(sdd: SpecDecodeDeployment) -> list[dict[str, Any]]:
 
 def _dry_run(cp: ControlPlane, namespace: str, manifest: dict[str, Any]) -> dict[str, Any]:
     out = cp.kubectl(
-        "apply", "--dry-run=server", "--validate=strict", "-n", namespace, "-o", "json",
-        "-f", "-", stdin=json.dumps(manifest), check=False,
-    )  # fmt: skip
+        "apply",
+        "--dry-run=server",
+        "--validate=strict",
+        "-n",
+        namespace,
+        "-o",
+        "json",
+        "-f",
+        "-",
+        stdin=json.dumps(manifest),
+        check=False,
+    )
     kind, name = manifest["kind"], manifest["metadata"]["name"]
     assert out.returncode == 0, f"{kind}/{name} refused: {out.stderr}"
     accepted: dict[str, Any] = json.loads(out.stdout)
@@ -101,15 +117,33 @@ def test_the_children_can_be_created_and_applied_again(crd: ControlPlane, namesp
     eagle3 = next(p for p in EXAMPLES if p.stem == "llama31-8b-eagle3-gaudi2")  # has a claim
     sdd = _create_parent(crd, namespace, eagle3)
     text = json.dumps({"apiVersion": "v1", "kind": "List", "items": _children(sdd)})
-    crd.kubectl("apply", "--server-side", "--field-manager=warmgate", "-n", namespace, "-f", "-",
-                stdin=text)  # fmt: skip
+    crd.kubectl(
+        "apply", "--server-side", "--field-manager=warmgate", "-n", namespace, "-f", "-", stdin=text
+    )
     again = crd.kubectl(
-        "apply", "--server-side", "--field-manager=warmgate", "-n", namespace, "-f", "-",
-        "-o", "json", stdin=text,
-    )  # fmt: skip
+        "apply",
+        "--server-side",
+        "--field-manager=warmgate",
+        "-n",
+        namespace,
+        "-f",
+        "-",
+        "-o",
+        "json",
+        stdin=text,
+    )
     items = json.loads(again.stdout)["items"]
     assert [i["kind"] for i in items] == [c["kind"] for c in _children(sdd)]
     assert "PersistentVolumeClaim" in {i["kind"] for i in items}
-    diff = crd.kubectl("diff", "--server-side", "--field-manager=warmgate", "-n", namespace,
-                       "-f", "-", stdin=text, check=False)  # fmt: skip
+    diff = crd.kubectl(
+        "diff",
+        "--server-side",
+        "--field-manager=warmgate",
+        "-n",
+        namespace,
+        "-f",
+        "-",
+        stdin=text,
+        check=False,
+    )
     assert diff.returncode == 0, diff.stdout + diff.stderr

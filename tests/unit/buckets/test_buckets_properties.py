@@ -207,9 +207,14 @@ def test_parse_bucket_file_never_raises(text: str) -> None:
 def test_empty_decode_block_range_is_refused_not_crashed() -> None:
     # Found by hypothesis: lin decode blocks (min 65, step 64, max 65) hold no value at all.
     cfg = EngineShapeConfig(
-        max_num_seqs=1, max_model_len=64, max_num_batched_tokens=256, block_size=64,
-        num_gpu_blocks=65, strategy="lin", contiguous_pa=True,
+        max_num_seqs=1,
+        max_model_len=64,
+        max_num_batched_tokens=256,
+        block_size=64,
+        num_gpu_blocks=65,
+        strategy="lin",
+        contiguous_pa=True,
         overrides=BucketOverrides(decode_block_min=65),
-    )  # fmt: skip
+    )
     with pytest.raises(BucketPlanError, match="decode block range is empty"):
         plan_buckets(cfg)

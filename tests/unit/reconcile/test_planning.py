@@ -100,8 +100,9 @@ def test_transition_time_moves_only_when_a_status_changes() -> None:
         sdd.model_copy(update={"status": first}), evaluate(sdd), at=T0 + timedelta(hours=1)
     )
     assert first == again  # a re-reconcile of an unchanged object writes nothing new
-    broken = example_sdd("llama31-8b-seeds", buckets={"seeds": {
-        "prompt": [[1, 128, 0]], "decode": [[16, 1, 8]]}})  # fmt: skip
+    broken = example_sdd(
+        "llama31-8b-seeds", buckets={"seeds": {"prompt": [[1, 128, 0]], "decode": [[16, 1, 8]]}}
+    )
     failed = build_status(
         broken.model_copy(update={"status": first}), evaluate(broken), at=T0 + timedelta(hours=2)
     )
@@ -119,8 +120,12 @@ def test_transition_time_moves_only_when_a_status_changes() -> None:
 def test_prefix_caching_off_tightens_the_proof_and_reaches_the_engine() -> None:
     from warmgate.resources.vllm_engine import engine_args
 
-    engine = {"maxModelLen": 32768, "maxNumSeqs": 128, "maxNumBatchedTokens": 8192,
-              "numGpuBlocks": 4000}  # fmt: skip
+    engine = {
+        "maxModelLen": 32768,
+        "maxNumSeqs": 128,
+        "maxNumBatchedTokens": 8192,
+        "numGpuBlocks": 4000,
+    }
     shared = example_sdd("llama31-8b-eagle3-gaudi2", engine=engine)
     private = example_sdd(
         "llama31-8b-eagle3-gaudi2", engine={**engine, "enablePrefixCaching": False}

@@ -35,8 +35,11 @@ def test_anything_but_the_runners_json_is_no_summary(text: str) -> None:
 
 
 def test_newest_pod_speaks_first_and_other_containers_are_ignored() -> None:
-    pods = [pod("2026-11-29T12:05:00Z", "new"), pod("2026-11-29T12:00:00Z", "old"),
-            pod("2026-11-29T12:09:00Z", "sidecar", container="copy-runner")]  # fmt: skip
+    pods = [
+        pod("2026-11-29T12:05:00Z", "new"),
+        pod("2026-11-29T12:00:00Z", "old"),
+        pod("2026-11-29T12:09:00Z", "sidecar", container="copy-runner"),
+    ]
     assert runner_messages(pods) == ["new", "old"]
 
 
