@@ -40,7 +40,7 @@ from warmgate.resources.pod import (
     shared_volumes,
 )
 from warmgate.resources.warmup import build_runner_plan, configmap_name
-from warmgate.warmup.engine import engine_argv, recipe_cache_config
+from warmgate.warmup.engine import LOGGING_ENV, engine_argv, recipe_cache_config
 from warmgate.warmup.plan import Plan, parse_plan
 
 __all__ = [
@@ -118,6 +118,7 @@ def _engine_env(sdd: SpecDecodeDeployment, parsed: Plan) -> list[Manifest]:
             Path(RECIPE_DIR), cache_claim_name(sdd) is not None, size
         ),
         "PYTHONUNBUFFERED": "1",
+        **LOGGING_ENV,  # the runner's logging settings: the API reserves these variables
     }
     values = {**parsed.engine.env, **owned}
     return [{"name": k, "value": v} for k, v in values.items()] + container_env(sdd)
