@@ -166,3 +166,14 @@ def test_local_cache_folder_must_be_safe_to_empty(raw: dict[str, Any], folder: s
     raw["cache"]["local_dir"] = folder
     (only,) = problems(raw)
     assert only.startswith("plan.cache.local_dir: expected an absolute path at least two levels")
+
+
+@pytest.mark.parametrize("name", RUNNER_OWNED_ENV)
+def test_the_api_refuses_every_variable_the_runner_owns(name: str) -> None:
+    # The plan comes from spec.engine.env; the API must refuse what the runner would refuse.
+    from pydantic import ValidationError
+
+    from warmgate.api.engine import EngineSpec
+
+    with pytest.raises(ValidationError, match="env must not set"):
+        EngineSpec.model_validate({"maxModelLen": 4096, "env": [{"name": name, "value": "0"}]})
