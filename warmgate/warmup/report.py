@@ -16,7 +16,7 @@ from warmgate.warmup.plan import DIGEST_ALGORITHM
 from warmgate.warmup.probe import ProbeResult
 from warmgate.warmup.verdict import Verdict
 
-REPORT_VERSION = 1
+REPORT_VERSION = 2  # 2: engine_log.omitted records, list_copies, unreadable (issue 12)
 SUMMARY_LIMIT = 4096  # Kubernetes keeps at most 4096 bytes of a container's termination message.
 PROGRESS_PREFIX = "warmgate-progress"
 
