@@ -308,7 +308,13 @@ def tqdm_line(desc: str, n: int, total: int, postfix: str) -> str:
 
 
 class Engine:
-    """The processes of one `vllm serve` and what each logs, phase by phase."""
+    """The processes of one `vllm serve` and what each logs, phase by phase.
+
+    Each method prints one upstream step with the line it reproduces in a comment. A new
+    engine behaviour (a drafter's warmup, a compile-count line) is one more method called from
+    ``warm`` or ``main`` through ``on_ranks``, which gives every rank its copy and interleaves
+    them as the pipes would.
+    """
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args, self.config = args, LogConfig()

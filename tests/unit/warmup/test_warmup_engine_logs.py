@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runner_harness import make_plan
+from runner_harness import CONFIG_A, make_plan
 
 from warmgate.buckets import EngineShapeConfig, plan_buckets
 from warmgate.warmup.logparse import EngineLog, LogParser
@@ -35,12 +35,7 @@ def fixture_plan(tmp_path: Path, seeds: str) -> Plan:
     """The plan the operator writes for the fixture's seed file (config A limits, k=1)."""
     text = (FIXTURES / f"seeds-{seeds}.txt").read_text()
     config = EngineShapeConfig(
-        max_num_seqs=64,
-        max_model_len=4096,
-        max_num_batched_tokens=2048,
-        num_gpu_blocks=8192,
-        num_speculative_tokens=1,
-        bucket_file=text,
+        **CONFIG_A, num_gpu_blocks=8192, num_speculative_tokens=1, bucket_file=text
     )
     planned = plan_buckets(config)
     lists = {
