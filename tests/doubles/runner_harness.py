@@ -129,12 +129,18 @@ class RunResult:
 
 
 def _runner_command(
-    tmp: Path, plan: dict[str, Any], faults: str, python: str | None
+    tmp: Path,
+    plan: dict[str, Any],
+    faults: str,
+    python: str | None,
+    image_env: dict[str, str] | None = None,
 ) -> tuple[list[str], Path, dict[str, str]]:
     tree = stdlib_tree(tmp / "runner-tree")
     plan_path = tmp / "plan.json"
     plan_path.write_text(json.dumps(plan))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "STANDIN_"))}
+    skip = ("PYTHON", "STANDIN_", "VLLM_", "NO_COLOR")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(skip)}
+    env.update(image_env or {})  # what the vLLM image's own ENV would set
     env["STANDIN_FAULTS"] = faults
     argv = [python or sys.executable, "-S", "-E", "-m", "warmgate.warmup", "--plan", str(plan_path)]
     return argv, tree, env
@@ -158,11 +164,15 @@ def wait_for(condition: Callable[[], bool], proc: subprocess.Popen[bytes]) -> No
 
 
 def run_runner(
-    tmp: Path, plan: dict[str, Any], faults: str = "", python: str | None = None
+    tmp: Path,
+    plan: dict[str, Any],
+    faults: str = "",
+    python: str | None = None,
+    image_env: dict[str, str] | None = None,
 ) -> RunResult:
     """Run `python -S -m warmgate.warmup --plan` from a stdlib-only copy: -S drops
     site-packages, -E drops PYTHONPATH, so any non-stdlib import would fail the run."""
-    argv, tree, env = _runner_command(tmp, plan, faults, python)
+    argv, tree, env = _runner_command(tmp, plan, faults, python, image_env)
     done = subprocess.run(
         argv, cwd=tree, env=env, capture_output=True, text=True, timeout=600, check=False
     )

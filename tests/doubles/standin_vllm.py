@@ -1,10 +1,17 @@
 #!/usr/bin/env python3
 """TEST DOUBLE, not vLLM: a stand-in for `vllm serve` on vllm-gaudi, for the warmup runner's tests.
 
-It accepts `vllm serve`'s command line, reads VLLM_BUCKETING_FROM_FILE, prints the log lines the
-real engine prints (formats from the shared doc vllm-gaudi-bucketing.md) for the buckets that
-`warmgate.buckets` computes from that file, writes fake recipe files into
-PT_HPU_RECIPE_CACHE_CONFIG's folder, and serves /health and /v1/completions with http.server.
+Standard library only, one file (it can be installed as the `vllm` command of an image). It
+accepts `vllm serve`'s command line, reads VLLM_BUCKETING_FROM_FILE and applies the engine's own
+file-mode filters and spec-decode expansion to it, and prints what the real engine prints, in
+vLLM's logging format: process prefixes, colour, levels, VLLM_LOGGING_* and NO_COLOR honoured,
+tqdm bars with their postfix, one copy per rank under tensor parallelism, interleaved as writes
+of several processes to one pipe interleave. It writes fake recipe files into
+PT_HPU_RECIPE_CACHE_CONFIG's folder and serves /health and /v1/completions with http.server.
+
+Every format is quoted next to a comment naming its upstream line: vllm-gaudi v0.26.0 = b059f9c9
+("G26:<line>") and main = 091bbadd ("Gmain:<line>"), vLLM v0.26.0 ("vllm/<file>:<line>"). The
+golden logs in tests/doubles/fixtures/engine_logs/ pin this output (test_standin_fixtures.py).
 
 Faults are injected with STANDIN_FAULTS, a comma list of:
   crash_at_start        exit 3 right after the banner, before /health
@@ -14,8 +21,14 @@ Faults are injected with STANDIN_FAULTS, a comma list of:
   kv_blocks=N           report N usable KV blocks instead of the pinned count
   extra_decode_bucket   generate one decode bucket the plan does not have
   skip_warmup           log "Skipping warmup..." instead of warming
-  wrap_lists            print each bucket list wrapped over many short lines
-  logs_on_stderr        log records on stderr, glued to the end of the tqdm bars
+  logs_on_stderr        records on stderr whatever VLLM_LOGGING_STREAM says (a custom config)
+  garble_copies=N       cut the decode-list copy of the first N ranks with another process's
+                        write (what a list longer than PIPE_BUF suffers under TP)
+  old_vllm              the prefix of older vLLM: "(EngineCore_DP0 pid=N)", coloured unless
+                        NO_COLOR, plain records
+  fixed_clock           fixed time stamps, pids and timings (for the golden logs)
+  exit_after_warmup     exit 0 after "Warmup finished" (and unwarmed_on_probe's lines) instead
+                        of serving
   probe_http_500        answer every completion with HTTP 500
   exit_on_probe         exit 4 on the first completion request
 STANDIN_RECORD=<path> writes the argv and the runner-owned env variables there as JSON.
@@ -24,19 +37,40 @@ STANDIN_RECORD=<path> writes the argv and the runner-owned env variables there a
 from __future__ import annotations
 
 import argparse
+import ast
 import json
+import math
 import os
+import re
 import shutil
 import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
-HEADER = "[bs, query, num_blocks]"
+Bucket = tuple[int, int, int]
+PIPE_BUF = 4096  # pipe(7): writes up to this size are atomic, longer ones may interleave
+CYAN, PLAIN = "\033[0;36m", "\033[0;0m"  # vllm/utils/system_utils.py:27-28
+GREY, RESET = "\033[90m", "\033[0m"  # vllm/logging_utils/formatter.py:94-95
+LEVEL_COLOURS = {
+    "DEBUG": "\033[37m",
+    "INFO": "\033[32m",
+    "WARNING": "\033[33m",
+    "ERROR": "\033[31m",
+}
+LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40, "CRITICAL": 50}
+# Upstream files as vLLM's DEBUG-level path shrinking shows them (formatter.py:21-67).
+PATHS = {
+    "common.py": "vllm_gaudi/extension/bucketing/common.py",
+    "hpu_model_runner.py": "vllm_gaudi/v1/worker/hpu_model_runner.py",
+    "hpu_worker.py": "vllm_gaudi/v1/worker/hpu_worker.py",
+    "kv_cache_utils.py": "vllm/v1/core/kv_cache_utils.py",
+    "api_server.py": "vllm/entrypoints/openai/api_server.py",
+}
 
 
 def faults() -> dict[str, str]:
@@ -48,13 +82,408 @@ def faults() -> dict[str, str]:
     return found
 
 
-def log(level: str, where: str, message: str) -> None:
-    """One vLLM-style log record: 'INFO 11-29 19:40:04 [file.py:12] message' (stdout, or
-    stderr with the logs_on_stderr fault, where it lands right after a tqdm bar)."""
-    stamp = time.strftime("%m-%d %H:%M:%S")
-    stream = sys.stderr if "logs_on_stderr" in faults() else sys.stdout
-    stream.write(f"{level} {stamp} [{where}] {message}\n")
-    stream.flush()
+def env_flag(name: str, default: str = "") -> bool:
+    """vllm-gaudi's boolean env rule (§2.2): true, t, 1, yes, y, on, any case."""
+    return os.environ.get(name, default).strip().lower() in {"true", "t", "1", "yes", "y", "on"}
+
+
+class LogConfig:
+    """vLLM's logging set-up as its environment makes it (vllm/logger.py:22-72, 156-201)."""
+
+    def __init__(self) -> None:
+        self.configured = os.environ.get("VLLM_CONFIGURE_LOGGING", "1") != "0"  # envs.py:812
+        self.level = os.environ.get("VLLM_LOGGING_LEVEL", "INFO").upper()  # envs.py:817
+        self.prefix = os.environ.get("VLLM_LOGGING_PREFIX", "")  # logger.py:22-25
+        stream = os.environ.get("VLLM_LOGGING_STREAM", "ext://sys.stdout")
+        self.stream = (
+            "stderr" if stream.endswith("stderr") or "logs_on_stderr" in faults() else "stdout"
+        )
+        self.no_color = os.environ.get("NO_COLOR", "0") != "0"  # envs.py:826
+        self.color = os.environ.get("VLLM_LOGGING_COLOR", "auto")  # envs.py:824
+
+    def coloured(self, stream: str) -> bool:
+        """logger.py:29-38 (records) and system_utils.py:203-211 (prefix) decide alike."""
+        if self.no_color or self.color == "0":
+            return False
+        return self.color == "1" or os.isatty(1 if stream == "stdout" else 2)
+
+    def shown(self, level: str) -> bool:
+        """Handler and logger level (logger.py:59, 66); without vLLM's configuration only
+        logging.lastResort remains: WARNING and above (Python's logging/__init__.py)."""
+        return LEVELS[level] >= (LEVELS[self.level] if self.configured else LEVELS["WARNING"])
+
+    def render(self, level: str, where: str, message: str, stamp: str) -> str:
+        """One record: NewLineFormatter or ColoredFormatter (formatter.py:10-125) on _FORMAT
+        "{prefix}%(levelname)s %(asctime)s [%(fileinfo)s:%(lineno)d] %(message)s"."""
+        if not self.configured:
+            return message + "\n"  # lastResort: "%(message)s"
+        name, _, line = where.partition(":")
+        fileinfo = _shrink(PATHS.get(name, name)) if self.level == "DEBUG" else name
+        lvl, head = level, f"{stamp} [{fileinfo}:{line}]"
+        if self.coloured(self.stream) and "old_vllm" not in faults():
+            lvl = f"{LEVEL_COLOURS[level]}{level}{RESET}"
+            head = f"{GREY}{stamp}{RESET} {GREY}[{fileinfo}:{line}]{RESET}"
+        lead = f"{self.prefix}{lvl} {head} "
+        return lead + message.replace("\n", "\r\n" + lead) + "\n"
+
+
+def _shrink(relpath: str) -> str:
+    """formatter.py:42-56: keep the first part (two after v1) and the last two."""
+    parts = relpath.split("/")
+    parts = parts[1:] if parts[0] == "vllm" else parts
+    keep = 2 if parts[0] == "v1" else 1
+    head, rest = parts[:keep], parts[keep:]
+    return "/".join(head + (["...", *rest[-2:]] if len(rest) > 2 else rest))
+
+
+class Proc:
+    """One engine process; its writes are queued as (stream, text) pieces, one per write()."""
+
+    def __init__(self, name: str, pid: int, config: LogConfig, clock: Callable[[], str]) -> None:
+        self.name, self.pid, self.config, self.clock = name, pid, config, clock
+        self.writes: list[tuple[str, str]] = []
+        self.new_line = {"stdout": True, "stderr": True}
+
+    def prefix(self, stream: str) -> str:
+        """decorate_logs (system_utils.py:201-253), skipped when VLLM_CONFIGURE_LOGGING=0."""
+        tag = f"({self.name} pid={self.pid})"
+        old = "old_vllm" in faults()
+        colour = not self.config.no_color if old else self.config.coloured(stream)
+        return f"{CYAN}{tag}{PLAIN} " if colour else f"{tag} "
+
+    def write(self, stream: str, text: str) -> None:
+        """write_with_prefix (system_utils.py:215-230): the prefix is a write of its own at each
+        line start; a text longer than PIPE_BUF reaches the pipe in several pieces."""
+        if not self.config.configured:
+            self.writes.append((stream, text))
+            return
+        for piece in re.split(r"(?<=\n)", text):
+            if not piece:
+                continue
+            if self.new_line[stream]:
+                self.writes.append((stream, self.prefix(stream)))
+            for start in range(0, len(piece), PIPE_BUF):
+                self.writes.append((stream, piece[start : start + PIPE_BUF]))
+            self.new_line[stream] = piece.endswith("\n")
+
+    def log(self, level: str, where: str, message: str) -> None:
+        """A record of vLLM's "vllm" logger (vllm_gaudi/extension/logger.py:11-18 uses it too)."""
+        if self.config.shown(level):
+            stream = self.config.stream if self.config.configured else "stderr"
+            self.write(stream, self.config.render(level, where, message, self.clock()))
+
+
+def interleave(procs: list[Proc]) -> list[tuple[str, str]]:
+    """The pipes' view of several processes writing at once: one write() of each in turn,
+    rank r starting r turns late (ranks never run in lockstep)."""
+    merged: list[tuple[str, str]] = []
+    queues: list[list[tuple[str, str] | None]] = [
+        [None] * r + p.writes for r, p in enumerate(procs)
+    ]
+    for p in procs:
+        p.writes = []
+    while any(queues):
+        for queue in queues:
+            if queue and (write := queue.pop(0)) is not None:
+                merged.append(write)
+    return merged
+
+
+def emit(writes: list[tuple[str, str]]) -> None:
+    """Hand the writes to the real file descriptors, in order."""
+    for stream, text in writes:
+        os.write(1 if stream == "stdout" else 2, text.encode("utf-8"))
+
+
+# ---- the engine's file-mode bucketing: file_strategy.py:34-75, G26 common.py:378-539 ----
+
+
+def read_seed_file(path: str) -> tuple[list[Bucket], list[Bucket]]:
+    """FileBucketingStrategy.get_buckets: tuples of int, list or range; query 1 means decode."""
+    prompt, decode = [], []
+    for raw in Path(path).read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        spec = ast.literal_eval(re.sub(r"range\(([^)]*)\)", _expand_range, line))
+        dims = [v if isinstance(v, list) else [v] for v in spec]
+        for bs in dims[0]:
+            for q in dims[1]:
+                for ctx in dims[2]:
+                    (decode if q == 1 else prompt).append((int(bs), int(q), int(ctx)))
+    return sorted(prompt), sorted(decode)
+
+
+def _expand_range(m: re.Match[str]) -> str:
+    return repr(list(range(*(int(v) for v in m.group(1).split(",")))))
+
+
+# The first field of each omitted-bucket record, verbatim (G26 common.py:429-457).
+CONDITIONS = {
+    "model_len": "condition: ctx <= ceil((max_model_len - 1) / block_size) and query <= "
+    "max_model_len",
+    "batched": "condition: bs * query <= max_num_batched_tokens",
+    "merged": "ctx <= max_num_prefill_seqs * math.ceil((max_model_len - math.floor(query / "
+    "max_num_prefill_seqs)) // block_size)",
+    "decode": "condition: bs <= ctx, ",
+}
+
+
+class Shapes:
+    """The engine limits that filter and correct file buckets (G26 common.py:414-496)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.mml, self.mbt, self.block = (
+            args.max_model_len,
+            args.max_num_batched_tokens,
+            args.block_size,
+        )
+        self.merged = env_flag("VLLM_MERGED_PREFILL")
+        self.contiguous = env_flag("VLLM_CONTIGUOUS_PA")
+        bs_max = int(os.environ.get("VLLM_PROMPT_BS_BUCKET_MAX") or 1)
+        self.prefill_seqs = (
+            args.max_num_seqs if self.merged else bs_max
+        )  # G26 hpu_model_runner.py:1519
+
+    def failed(self, is_prompt: bool, b: Bucket) -> tuple[Any, ...] | None:
+        """The omitted-bucket record of the first filter ``b`` fails, or None."""
+        bs, q, ctx = b
+        if is_prompt and self.merged:  # G26:440-447
+            per = self.prefill_seqs
+            ok = ctx <= per * math.ceil((self.mml - math.floor(q / per)) // self.block)
+        elif is_prompt:  # G26:416-438
+            ok = ctx <= math.ceil((self.mml - 1) / self.block) and q <= self.mml
+            if ok and bs * q > self.mbt:
+                return (CONDITIONS["batched"], "-> bs, query, ctx: ", bs, q, ctx)
+        else:  # G26:455-458; contiguous PA has no decode filter (G26:466-469)
+            ok = self.contiguous or bs <= ctx
+        kind = ("merged" if self.merged else "model_len") if is_prompt else "decode"
+        return None if ok else (CONDITIONS[kind], "-> bs, query, ctx: ", bs, q, ctx)
+
+    def correct(self, b: Bucket) -> Bucket:
+        """correct_for_max_model_len (G26:452-453, 332-333); identity with contiguous PA."""
+        bs, q, ctx = b
+        return b if self.contiguous else (bs, q, min(ctx, bs * math.ceil(self.mml / self.block)))
+
+    def generate(
+        self, is_prompt: bool, file_buckets: list[Bucket]
+    ) -> tuple[list[Bucket], list[Any]]:
+        """generate_buckets' file branch (G26:498-501): kept buckets and omitted records."""
+        kept, omitted = set(), set()
+        for b in file_buckets:
+            failure = self.failed(is_prompt, b)
+            if failure is None:
+                kept.add(b if is_prompt else self.correct(b))
+            else:
+                omitted.add(failure)
+        return sorted(kept), sorted(omitted)
+
+    def spec_expand(self, seeds: list[Bucket], k: int) -> list[Bucket]:
+        """generate_spec_decode_buckets (G26:325-363 / Gmain:333-371)."""
+        out = set(seeds)
+        for bs, q, ctx in seeds:
+            if bs * (1 + k) <= ctx:
+                out.add(self.correct((bs * (1 + k), q, ctx)))
+            out.add(self.correct((bs * (1 + k), q, ctx * (1 + k))))
+        return sorted(out)
+
+
+def format_bytes(size: float) -> str:
+    """vllm_gaudi/extension/profiler.py:314-322 (both pins)."""
+    n = 0
+    while abs(size) > 1024:
+        size, n = size / 1024, n + 1
+    return f"{size:.4g} {['', 'Ki', 'Mi', 'Gi', 'Ti'][n]}B"
+
+
+def tqdm_line(desc: str, n: int, total: int, postfix: str) -> str:
+    """tqdm.format_meter for a pipe (no width known: a 10-cell bar) at zero elapsed time:
+    "Decode warmup processing:  40%|████      | 4/10 [00:00<?, ?item/s, 3/10]"."""
+    frac = n / total if total else 0
+    full, part = divmod(int(frac * 10 * 8), 8)
+    charset = " " + "".join(chr(c) for c in range(0x258F, 0x2587, -1))
+    bar = charset[-1] * full + (charset[part] + " " * (9 - full) if full < 10 else "")
+    tail = f", {postfix}" if postfix else ""
+    return f"{desc}{frac * 100:3.0f}%|{bar}| {n}/{total} [00:00<?, ?item/s{tail}]"
+
+
+class Engine:
+    """The processes of one `vllm serve` and what each logs, phase by phase.
+
+    Each method prints one upstream step with the line it reproduces in a comment. A new
+    engine behaviour (a drafter's warmup, a compile-count line) is one more method called from
+    ``warm`` or ``main`` through ``on_ranks``, which gives every rank its copy and interleaves
+    them as the pipes would.
+    """
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args, self.config = args, LogConfig()
+        fixed = "fixed_clock" in faults()
+        self.clock = (
+            (lambda: "11-29 19:40:04") if fixed else (lambda: time.strftime("%m-%d %H:%M:%S"))
+        )
+        base = 100 if fixed else os.getpid()
+        self.api = Proc("APIServer", base, self.config, self.clock)
+        # vllm/v1/engine/utils.py:167: "EngineCore" without data parallelism; older vLLM named
+        # it "EngineCore_DP0". TP workers: multiproc_executor.py:1024-1047 ("Worker_TP<rank>").
+        core = "EngineCore_DP0" if "old_vllm" in faults() else "EngineCore"
+        self.core = Proc(core, base + 100 if fixed else base + 1, self.config, self.clock)
+        tp = args.tensor_parallel_size
+        pid0 = base + 200 if fixed else base + 2
+        self.ranks = (
+            [self.core]
+            if tp == 1
+            else [Proc(f"Worker_TP{r}", pid0 + r, self.config, self.clock) for r in range(tp)]
+        )
+        self.k = spec_tokens(args)
+        self.kv = int(faults().get("kv_blocks") or args.num_gpu_blocks_override or 8192)
+        self.lock = threading.Lock()
+
+    def on_ranks(self, phase: Callable[[Proc], None]) -> None:
+        """Every rank runs ``phase``; their writes reach the pipes interleaved."""
+        with self.lock:
+            for proc in self.ranks:
+                phase(proc)
+            emit(interleave(self.ranks))
+
+    def on(self, proc: Proc, phase: Callable[[Proc], None]) -> None:
+        """One process runs ``phase``."""
+        with self.lock:
+            phase(proc)
+            emit(interleave([proc]))
+
+    def kv_cache(self, proc: Proc) -> None:
+        """Model runner init, then the KV cache: hpu_worker.py:540-546 (both pins)."""
+        proc.log("INFO", "hpu_model_runner.py:1522", "Bucketing is ON.")  # Gmain:1524
+        pad_slot = self.kv * self.args.block_size  # G26 hpu_model_runner.py:6871-6872
+        proc.log(
+            "INFO",
+            "hpu_worker.py:546",
+            f"Usable num_blocks: {self.kv}, actual allocated num_blocks (max across layers): "
+            f"{self.kv + 1} (_PAD_BLOCK_ID={self.kv}, _PAD_SLOT_ID={pad_slot})",
+        )
+
+    def override(self, proc: Proc) -> None:
+        """vLLM core applies --num-gpu-blocks-override (kv_cache_utils.py:2107-2120)."""
+        if self.args.num_gpu_blocks_override is not None:
+            proc.log(
+                "INFO",
+                "kv_cache_utils.py:2115",
+                f"Overriding num_gpu_blocks=10000 with num_gpu_blocks_override={self.kv}",
+            )
+
+    def lists(self) -> dict[str, list[Bucket]]:
+        """The engine's lists from the seeds (warmup_model, G26 hpu_model_runner.py:6078-6090)."""
+        shapes = Shapes(self.args)
+        prompt_file, decode_file = read_seed_file(os.environ["VLLM_BUCKETING_FROM_FILE"])
+        prompt, self.prompt_omitted = shapes.generate(True, prompt_file)
+        seeds, self.decode_omitted = shapes.generate(False, decode_file)
+        decode = shapes.spec_expand(seeds, self.k) if self.k else seeds
+        if "extra_decode_bucket" in faults():
+            decode = sorted([*decode, (decode[-1][0] + 1, 1, decode[-1][2])])
+        return {"prompt": prompt, "seeds": seeds, "decode": decode}
+
+    def log_lists(self, proc: Proc, lists: dict[str, list[Bucket]]) -> None:
+        """G26 common.py:170-182 and 217-245 / Gmain:177-189 and 225-253."""
+        self.omitted(proc, "prompt", self.prompt_omitted)
+        self.generated(proc, "prompt", lists["prompt"])
+        if env_flag("PT_HPU_SDPA_QKV_SLICE_MODE_FWD"):  # G26:176-182: filtered, logged again
+            thld = int(os.environ.get("VLLM_FUSEDSDPA_SLIDE_THLD") or 8192)
+            size = int(os.environ.get("PT_HPU_SDPA_BC_FACTOR") or 1024)
+            kept = [b for b in lists["prompt"] if b[2] != 0 or b[1] < thld or b[1] % size == 0]
+            self.generated(proc, "prompt", kept)
+        self.omitted(proc, "decode", self.decode_omitted)
+        if self.k:  # G26:357-361 / Gmain:365-369: only the buckets the expansion added
+            seeds = set(lists["seeds"])
+            self.generated(proc, "spec decode", [b for b in lists["decode"] if b not in seeds])
+        self.generated(proc, "decode", lists["decode"])
+        self.garble(proc)
+
+    def omitted(self, proc: Proc, phase: str, records: list[Any]) -> None:
+        """G26 common.py:518-524 / Gmain:526-532 (and the DEBUG summary, G26:533-537)."""
+        if not records:
+            return
+        proc.log(
+            "WARNING",
+            "common.py:520",  # Gmain:528
+            f"The following {phase} buckets from custom bucketing file "
+            "(VLLM_BUCKETING_FROM_FILE) were omitted during warmup:",
+        )
+        for record in records:
+            proc.log("WARNING", "common.py:524", f"  {record}")  # Gmain:532
+        listing = "\n".join(map(str, records))
+        proc.log("DEBUG", "common.py:537", f"Omitted {len(records)} {phase} buckets:\n{listing}")
+
+    def generated(self, proc: Proc, kind: str, rows: list[Bucket]) -> None:
+        """f"Generated {n} {phase} buckets [bs, query, num_blocks]: {list(buckets)}"."""
+        where = "common.py:361" if kind == "spec decode" else "common.py:245"  # Gmain:369, 253
+        proc.log(
+            "INFO", where, f"Generated {len(rows)} {kind} buckets [bs, query, num_blocks]: {rows}"
+        )
+
+    def garble(self, proc: Proc) -> None:
+        """garble_copies=N: the next rank's prefix write lands inside the decode-list line of
+        the first N ranks, as a write can inside any line longer than PIPE_BUF."""
+        rank = self.ranks.index(proc)
+        if rank >= int(faults().get("garble_copies") or 0):
+            return
+        other = self.ranks[(rank + 1) % len(self.ranks)]
+        for i, (stream, text) in enumerate(proc.writes):
+            if "decode buckets [bs" in text and "spec decode" not in text:
+                cut = text.index("]: [") + 14 + 7 * rank  # never two cuts that fit together
+                pieces = [text[:cut], f"({other.name} pid={other.pid}) ", text[cut:]]
+                proc.writes[i : i + 1] = [(stream, piece) for piece in pieces]
+                return
+
+    def warm(self, proc: Proc, lists: dict[str, list[Bucket]]) -> None:
+        """warmup_model after the lists (G26 hpu_model_runner.py:6141-6233 / Gmain:6218-6308)."""
+        if "skip_warmup" in faults() or env_flag("VLLM_SKIP_WARMUP"):
+            proc.log("INFO", "hpu_model_runner.py:6142", "Skipping warmup...")  # Gmain:6219
+            return
+        if not self.args.enforce_eager:  # G26:6171 / Gmain:6246: graphs only without eager
+            proc.log("INFO", "hpu_model_runner.py:5416", "Sampler warmup completed successfully")
+            for phase, rows in (("Prompt", lists["prompt"]), ("Decode", lists["decode"])):
+                self.graphs(proc, phase, rows)
+        proc.log(
+            "INFO",
+            "hpu_model_runner.py:6233",  # Gmain:6308
+            "Warmup finished in 0 secs, allocated 0 B of device memory",
+        )
+
+    def graphs(self, proc: Proc, phase: str, rows: list[Bucket]) -> None:
+        """warmup_graphs' tqdm bar on stderr (G26:5418-5457 / Gmain:5466-5505), then
+        log_graph_warmup_summary (G26:5170-5174 / Gmain:5218-5222)."""
+        desc, total, last = f"{phase} warmup processing: ", len(rows), [0]
+
+        def show(n: int, postfix: str) -> None:  # tqdm's status printer: "\r" + s + padding
+            line = tqdm_line(desc, n, total, postfix)
+            proc.write("stderr", "\r" + line + " " * max(last[0] - len(line), 0))
+            last[0] = len(line)
+
+        show(0, "")
+        for idx in range(total):  # set_postfix_str refreshes, then update(1) does
+            show(idx, f"{idx}/{total}")
+            show(idx + 1, f"{idx}/{total}")
+        show(total, f"{total - 1}/{total}" if total else "")
+        proc.write("stderr", "\n")  # tqdm.close with leave=True
+        used = format_bytes(total * 1048576)
+        proc.log(
+            "INFO", "hpu_model_runner.py:5174", f"Graph/{phase} captured:{total} used_mem:{used}"
+        )
+
+    def unwarmed(self, proc: Proc) -> None:
+        """G26 hpu_model_runner.py:3588 / Gmain:3643 and G26 common.py:313-314 / Gmain:321-322."""
+        # §5.3: a partial-draft step (T=3 of k=3) runs a shape no bucket covers.
+        proc.log(
+            "WARNING",
+            "hpu_model_runner.py:3588",
+            "Configuration: ('decode', 24, 1, 768) was not warmed-up!",
+        )
+        proc.log(
+            "WARNING",
+            "common.py:313",
+            "Decode bucket for (24, 1, 800) was not prepared. Adding new bucket: (24, 1, 896)",
+        )
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -72,6 +501,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--block-size", type=int, default=128)
     p.add_argument("--speculative-config", default=None)
     p.add_argument("--num-gpu-blocks-override", type=int, default=None)
+    p.add_argument("--enforce-eager", action=argparse.BooleanOptionalAction, default=False)
     args, _unknown = p.parse_known_args(argv)
     return args
 
@@ -81,52 +511,6 @@ def spec_tokens(args: argparse.Namespace) -> int:
     if not args.speculative_config:
         return 0
     return int(json.loads(args.speculative_config).get("num_speculative_tokens", 0))
-
-
-def env_flag(name: str) -> bool:
-    """The engine's boolean env rule (§2.2): true, t, 1, yes, y, on, any case."""
-    return os.environ.get(name, "").strip().lower() in {"true", "t", "1", "yes", "y", "on"}
-
-
-def compute_lists(args: argparse.Namespace, kv_blocks: int) -> dict[str, list[Any]]:
-    """Bucket lists from the seed file via warmgate.buckets (the engine's file mode, §2.6)."""
-    # Imported late so the process is up (and has written STANDIN_RECORD) within milliseconds.
-    sys.path.insert(0, str(REPO))
-    from warmgate.buckets import EngineShapeConfig, plan_buckets
-
-    text = Path(os.environ["VLLM_BUCKETING_FROM_FILE"]).read_text()
-    config = EngineShapeConfig(
-        max_num_seqs=args.max_num_seqs,
-        max_model_len=args.max_model_len,
-        max_num_batched_tokens=args.max_num_batched_tokens,
-        block_size=args.block_size,
-        num_gpu_blocks=kv_blocks,
-        num_speculative_tokens=spec_tokens(args),
-        bucket_file=text,
-        contiguous_pa=env_flag("VLLM_CONTIGUOUS_PA"),
-        merged_prefill=env_flag("VLLM_MERGED_PREFILL"),
-        prompt_bs_max=int(os.environ["VLLM_PROMPT_BS_BUCKET_MAX"])
-        if os.environ.get("VLLM_PROMPT_BS_BUCKET_MAX")
-        else None,
-    )
-    plan = plan_buckets(config)
-    decode = plan.decode_buckets
-    if "extra_decode_bucket" in faults():
-        decode = sorted([*decode, (decode[-1][0] + 1, 1, decode[-1][2])])
-    return {"prompt": plan.prompt_buckets, "seeds": plan.seed_decode_buckets, "decode": decode}
-
-
-def print_list(kind: str, rows: list[Any]) -> None:
-    """'Generated {n} {kind} buckets [bs, query, num_blocks]: [...]', optionally wrapped."""
-    body = repr([tuple(r) for r in rows])
-    if "wrap_lists" not in faults():
-        log("INFO", "common.py:85", f"Generated {len(rows)} {kind} buckets {HEADER}: {body}")
-        return
-    log("INFO", "common.py:85", f"Generated {len(rows)} {kind} buckets {HEADER}: {body[:50]}")
-    stream = sys.stderr if "logs_on_stderr" in faults() else sys.stdout
-    for start in range(50, len(body), 50):
-        stream.write(body[start : start + 50] + "\n")
-    stream.flush()
 
 
 def write_recipes() -> None:
@@ -141,30 +525,10 @@ def write_recipes() -> None:
     (root / "graphs" / "decode.bin").write_bytes(b"decode-graph" * 100)
 
 
-def warm(lists: dict[str, list[Any]]) -> None:
-    """tqdm-style progress on stderr with bare \\r, then the capture and finish lines (§4.1)."""
-    if "skip_warmup" in faults():
-        log("INFO", "hpu_model_runner.py:4001", "Skipping warmup...")
-        return
-    for phase, key in (("Prompt", "prompt"), ("Decode", "decode")):
-        total = len(lists[key])
-        for i in range(1, total + 1):
-            pct = 100 * i // total
-            sys.stderr.write(f"\r{phase} warmup processing: {pct:3d}%|#| {i}/{total} [00:00<00:00]")
-            sys.stderr.flush()
-        if "logs_on_stderr" not in faults():
-            sys.stderr.write("\n")  # else the next record is glued to the bar, as on a tty
-        log("INFO", "hpu_model_runner.py:4100", f"Graph/{phase} captured:{total} used_mem:0 B")
-    log(
-        "INFO",
-        "hpu_model_runner.py:4200",
-        "Warmup finished in 1 secs, allocated 0 B of device memory",
-    )
-
-
 class Handler(BaseHTTPRequestHandler):
     """/health and /v1/completions of the OpenAI-compatible server."""
 
+    engine: Engine
     served_name = "model"
     lock = threading.Lock()
     requests_seen = 0
@@ -191,28 +555,15 @@ class Handler(BaseHTTPRequestHandler):
         with Handler.lock:
             Handler.requests_seen += 1
             first = Handler.requests_seen == 1
-        self._on_request(first)
+        if first and "exit_on_probe" in faults():
+            os._exit(4)
+        if first and "unwarmed_on_probe" in faults():
+            self.engine.on_ranks(self.engine.unwarmed)
         if "probe_http_500" in faults():
             self._reply(500, {"error": "injected"})
             return
         text = " tok" * int(body.get("max_tokens", 1))
         self._reply(200, {"object": "text_completion", "choices": [{"index": 0, "text": text}]})
-
-    def _on_request(self, first: bool) -> None:
-        if first and "exit_on_probe" in faults():
-            os._exit(4)
-        if first and "unwarmed_on_probe" in faults():
-            # §5.3: a partial-draft step (T=3 of k=3) runs a shape no bucket covers.
-            log(
-                "WARNING",
-                "hpu_model_runner.py:2999",
-                "Configuration: ('decode', 24, 1, 768) was not warmed-up!",
-            )
-            log(
-                "INFO",
-                "common.py:210",
-                "Decode bucket for (24, 1, 800) was not prepared. Adding new bucket: (24, 1, 896)",
-            )
 
 
 def main(argv: list[str]) -> int:
@@ -221,27 +572,30 @@ def main(argv: list[str]) -> int:
     record = os.environ.get("STANDIN_RECORD")
     if record:
         owned = ("VLLM_BUCKETING_FROM_FILE", "VLLM_SKIP_WARMUP", "PT_HPU_RECIPE_CACHE_CONFIG")
-        env = {k: os.environ.get(k) for k in owned}
+        logging = (
+            "VLLM_CONFIGURE_LOGGING",
+            "VLLM_LOGGING_LEVEL",
+            "VLLM_LOGGING_PREFIX",
+            "NO_COLOR",
+        )
+        env = {k: os.environ.get(k) for k in owned + logging}
         Path(record).write_text(json.dumps({"argv": argv, "env": env, "pid": os.getpid()}))
-    log("INFO", "api_server.py:1700", f"vLLM API server (TEST DOUBLE standin_vllm) args: {argv}")
+    engine = Engine(args)
+    banner = f"vLLM API server (TEST DOUBLE standin_vllm) model {args.model}"
+    engine.on(engine.api, lambda p: p.log("INFO", "api_server.py:1700", banner))
     if "crash_at_start" in faults():
-        log("ERROR", "core.py:700", "EngineCore failed to start (injected crash_at_start)")
+        engine.on(
+            engine.core, lambda p: p.log("ERROR", "core.py:700", "EngineCore failed to start")
+        )
         return 3
-    kv = int(faults().get("kv_blocks") or args.num_gpu_blocks_override or 8192)
-    usable = f"Usable num_blocks: {kv}, actual allocated num_blocks: {kv + 1}"
-    log("INFO", "hpu_worker.py:240", f"{usable} (_PAD_BLOCK_ID={kv}, _PAD_SLOT_ID=0)")
-    lists = compute_lists(args, kv)
-    # Order and content as vllm-gaudi common.py: the spec line lists only the added buckets,
-    # then the decode line lists the whole expanded list.
-    print_list("prompt", lists["prompt"])
-    if spec_tokens(args) > 0:
-        seeds = set(lists["seeds"])
-        print_list("spec decode", [b for b in lists["decode"] if b not in seeds])
-    print_list("decode", lists["decode"])
-    return serve_or_hang(args, lists)
+    lists = engine.lists()
+    engine.on(engine.core, engine.override)
+    engine.on_ranks(engine.kv_cache)
+    engine.on_ranks(lambda p: engine.log_lists(p, lists))
+    return serve_or_hang(engine, lists)
 
 
-def serve_or_hang(args: argparse.Namespace, lists: dict[str, list[Any]]) -> int:
+def serve_or_hang(engine: Engine, lists: dict[str, list[Bucket]]) -> int:
     """Hang if asked to, else warm up and serve until SIGTERM."""
     if "hang_ignore_term" in faults():
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -249,16 +603,22 @@ def serve_or_hang(args: argparse.Namespace, lists: dict[str, list[Any]]) -> int:
         while True:
             time.sleep(3600)
     write_recipes()
-    warm(lists)
-    Handler.served_name = args.served_model_name or args.model
+    engine.on_ranks(lambda p: engine.warm(p, lists))
+    if "exit_after_warmup" in faults():  # the golden logs: the probe's lines follow at once
+        if "unwarmed_on_probe" in faults():
+            engine.on_ranks(engine.unwarmed)
+        return 0
+    Handler.engine, Handler.served_name = engine, engine.args.served_model_name or engine.args.model
     # A backlog of 128, like uvicorn's default (2048 is vLLM's); http.server's 5 would reset the
     # probe's concurrent bursts before the handler threads accept them.
     ThreadingHTTPServer.request_queue_size = 128
-    server = ThreadingHTTPServer((args.host, args.port), Handler)
+    server = ThreadingHTTPServer((engine.args.host, engine.args.port), Handler)
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
     server.serve_forever(poll_interval=0.05)
     server.server_close()
-    log("INFO", "launcher.py:80", "Shutting down FastAPI HTTP server.")
+    engine.on(
+        engine.api, lambda p: p.log("INFO", "launcher.py:80", "Shutting down FastAPI HTTP server.")
+    )
     return 0
 
 

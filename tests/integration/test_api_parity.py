@@ -33,7 +33,10 @@ ENGINE = st.fixed_dictionaries(
         "blockSize": st.sampled_from([128, 64, 256, 100]),
         "maxModelLen": st.sampled_from([8192, 128, 64]),
         "extraArgs": st.lists(
-            st.sampled_from(["--enforce-eager", "--max_num_seqs=8", "--port"]), max_size=2
+            st.sampled_from(
+                ["--kv-cache-dtype=fp8_inc", "--enforce-eager", "--max_num_seqs=8", "--port"]
+            ),
+            max_size=2,
         ),
     },
 )

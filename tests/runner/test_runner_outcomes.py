@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 from pathlib import Path
 
 import pytest
 from runner_harness import make_plan, run_runner, start_runner, wait_for
 
+from warmgate.resources.warmup_children import PERMANENT_EXIT_CODES
 from warmgate.warmup.cache import find_published
 from warmgate.warmup.outcomes import Outcome
 
@@ -28,7 +30,7 @@ def test_verified_run_publishes_cache_and_reports(tmp_path: Path) -> None:
     result = run_runner(tmp_path, make_plan(tmp_path, k=1))
     _assert_outcome(result, Outcome.VERIFIED)
     report = result.report()
-    assert report["report_version"] == 1
+    assert report["report_version"] == 2
     assert {n: c["match"] for n, c in report["buckets"].items()} == {
         "decode": True,
         "prompt": True,
@@ -36,7 +38,8 @@ def test_verified_run_publishes_cache_and_reports(tmp_path: Path) -> None:
     }
     assert report["buckets"]["decode"]["observed_count"] == 105  # config A, k=1 (§6)
     assert report["engine_log"]["kv_blocks"] == 8192
-    assert report["engine_log"]["warmup_secs"] == 1.0
+    assert report["engine_log"]["warmup_finished"] is True
+    assert report["engine_log"]["captured"] == {"decode": 105, "prompt": 63}
     manifest = find_published(tmp_path / "volume", "config-a")
     assert manifest is not None
     assert manifest["plan_hash"] == report["plan_hash"]
@@ -63,6 +66,9 @@ def test_engine_gets_seed_file_warmup_cache_and_pinned_flags(tmp_path: Path) -> 
     assert env["VLLM_SKIP_WARMUP"] == "false"
     assert Path(env["VLLM_BUCKETING_FROM_FILE"]).read_text() == plan["buckets"]["seed_file_text"]
     assert env["PT_HPU_RECIPE_CACHE_CONFIG"] == f"{tmp_path / 'local' / 'recipes'},True,8192"
+    # Defect 4 (and 1): the runner owns vLLM's logging; NO_COLOR keeps colour out of prefixes.
+    assert (env["VLLM_CONFIGURE_LOGGING"], env["VLLM_LOGGING_LEVEL"]) == ("1", "INFO")
+    assert (env["VLLM_LOGGING_PREFIX"], env["NO_COLOR"]) == ("", "1")
     argv = record["argv"]
     assert argv[argv.index("--num-gpu-blocks-override") + 1] == "8192"
     spec = json.loads(argv[argv.index("--speculative-config") + 1])
@@ -82,10 +88,65 @@ def test_second_run_restores_cache_and_keeps_first_entry(tmp_path: Path) -> None
     assert find_published(tmp_path / "volume", "config-a") == manifest
 
 
-def test_wrapped_bucket_lists_still_verify(tmp_path: Path) -> None:
-    result = run_runner(tmp_path, make_plan(tmp_path, k=3), faults="wrap_lists")
+def test_logging_settings_of_the_image_are_overridden(tmp_path: Path) -> None:
+    # Defect 4: an image whose ENV hides or reshapes vLLM's lines; the stand-in honours them
+    # exactly as vLLM does, so without the runner's own settings nothing could be verified.
+    image_env = {
+        "VLLM_LOGGING_LEVEL": "WARNING",
+        "VLLM_CONFIGURE_LOGGING": "0",
+        "VLLM_LOGGING_PREFIX": "[svc] ",
+        "VLLM_LOGGING_COLOR": "1",
+    }
+    result = run_runner(tmp_path, make_plan(tmp_path, k=1), image_env=image_env)
     _assert_outcome(result, Outcome.VERIFIED)
-    assert result.report()["buckets"]["decode"]["observed_count"] == 114  # config A, k=3
+    assert "(EngineCore pid=" in result.stderr  # the runner echoes the engine's output
+
+
+def test_dropped_seeds_stop_the_run_early_and_are_named(tmp_path: Path) -> None:
+    # Defect 2 (and 1): the engine drops a seed (bs 64 > 32 blocks) and logs one record for it.
+    plan = make_plan(tmp_path, k=1)
+    plan["buckets"]["seed_file_text"] += "(64, 1, 32)\n"
+    result = run_runner(tmp_path, plan, faults="old_vllm,hang")
+    _assert_outcome(result, Outcome.PLAN_MISMATCH)
+    assert result.summary["reason"] == (
+        "engine dropped 1 seed bucket(s) of the file: decode (64, 1, 32) (condition: bs <= ctx,)"
+    )
+    omitted = result.report()["engine_log"]["omitted"]
+    assert omitted == [
+        {"phase": "decode", "bucket": [64, 1, 32], "condition": "condition: bs <= ctx,"}
+    ]
+    assert "stage probe" not in result.stdout  # stopped while the engine was still starting
+
+
+def test_tensor_parallel_copies_with_one_garbled_verify(tmp_path: Path) -> None:
+    # Defect 3: two ranks log every line; rank 0's decode list is cut by rank 1's prefix.
+    plan = make_plan(tmp_path, k=1)
+    plan["engine"]["tensor_parallel_size"] = 2
+    result = run_runner(tmp_path, plan, faults="garble_copies=1")
+    _assert_outcome(result, Outcome.VERIFIED)
+    copies = result.report()["engine_log"]["list_copies"]["decode"]
+    assert len(copies["unreadable"]) == 1
+    assert copies["readable_from"] != []
+
+
+def test_tensor_parallel_copies_all_garbled_are_unreadable_not_a_mismatch(
+    tmp_path: Path,
+) -> None:
+    plan = make_plan(tmp_path, k=1)
+    plan["engine"]["tensor_parallel_size"] = 2
+    result = run_runner(tmp_path, plan, faults="garble_copies=2")
+    _assert_outcome(result, Outcome.LOG_UNREADABLE)
+    assert result.code not in PERMANENT_EXIT_CODES  # the Job retries it
+    assert result.summary["unreadable"][0].startswith("no readable copy of the decode bucket list")
+    assert find_published(tmp_path / "volume", "config-a") is None
+
+
+def test_enforce_eager_in_the_plan_is_refused(tmp_path: Path) -> None:
+    plan = make_plan(tmp_path)
+    plan["engine"]["args"].append("--enforce-eager")
+    result = run_runner(tmp_path, plan)
+    _assert_outcome(result, Outcome.PLAN_INVALID)
+    assert "--enforce-eager skips graph warmup" in result.summary["reason"]
 
 
 def test_unwarmed_shape_during_probe(tmp_path: Path) -> None:
@@ -224,9 +285,13 @@ def test_unexpected_runner_error_still_reports(tmp_path: Path) -> None:
 
 
 def test_log_records_glued_to_tqdm_bars_on_one_stream(tmp_path: Path) -> None:
-    result = run_runner(tmp_path, make_plan(tmp_path, k=1), faults="logs_on_stderr,wrap_lists")
+    # Records on stderr (a logging config the runner cannot override) and two ranks: one
+    # rank's record lands right behind the other rank's tqdm bar, on the same line.
+    plan = make_plan(tmp_path, k=1)
+    plan["engine"]["tensor_parallel_size"] = 2
+    result = run_runner(tmp_path, plan, faults="logs_on_stderr")
     _assert_outcome(result, Outcome.VERIFIED)
-    assert "105/105 [00:00<00:00]INFO " in result.stderr  # the glued line really happened
+    assert re.search(r"\?item/s(, \d+/\d+)?\]\(Worker_TP[01] pid=\d+\) ", result.stderr)
     log = result.report()["engine_log"]
     assert log["captured"] == {"decode": 105, "prompt": 63}
     assert log["progress"] == {"decode": [105, 105], "prompt": [63, 63]}

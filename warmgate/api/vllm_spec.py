@@ -55,8 +55,19 @@ RESERVED_ENV: Final = (
     "VLLM_ENABLE_BUCKETING",
     "VLLM_SKIP_WARMUP",
     "PT_HPU_RECIPE_CACHE_CONFIG",
+    # Sliding-window FusedSDPA filters the prompt list (vllm-gaudi common.py:176-182); the
+    # operator pins it off.
+    "PT_HPU_SDPA_QKV_SLICE_MODE_FWD",
 )
 RESERVED_ENV_PATTERN: Final = r"^VLLM_(PROMPT|DECODE)_[A-Z]+_BUCKET_"
+# vLLM's logging (vllm/logger.py, vllm/utils/system_utils.py): the warmup runner reads the
+# engine's log lines and sets these itself (warmgate.warmup.engine.LOGGING_ENV); a level above
+# INFO, VLLM_CONFIGURE_LOGGING=0, a prefix, a config file or colour hide or reshape them.
+LOGGING_ENV: Final = ("VLLM_CONFIGURE_LOGGING", "NO_COLOR")
+LOGGING_ENV_PREFIX: Final = "VLLM_LOGGING_"
+# vllm-gaudi skips graph warmup under --enforce-eager yet logs "Warmup finished"
+# (hpu_model_runner.py:6171 and 6231 at v0.26.0): nothing would be warmed.
+REFUSED_ARGS: Final = ("--enforce-eager",)
 
 
 def _cel_list(items: tuple[str, ...]) -> str:
@@ -70,6 +81,15 @@ def _reserved_arg(arg: str) -> bool:
 
 def _reserved_env(name: str) -> bool:
     return name in RESERVED_ENV or re.match(RESERVED_ENV_PATTERN, name) is not None
+
+
+def _logging_env(name: str) -> bool:
+    return name in LOGGING_ENV or name.startswith(LOGGING_ENV_PREFIX)
+
+
+def _refused_arg(arg: str) -> bool:
+    flag = arg.replace("_", "-")
+    return any(flag == r or flag.startswith(r + "=") for r in REFUSED_ARGS)
 
 
 class WeightsVolume(ApiModel):
@@ -169,12 +189,18 @@ class EngineSpec(ApiModel):
     extra_args: list[Arg] | None = Field(
         default=None,
         max_length=64,
-        description="Further `vllm serve` flags; flags derived from typed fields are refused.",
+        description=(
+            "Further `vllm serve` flags; flags derived from typed fields and --enforce-eager "
+            "are refused."
+        ),
     )
     env: list[EnvVar] | None = Field(
         default=None,
         max_length=64,
-        description="Extra environment of the vLLM container; bucketing variables are refused.",
+        description=(
+            "Extra environment of the vLLM container; bucketing and vLLM logging variables "
+            "are refused."
+        ),
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
 
@@ -227,6 +253,33 @@ class EngineSpec(ApiModel):
             ),
             check=lambda s: not any(_reserved_env(e.name) for e in s.env or ()),
             field_path=".env",
+            reason="FieldValueForbidden",
+        ),
+        Rule(
+            cel=(
+                f"!has(self.env) || self.env.all(e, !(e.name in {_cel_list(LOGGING_ENV)}) && "
+                f"!e.name.startsWith('{LOGGING_ENV_PREFIX}'))"
+            ),
+            message=(
+                "env must not set vLLM's logging variables: the warmup runner reads the engine's "
+                "log and sets them itself: " + ", ".join(LOGGING_ENV) + f", {LOGGING_ENV_PREFIX}*"
+            ),
+            check=lambda s: not any(_logging_env(e.name) for e in s.env or ()),
+            field_path=".env",
+            reason="FieldValueForbidden",
+        ),
+        Rule(
+            cel=(
+                "!has(self.extraArgs) || self.extraArgs.all(a, !"
+                f"{_cel_list(REFUSED_ARGS)}.exists(r, a.replace('_', '-') == r || "
+                "a.replace('_', '-').startsWith(r + '=')))"
+            ),
+            message=(
+                "extraArgs must not set --enforce-eager: vllm-gaudi then skips graph warmup, "
+                "so nothing would be warmed"
+            ),
+            check=lambda s: not any(_refused_arg(a) for a in s.extra_args or ()),
+            field_path=".extraArgs",
             reason="FieldValueForbidden",
         ),
     )

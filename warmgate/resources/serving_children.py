@@ -35,7 +35,7 @@ from warmgate.resources.pod import (
 )
 from warmgate.resources.vllm_engine import SERVING_HOST, EngineLaunch, container_env
 from warmgate.resources.warmup_children import configmap_name
-from warmgate.warmup.engine import engine_command, recipe_cache_config
+from warmgate.warmup.engine import LOGGING_ENV, engine_command, recipe_cache_config
 
 CONTAINER: Final = "vllm"
 PORT_NAME: Final = "http"
@@ -92,6 +92,7 @@ def _engine_env(sdd: SpecDecodeDeployment, launch: EngineLaunch) -> list[Manifes
             Path(RECIPE_DIR), cache_claim_name(sdd) is not None, size
         ),
         "PYTHONUNBUFFERED": "1",
+        **LOGGING_ENV,  # the runner's logging settings: the API reserves these variables
     }
     values = {**launch.env, **owned}
     return [{"name": k, "value": v} for k, v in values.items()] + container_env(sdd)

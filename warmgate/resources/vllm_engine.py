@@ -76,6 +76,9 @@ def bucket_env(config: EngineShapeConfig) -> dict[str, str]:
         "VLLM_BUCKETING_STRATEGY": config.strategy,
         "VLLM_CONTIGUOUS_PA": _flag(config.contiguous_pa),
         "VLLM_MERGED_PREFILL": _flag(config.merged_prefill),
+        # Sliding-window FusedSDPA drops prompt buckets the planner keeps (vllm-gaudi
+        # common.py:176-182); the API reserves it, so an image's ENV cannot turn it on.
+        "PT_HPU_SDPA_QKV_SLICE_MODE_FWD": "false",
     }
     if config.prompt_bs_max is not None:
         env["VLLM_PROMPT_BS_BUCKET_MAX"] = str(config.prompt_bs_max)

@@ -15,7 +15,7 @@ from warmgate.warmup import cache
 from warmgate.warmup.engine import echo
 from warmgate.warmup.outcomes import Outcome, RunFailure
 from warmgate.warmup.plan import PlanError, load_plan
-from warmgate.warmup.report import Progress, write_termination_log
+from warmgate.warmup.report import REPORT_VERSION, Progress, write_termination_log
 from warmgate.warmup.runner import Runner, finish
 
 DEFAULT_TERMINATION_LOG = Path("/dev/termination-log")
@@ -55,7 +55,11 @@ def _restore(volume: str, key: str, dest: str) -> int:
 def _invalid_plan(exc: PlanError, termination_log: Path) -> int:
     for problem in exc.problems:
         print(f"warmgate: plan invalid: {problem}", file=sys.stderr)
-    doc = {"v": 1, "outcome": Outcome.PLAN_INVALID.label, "code": int(Outcome.PLAN_INVALID)}
+    doc = {
+        "v": REPORT_VERSION,
+        "outcome": Outcome.PLAN_INVALID.label,
+        "code": int(Outcome.PLAN_INVALID),
+    }
     doc["reason"] = "; ".join(exc.problems)[:3000]
     write_termination_log(termination_log, json.dumps(doc, separators=(",", ":")))
     return int(Outcome.PLAN_INVALID)

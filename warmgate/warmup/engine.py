@@ -46,10 +46,31 @@ def recipe_cache_config(local_dir: Path, reuse: bool, size_mb: int) -> str:
     return f"{local_dir},{'False' if reuse else 'True'},{size_mb}"
 
 
+# vLLM's logging must print the lines the parser reads, whatever the image sets (vLLM v0.26.0):
+# VLLM_CONFIGURE_LOGGING=0 drops vLLM's handler, so INFO records vanish and no process prefix
+# is written (vllm/logger.py:167-201, vllm/utils/system_utils.py:242-243); a level above INFO
+# hides the bucket lists, "Usable num_blocks" and "Warmup finished" (logger.py:59-66); a config
+# file replaces the format (logger.py:179-193); NO_COLOR and VLLM_LOGGING_COLOR=0 keep ANSI
+# colour out of the prefix and the records (system_utils.py:204-211, logger.py:29-38). The
+# parser still strips colour and prefixes for engines that ignore these.
+LOGGING_ENV = {
+    "VLLM_CONFIGURE_LOGGING": "1",
+    "VLLM_LOGGING_LEVEL": "INFO",
+    "VLLM_LOGGING_PREFIX": "",
+    "VLLM_LOGGING_STREAM": "ext://sys.stdout",
+    "VLLM_LOGGING_COLOR": "0",
+    "NO_COLOR": "1",
+}
+LOGGING_ENV_REMOVED = ("VLLM_LOGGING_CONFIG_PATH",)
+
+
 def engine_env(plan: Plan, seed_file: Path, reuse_cache: bool) -> dict[str, str]:
     """The engine's environment: ours, then the plan's, then the runner-owned variables."""
     env = dict(os.environ)
     env.update(plan.engine.env)
+    for name in LOGGING_ENV_REMOVED:
+        env.pop(name, None)
+    env.update(LOGGING_ENV)
     env["VLLM_BUCKETING_FROM_FILE"] = str(seed_file)  # §2.6: seeds only, vLLM expands them.
     env["VLLM_SKIP_WARMUP"] = "false"  # §2.2: the whole point of the Job is the warmup.
     env["PT_HPU_RECIPE_CACHE_CONFIG"] = recipe_cache_config(

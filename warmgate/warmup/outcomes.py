@@ -18,6 +18,9 @@ class Outcome(enum.IntEnum):
     TIMED_OUT = 7
     DEVICE_REFUSED = 8
     CACHE_FAILED = 9
+    # Every copy of a line the verdict needs was garbled by interleaved writes of the engine's
+    # processes (tensor parallelism): nothing is known to be wrong, and a retry can tell.
+    LOG_UNREADABLE = 10
 
     @property
     def label(self) -> str:

@@ -210,19 +210,42 @@ def _engine(f: Fields) -> EngineSpec:
         args=tuple(f.text_list("args", default=[])),
         env=env,
     )
+    _refuse_args(f, result.args)
     f.finish()
     return result
 
 
 # The runner owns these: warmup must run (§2.2 VLLM_SKIP_WARMUP), the seed file and the recipe
-# cache location are set from the plan's own fields (§2.6, §4.6).
-_RUNNER_OWNED_ENV = ("VLLM_SKIP_WARMUP", "VLLM_BUCKETING_FROM_FILE", "PT_HPU_RECIPE_CACHE_CONFIG")
+# cache location are set from the plan's own fields (§2.6, §4.6), and vLLM's logging must print
+# the lines the verdict reads (engine.LOGGING_ENV).
+RUNNER_OWNED_ENV = (
+    "VLLM_SKIP_WARMUP",
+    "VLLM_BUCKETING_FROM_FILE",
+    "PT_HPU_RECIPE_CACHE_CONFIG",
+    "VLLM_CONFIGURE_LOGGING",
+    "VLLM_LOGGING_LEVEL",
+    "VLLM_LOGGING_PREFIX",
+    "VLLM_LOGGING_STREAM",
+    "VLLM_LOGGING_COLOR",
+    "VLLM_LOGGING_CONFIG_PATH",
+    "NO_COLOR",
+)
+# vllm-gaudi skips graph warmup under --enforce-eager yet logs "Warmup finished" (G26
+# hpu_model_runner.py:6171, 6231 / Gmain:6246, 6306): nothing would be warmed.
+_REFUSED_ARGS = ("--enforce-eager",)
 
 
 def _refuse_env(f: Fields, env: dict[str, str]) -> None:
-    for name in _RUNNER_OWNED_ENV:
+    for name in RUNNER_OWNED_ENV:
         if name in env:
-            f.error(f"env.{name}: set by the runner from the plan; remove it from engine.env")
+            f.error(f"env.{name}: set by the runner; remove it from engine.env")
+
+
+def _refuse_args(f: Fields, args: Sequence[str]) -> None:
+    for arg in args:
+        flag = arg.replace("_", "-")
+        if any(flag == r or flag.startswith(r + "=") for r in _REFUSED_ARGS):
+            f.error(f"args: {arg} skips graph warmup, so nothing would be warmed; remove it")
 
 
 def _buckets(f: Fields) -> BucketSpec:

@@ -16,7 +16,7 @@ from warmgate.warmup.plan import DIGEST_ALGORITHM
 from warmgate.warmup.probe import ProbeResult
 from warmgate.warmup.verdict import Verdict
 
-REPORT_VERSION = 1
+REPORT_VERSION = 2  # 2: engine_log.omitted records, list_copies, unreadable (issue 12)
 SUMMARY_LIMIT = 4096  # Kubernetes keeps at most 4096 bytes of a container's termination message.
 PROGRESS_PREFIX = "warmgate-progress"
 
@@ -78,12 +78,19 @@ def _log_section(log: EngineLog | None) -> dict[str, Any]:
         "progress": {k: list(v) for k, v in log.progress.items()},
         "flags": sorted(log.flags),
         "kv_blocks": log.kv_blocks,
-        "declared_counts": log.declared,
         "bucket_lists": {k: [list(b) for b in v] for k, v in log.lists.items()},
-        "omitted": {k: [list(b) for b in v] for k, v in log.omitted.items()},
+        "list_copies": {
+            k: {"readable_from": sorted(c.clean), "declared": c.declared, "unreadable": c.garbled}
+            for k, c in log.copies.items()
+        },
+        "omitted": [
+            {"phase": s.phase, "bucket": list(s.bucket), "condition": s.condition}
+            for s in log.omitted
+        ],
         "unwarmed": [{"config": u.text, "after_warmup": u.after_warmup} for u in log.unwarmed],
         "not_prepared": [vars(n) for n in log.not_prepared],
-        "problems": log.problems + [p for v in log.list_problems.values() for p in v],
+        "info_records": log.info_records,
+        "problems": log.problems,
     }
 
 
@@ -112,6 +119,7 @@ def build_report(record: RunRecord) -> dict[str, Any]:
         "facts": record.facts,
         "buckets": {c.name: c.to_json() for c in verdict.checks} if verdict else {},
         "mismatches": verdict.mismatches if verdict else [],
+        "unreadable": verdict.unreadable if verdict else [],
         "unwarmed": record.unwarmed,
         "kv_blocks_expected": record.kv_blocks_expected,
         "engine": {"argv": record.engine_argv, "exit_code": record.engine_exit_code},
@@ -146,6 +154,7 @@ def summary(record: RunRecord, report_path: Path | None) -> str:
         "unwarmed_count": len(record.unwarmed),
         "unwarmed": list(record.unwarmed),
         "mismatches": list(verdict.mismatches) if verdict else [],
+        "unreadable": list(verdict.unreadable) if verdict else [],
         "kv_blocks": record.log.kv_blocks if record.log else None,
         "cache": record.cache.get("status"),
         "report": str(report_path) if report_path else None,
@@ -162,7 +171,7 @@ def _shrink(doc: dict[str, Any]) -> str:
     # counts and the outcome always survive, the full detail is in the report on the volume.
     if len(doc["reason"]) > 1000:
         doc["reason"], doc["truncated"] = doc["reason"][:1000], True
-    for name in ("unwarmed", "mismatches"):
+    for name in ("unwarmed", "mismatches", "unreadable"):
         if len(doc[name]) > 40:  # 40 lines of ~60 bytes already fill the budget.
             doc[name], doc["truncated"] = doc[name][:40], True
         while len(_encode(doc)) > SUMMARY_LIMIT and doc[name]:

@@ -23,7 +23,7 @@ from warmgate.warmup.report import (
     write_report,
     write_termination_log,
 )
-from warmgate.warmup.verdict import early_mismatches, final_verdict, unwarmed_reasons
+from warmgate.warmup.verdict import decide, early_mismatches, final_verdict, unwarmed_reasons
 
 
 class Runner:
@@ -197,11 +197,7 @@ class Runner:
         verdict = final_verdict(self.plan, self.parser.state)
         self.record.verdict = verdict
         self.record.unwarmed = unwarmed_reasons(self.parser.state)
-        if verdict.mismatches:
-            self._decide(Outcome.PLAN_MISMATCH, verdict.mismatches[0])
-        if self.record.unwarmed:
-            self._decide(Outcome.UNWARMED_SHAPES, self.record.unwarmed[0])
-        self._decide(Outcome.VERIFIED, "every planned shape was warmed; no unwarmed shape seen")
+        self._decide(*decide(verdict, self.record.unwarmed))
         if self.record.outcome is Outcome.VERIFIED:
             self._publish()
 

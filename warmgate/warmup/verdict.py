@@ -6,7 +6,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from warmgate.warmup.logparse import EngineLog
+from warmgate.warmup.outcomes import Outcome
 from warmgate.warmup.plan import ListExpectation, Plan, bucket_digest
+
+# vllm-gaudi runs graph warmup only without --enforce-eager (G26 hpu_model_runner.py:6171 /
+# Gmain:6246) but logs "Warmup finished" either way (G26:6231 / Gmain:6306).
+_EAGER_HINT = "--enforce-eager makes the engine skip graph warmup"
+# No INFO record at all: the lines the verdict needs were filtered out (vllm/logger.py:59-66).
+_LOGGING_HINT = (
+    "the log holds no INFO record: VLLM_LOGGING_LEVEL above INFO, VLLM_CONFIGURE_LOGGING=0 or a "
+    "custom logging config in the image hides the engine's lines"
+)
 
 
 @dataclass
@@ -34,21 +44,33 @@ class ListCheck:
 
 @dataclass
 class Verdict:
-    """Every reason the engine's shapes differ from the plan, and the list checks behind them."""
+    """Every reason the engine's shapes differ from the plan, and the list checks behind them.
+
+    ``unreadable`` holds what could not be told because every copy of a line was garbled: a
+    retry can tell it, so it never counts as a mismatch.
+    """
 
     checks: list[ListCheck] = field(default_factory=list)
     mismatches: list[str] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
+
+
+def _sources(name: str) -> tuple[str, ...]:
+    return {"prompt": ("prompt",), "decode": ("decode",)}.get(name, ("decode", "spec_decode"))
 
 
 def _observed(log: EngineLog, name: str) -> list[tuple[int, int, int]] | None:
     # vllm-gaudi common.py: with k > 0, generate_spec_decode_buckets first logs only the
-    # buckets it ADDED ("Generated 62 spec decode buckets ...", §6 "62 added"), then
-    # log_generate_info logs the full expanded list as "Generated 105 decode buckets ...".
-    # The seeds are never logged; they are the decode list minus the added ones.
+    # buckets it ADDED ("Generated 62 spec decode buckets ...", G26:357-361 / Gmain:365-369),
+    # then log_generate_info the whole expanded list as "Generated 105 decode buckets ..."
+    # (G26:233 / Gmain:241). The seeds are never logged: the decode list minus the added ones.
+    lists = log.lists
+    if any(key in log.copies and key not in lists for key in _sources(name)):
+        return None  # a list it depends on was logged but is unreadable or disputed
     if name == "prompt":
-        return log.lists.get("prompt")
-    decode = log.lists.get("decode")
-    added = log.lists.get("spec_decode")
+        return lists.get("prompt")
+    decode = lists.get("decode")
+    added = lists.get("spec_decode")
     if name == "decode" or decode is None or added is None:
         return decode  # with k = 0 there is no spec line and seeds == decode buckets
     extra = set(added)
@@ -61,7 +83,7 @@ def check_lists(plan: Plan, log: EngineLog) -> list[ListCheck]:
     for name, expected in sorted(plan.buckets.expected.items()):
         rows = _observed(log, name)
         if rows is None:
-            checks.append(ListCheck(name, expected, None, None, None, "not logged (yet)"))
+            checks.append(ListCheck(name, expected, None, None, None, "not readable (yet)"))
             continue
         digest = bucket_digest(rows)
         check = ListCheck(name, expected, len(rows), digest, digest == expected.digest)
@@ -71,19 +93,40 @@ def check_lists(plan: Plan, log: EngineLog) -> list[ListCheck]:
     return checks
 
 
+def _dropped_seeds(log: EngineLog) -> list[str]:
+    reasons = []
+    if log.omitted:
+        seeds = "; ".join(f"{s.phase} {s.bucket} ({s.condition})" for s in log.omitted)
+        reasons.append(f"engine dropped {len(log.omitted)} seed bucket(s) of the file: {seeds}")
+    for phase in sorted(log.omitted_headers - {s.phase for s in log.omitted}):
+        reasons.append(f"engine logged that it dropped {phase} seed buckets, records unreadable")
+    return reasons
+
+
 def early_mismatches(plan: Plan, log: EngineLog) -> list[str]:
-    """Definite differences already visible while the engine warms up (used to stop early)."""
+    """Definite differences already visible while the engine warms up (used to stop early).
+
+    Only readable lines count: a garbled copy of a list is never a reason to stop.
+    """
     reasons = [
         f"{c.name} buckets: engine generated {c.observed_count} with digest "
         f"{c.observed_digest}, plan expects {c.expected.count} with {c.expected.digest}"
         for c in check_lists(plan, log)
         if c.match is False
     ]
+    reasons += [
+        f"engine processes logged different {key} lists ({', '.join(sorted(c.clean))})"
+        for key, c in sorted(log.copies.items())
+        if c.disagree()
+    ]
     expected_kv = plan.kv_blocks_expected
-    if expected_kv is not None and log.kv_blocks is not None and log.kv_blocks != expected_kv:
-        reasons.append(f"KV blocks: engine has {log.kv_blocks}, plan pins {expected_kv}")
-    for phase, rows in sorted(log.omitted.items()):
-        reasons.append(f"engine omitted {len(rows)} {phase} bucket(s) of the seed file")
+    for blocks in sorted(log.kv_blocks_seen):
+        if expected_kv is not None and blocks != expected_kv:
+            reasons.append(f"KV blocks: engine has {blocks}, plan pins {expected_kv}")
+    if len(log.kv_blocks_seen) > 1:
+        counts = ", ".join(map(str, sorted(log.kv_blocks_seen)))
+        reasons.append(f"engine processes reported different usable KV block counts: {counts}")
+    reasons += _dropped_seeds(log)
     if "skipped_warmup" in log.flags:
         reasons.append("engine logged 'Skipping warmup...'")
     if "bucketing_off" in log.flags:
@@ -91,17 +134,35 @@ def early_mismatches(plan: Plan, log: EngineLog) -> list[str]:
     return reasons
 
 
+def _missing(log: EngineLog, verdict: Verdict) -> None:
+    hint = "" if log.info_records else f" ({_LOGGING_HINT})"
+    for check in verdict.checks:
+        if check.observed_count is not None:
+            continue
+        logged = [log.copies[k] for k in _sources(check.name) if k in log.copies]
+        if any(c.disagree() for c in logged):
+            continue  # already a mismatch: processes disagree
+        garbled = sum(len(c.garbled) for c in logged if c.agreed() is None)
+        garbled += log.list_fragments
+        if garbled:
+            verdict.unreadable.append(
+                f"no readable copy of the {check.name} bucket list ({garbled} garbled line(s): "
+                "writes of several engine processes interleaved)"
+            )
+        else:
+            verdict.mismatches.append(f"engine never logged its {check.name} bucket list{hint}")
+    if not log.warmup_finished:
+        verdict.mismatches.append(f"engine never logged 'Warmup finished in N secs'{hint}")
+    elif not log.captured and "skipped_warmup" not in log.flags:
+        verdict.mismatches.append(
+            f"engine finished warmup without a 'Graph/... captured' line: {_EAGER_HINT}"
+        )
+
+
 def final_verdict(plan: Plan, log: EngineLog) -> Verdict:
     """All mismatches once the engine has stopped and its output is fully parsed."""
     verdict = Verdict(checks=check_lists(plan, log), mismatches=early_mismatches(plan, log))
-    for check in verdict.checks:
-        if check.observed_count is None:
-            verdict.mismatches.append(f"engine never logged its {check.name} bucket list")
-    verdict.mismatches += [
-        f"log: {p}" for key in sorted(log.list_problems) for p in log.list_problems[key]
-    ]
-    if not log.warmup_finished:
-        verdict.mismatches.append("engine never logged 'Warmup finished in N secs'")
+    _missing(log, verdict)
     return verdict
 
 
@@ -113,3 +174,15 @@ def unwarmed_reasons(log: EngineLog) -> list[str]:
         for n in log.not_prepared
     ]
     return reasons
+
+
+def decide(verdict: Verdict, unwarmed: list[str]) -> tuple[Outcome, str]:
+    """The run's outcome once the engine has stopped: a definite mismatch first, then unwarmed
+    shapes, then an unreadable log (a retry can tell), else verified."""
+    if verdict.mismatches:
+        return Outcome.PLAN_MISMATCH, verdict.mismatches[0]
+    if unwarmed:
+        return Outcome.UNWARMED_SHAPES, unwarmed[0]
+    if verdict.unreadable:
+        return Outcome.LOG_UNREADABLE, verdict.unreadable[0]
+    return Outcome.VERIFIED, "every planned shape was warmed; no unwarmed shape seen"

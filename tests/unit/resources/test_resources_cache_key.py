@@ -54,7 +54,7 @@ def test_the_key_is_stable_and_a_valid_runner_key() -> None:
         {"engine": {"profile": "main-2026-08"}},
         {"engine": {"numGpuBlocks": 9000}},
         {"engine": {"maxNumSeqs": 64}},
-        {"engine": {"extraArgs": ["--enforce-eager"]}},
+        {"engine": {"extraArgs": ["--kv-cache-dtype=fp8_inc"]}},
         {"engine": {"env": [{"name": "PT_HPU_LAZY_MODE", "value": "1"}]}},
         {"speculative": {"numSpeculativeTokens": 3}},
         {"speculative": {"draftModel": {"name": "other/eagle3-head"}}},

@@ -29,7 +29,11 @@ def test_generated_lists_in_the_documented_format() -> None:
         generated("prompt", prompt), generated("decode", SEEDS), generated("spec decode", spec)
     ).state
     assert state.lists == {"prompt": prompt, "decode": SEEDS, "spec_decode": spec}
-    assert state.declared == {"prompt": 3, "decode": 5, "spec_decode": 3}
+    assert {k: c.declared for k, c in state.copies.items()} == {
+        "prompt": {"EngineCore_DP0 pid=4242": 3},
+        "decode": {"EngineCore_DP0 pid=4242": 5},
+        "spec_decode": {"EngineCore_DP0 pid=4242": 3},
+    }
     assert state.problems == []
 
 
@@ -41,13 +45,17 @@ def test_doc_example_line_without_process_prefix() -> None:
     assert parse(line).state.lists["prompt"] == [(1, 128, 0), (1, 128, 1)]
 
 
-def test_wrapped_list_over_many_lines_and_chunks() -> None:
+def test_a_list_cut_over_two_lines_is_garbled_never_a_shorter_list() -> None:
+    # vllm-gaudi logs a list as one record and its repr holds no newline (common.py:242-245),
+    # so a list split over lines was cut by another process's write.
     text = generated("decode", SEEDS)
-    head, body = text.split(": [", 1)
-    wrapped = head + ": [" + "\n".join(body[i : i + 7] for i in range(0, len(body), 7))
-    state = parse(*(wrapped[i : i + 5] for i in range(0, len(wrapped), 5))).state
-    assert state.lists["decode"] == SEEDS
-    assert state.problems == []
+    cut = text.index("(2, 1, 64)")
+    state = parse(text[:cut] + "\n" + text[cut:]).state
+    assert state.lists == {}
+    assert state.copies["decode"].garbled == [
+        "unreadable copy from EngineCore_DP0 pid=4242 (declares 5)"
+    ]
+    assert state.list_fragments == 1
 
 
 def test_very_long_list_in_small_chunks() -> None:
@@ -118,11 +126,15 @@ def test_unwarmed_configs_are_deduplicated_and_timed() -> None:
     ]
 
 
-def test_not_prepared_prompt_and_decode_buckets() -> None:
+def test_not_prepared_prompt_and_decode_buckets_once_per_shape() -> None:
+    miss = (
+        "WARNING 11-29 19:40:04 [common.py:313] Decode bucket for (65, 1, 10) was not prepared. "
+        "Adding new bucket: (64, 1, 96)\n"
+    )
     state = parse(
-        "INFO [common.py:1] Decode bucket for (65, 1, 10) was not prepared. "
-        "Adding new bucket: (64, 1, 96)\n",
-        "INFO [common.py:1] Prompt bucket for (2, 128, 0) was not prepared. "
+        f"(Worker_TP0 pid=1) {miss}",
+        f"(Worker_TP1 pid=2) {miss}",  # every TP rank logs its own miss
+        "WARNING [common.py:287] Prompt bucket for (2, 128, 0) was not prepared. "
         "Adding new bucket: (4, 192, 0)\n",
     ).state
     assert [(n.phase, n.requested, n.added) for n in state.not_prepared] == [
@@ -131,36 +143,67 @@ def test_not_prepared_prompt_and_decode_buckets() -> None:
     ]
 
 
-def test_kv_blocks_capture_flags_and_omitted_file_buckets() -> None:
+def test_kv_blocks_capture_and_flags() -> None:
     state = parse(
-        "INFO [hpu_worker.py:1] Usable num_blocks: 7593, actual allocated num_blocks: 7594 "
-        "(_PAD_BLOCK_ID=7593, _PAD_SLOT_ID=0)\n",
-        "INFO [hpu_model_runner.py:1] Graph/Decode captured:105 used_mem:1.5 GiB\n",
-        "INFO [hpu_model_runner.py:1] Skipping warmup...\n",
-        "INFO [hpu_model_runner.py:1] Bucketing is OFF.\n",
-        "WARNING [common.py:1] The following decode buckets from custom bucketing file "
-        "(VLLM_BUCKETING_FROM_FILE) were omitted during warmup: [(2, 1, 1), (4, 1, 2)]\n",
+        "INFO 11-29 19:40:04 [hpu_worker.py:546] Usable num_blocks: 7593, actual allocated "
+        "num_blocks (max across layers): 7594 (_PAD_BLOCK_ID=7593, _PAD_SLOT_ID=971904)\n",
+        "INFO [hpu_model_runner.py:5174] Graph/Decode captured:105 used_mem:1.5 GiB\n",
+        "INFO [hpu_model_runner.py:6142] Skipping warmup...\n",
+        "INFO [hpu_model_runner.py:1535] Bucketing is OFF.\n",
     ).state
     assert state.kv_blocks == 7593
     assert state.captured == {"decode": 105}
     assert state.flags == {"skipped_warmup", "bucketing_off"}
-    assert state.omitted == {"decode": [(2, 1, 1), (4, 1, 2)]}
+    assert state.info_records == 1  # only the first line has vLLM's full record header
 
 
-def test_declared_count_differing_from_parsed_rows_is_a_problem() -> None:
+def test_omitted_seeds_are_read_from_their_records() -> None:
+    header = (
+        "(EngineCore pid=7) WARNING 11-29 19:40:04 [common.py:520] The following {} buckets "
+        "from custom bucketing file (VLLM_BUCKETING_FROM_FILE) were omitted during warmup:\n"
+    )
+    record = "(EngineCore pid=7) WARNING 11-29 19:40:04 [common.py:524]   {}\n"
+    state = parse(
+        header.format("prompt"),
+        record.format(
+            "('condition: bs * query <= max_num_batched_tokens', '-> bs, query, ctx: ', 1, 4096, 0)"
+        ),
+        header.format("decode"),
+        record.format("('condition: bs <= ctx, ', '-> bs, query, ctx: ', 64, 1, 32)"),
+        record.format("('condition: bs <= ctx, ', '-> bs, query, ctx: ', 64, 1, 32)"),
+    ).state
+    assert state.omitted_headers == {"prompt", "decode"}
+    assert [(s.phase, s.bucket, s.condition) for s in state.omitted] == [
+        ("prompt", (1, 4096, 0), "condition: bs * query <= max_num_batched_tokens"),
+        ("decode", (64, 1, 32), "condition: bs <= ctx,"),
+    ]
+
+
+def test_an_inline_list_after_the_omitted_header_is_no_seed_record() -> None:
+    # No pinned release logs "[...]" after the header; guessing would hide format drift.
+    line = (
+        "WARNING [common.py:1] The following decode buckets from custom bucketing file "
+        "(VLLM_BUCKETING_FROM_FILE) were omitted during warmup: [(2, 1, 1), (4, 1, 2)]\n"
+    )
+    state = parse(line).state
+    assert (state.omitted_headers, state.omitted) == ({"decode"}, [])
+
+
+def test_declared_count_differing_from_parsed_rows_is_a_garbled_copy() -> None:
     line = f"{PREFIX}Generated 4 prompt buckets [bs, query, num_blocks]: [(1, 128, 0)]\n"
-    assert parse(line).state.list_problems == {
-        "prompt": ["prompt bucket list declares 4 buckets, 1 were parsed"]
-    }
+    state = parse(line).state
+    assert state.lists == {}
+    assert state.copies["prompt"].garbled == [
+        "unreadable copy from EngineCore_DP0 pid=4242 (declares 4)"
+    ]
 
 
-def test_unclosed_list_is_ended_by_the_next_log_record() -> None:
+def test_unclosed_list_does_not_hide_the_next_record() -> None:
     state = parse(
         f"{PREFIX}Generated 2 decode buckets [bs, query, num_blocks]: [(1, 1, 1),\n",
         "WARNING 11-29 19:40:05 [x] Configuration: ('decode', 2, 1, 64) was not warmed-up!\n",
     ).state
-    assert state.lists["decode"] == [(1, 1, 1)]
-    assert "decode bucket list ended before its closing ']'" in state.list_problems["decode"]
+    assert "decode" not in state.lists
     assert [u.text for u in state.unwarmed] == ["('decode', 2, 1, 64)"]
 
 
@@ -194,10 +237,59 @@ def test_clean_copy_from_another_worker_wins_over_a_garbled_one() -> None:
     # Two TP workers writing one long line each to the same pipe may interleave.
     good = generated("decode", SEEDS)
     garbled = good[: len(good) - 30] + "\n"  # the rest of it went elsewhere
-    assert parse(garbled).state.list_problems != {}
-    state = parse(garbled, good).state
-    assert state.lists["decode"] == SEEDS
-    assert state.list_problems == {}
-    later_garbled = parse(good, garbled).state
-    assert later_garbled.lists["decode"] == SEEDS
-    assert later_garbled.list_problems == {}
+    assert parse(garbled).state.lists == {}
+    for order in ((garbled, good), (good, garbled)):
+        state = parse(*order).state
+        assert state.lists["decode"] == SEEDS
+        assert len(state.copies["decode"].garbled) == 1
+
+
+def test_a_whole_record_after_a_cut_one_on_the_same_line_is_read() -> None:
+    # Rank 0 wrote half its line, then rank 1's prefix and whole record landed behind it.
+    rank0 = generated("decode", SEEDS).replace("EngineCore_DP0 pid=4242", "Worker_TP0 pid=8")
+    rank1 = generated("decode", SEEDS).replace("EngineCore_DP0 pid=4242", "Worker_TP1 pid=9")
+    line = rank0[: rank0.index("(2, 1, 64)")] + rank1
+    state = parse(line).state
+    assert state.copies["decode"].clean == {"Worker_TP1 pid=9": SEEDS}
+    assert state.copies["decode"].garbled == ["unreadable copy from Worker_TP0 pid=8 (declares 5)"]
+
+
+def test_colour_and_stacked_process_prefixes_are_ignored() -> None:
+    cyan, plain = "\x1b[0;36m", "\x1b[0;0m"
+    coloured = (
+        f"{cyan}(Worker_TP0 pid=8){plain} {cyan}(Worker_TP1 pid=9){plain} "
+        "\x1b[32mINFO\x1b[0m \x1b[90m11-29 19:40:04\x1b[0m \x1b[90m[common.py:245]\x1b[0m "
+        "Generated 5 decode buckets [bs, query, num_blocks]: "
+        f"{SEEDS!r}\n"
+    )
+    state = parse(coloured).state
+    assert state.copies["decode"].clean == {"Worker_TP1 pid=9": SEEDS}
+    assert state.info_records == 1
+
+
+def test_ranks_that_log_different_lists_disagree() -> None:
+    other = [*SEEDS, (8, 1, 64)]
+    state = parse(
+        generated("decode", SEEDS).replace("EngineCore_DP0", "Worker_TP0"),
+        generated("decode", other).replace("EngineCore_DP0", "Worker_TP1"),
+    ).state
+    assert state.copies["decode"].disagree()
+    assert "decode" not in state.lists
+
+
+def test_a_process_logging_a_list_again_replaces_its_copy() -> None:
+    # PT_HPU_SDPA_QKV_SLICE_MODE_FWD filters the prompt list and logs it again (common.py:176-182).
+    first = [(1, 128, 0), (1, 8192, 0), (1, 9000, 0)]
+    state = parse(generated("prompt", first), generated("prompt", first[:2])).state
+    assert state.lists["prompt"] == first[:2]
+
+
+def test_progress_of_several_ranks_never_steps_back() -> None:
+    seen: list[tuple[str, int, int]] = []
+    parser = LogParser(on_progress=lambda *p: seen.append(p))
+    bar = "\rDecode warmup processing:  {}%|#| {}/7 [00:00<?, ?item/s, {}/7]"
+    for done in (1, 2):  # rank 0
+        parser.feed(bar.format(done * 14, done, done - 1), "stderr")
+    parser.feed(bar.format(14, 1, 0), "stderr")  # rank 1 is behind
+    parser.feed(bar.format(43, 3, 2) + "\n", "stderr")
+    assert seen == [("decode", 1, 7), ("decode", 2, 7), ("decode", 3, 7)]

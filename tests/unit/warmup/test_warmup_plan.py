@@ -12,8 +12,14 @@ import pytest
 from runner_harness import make_plan
 
 from warmgate.buckets import EngineShapeConfig, plan_buckets
-from warmgate.warmup.engine import engine_argv, engine_env
-from warmgate.warmup.plan import PlanError, bucket_digest, load_plan, parse_plan
+from warmgate.warmup.engine import LOGGING_ENV, engine_argv, engine_env
+from warmgate.warmup.plan import (
+    RUNNER_OWNED_ENV,
+    PlanError,
+    bucket_digest,
+    load_plan,
+    parse_plan,
+)
 
 
 @pytest.fixture
@@ -64,10 +70,20 @@ def test_every_problem_is_reported_with_its_path(raw: dict[str, Any]) -> None:
     assert "plan.probe.steps[0].concurrency: expected a value in [1, 1024], got 0" in found
 
 
-def test_runner_owned_env_is_refused(raw: dict[str, Any]) -> None:
-    raw["engine"]["env"]["VLLM_SKIP_WARMUP"] = "true"
+@pytest.mark.parametrize("name", RUNNER_OWNED_ENV)
+def test_runner_owned_env_is_refused(raw: dict[str, Any], name: str) -> None:
+    raw["engine"]["env"][name] = "WARNING"
     (only,) = problems(raw)
-    assert only.startswith("plan.engine.env.VLLM_SKIP_WARMUP: set by the runner from the plan")
+    assert only == f"plan.engine.env.{name}: set by the runner; remove it from engine.env"
+
+
+@pytest.mark.parametrize("flag", ["--enforce-eager", "--enforce_eager"])
+def test_enforce_eager_is_refused(raw: dict[str, Any], flag: str) -> None:
+    raw["engine"]["args"].append(flag)
+    (only,) = problems(raw)
+    assert only == (
+        f"plan.engine.args: {flag} skips graph warmup, so nothing would be warmed; remove it"
+    )
 
 
 def test_probe_must_stay_bounded(raw: dict[str, Any]) -> None:
@@ -114,7 +130,14 @@ def test_digest_matches_warmgate_buckets_lists_and_doc_counts() -> None:
     assert bucket_digest(plan.seed_decode_buckets) != bucket_digest(plan.decode_buckets)
 
 
-def test_engine_command_line_and_environment(raw: dict[str, Any], tmp_path: Path) -> None:
+def test_engine_command_line_and_environment(
+    raw: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The image's own ENV may set vLLM's logging; the runner's settings win (defect 4).
+    monkeypatch.setenv("VLLM_LOGGING_LEVEL", "WARNING")
+    monkeypatch.setenv("VLLM_CONFIGURE_LOGGING", "0")
+    monkeypatch.setenv("VLLM_LOGGING_CONFIG_PATH", "/etc/logging.json")
+    monkeypatch.setenv("VLLM_LOGGING_PREFIX", "[svc] ")
     raw["engine"]["env"]["VLLM_DEVELOPER_MODE"] = "1"
     plan = parse_plan(copy.deepcopy(raw))
     argv = engine_argv(plan)
@@ -127,6 +150,15 @@ def test_engine_command_line_and_environment(raw: dict[str, Any], tmp_path: Path
     assert env["VLLM_SKIP_WARMUP"] == "false"
     assert env["PT_HPU_RECIPE_CACHE_CONFIG"] == f"{plan.cache.local_dir},False,8192"
     assert env["VLLM_DEVELOPER_MODE"] == "1"
+    assert {k: env[k] for k in LOGGING_ENV} == {
+        "VLLM_CONFIGURE_LOGGING": "1",
+        "VLLM_LOGGING_LEVEL": "INFO",
+        "VLLM_LOGGING_PREFIX": "",
+        "VLLM_LOGGING_STREAM": "ext://sys.stdout",
+        "VLLM_LOGGING_COLOR": "0",
+        "NO_COLOR": "1",
+    }
+    assert "VLLM_LOGGING_CONFIG_PATH" not in env
 
 
 @pytest.mark.parametrize("folder", ["/", "/tmp", "relative/dir"])
@@ -134,3 +166,14 @@ def test_local_cache_folder_must_be_safe_to_empty(raw: dict[str, Any], folder: s
     raw["cache"]["local_dir"] = folder
     (only,) = problems(raw)
     assert only.startswith("plan.cache.local_dir: expected an absolute path at least two levels")
+
+
+@pytest.mark.parametrize("name", RUNNER_OWNED_ENV)
+def test_the_api_refuses_every_variable_the_runner_owns(name: str) -> None:
+    # The plan comes from spec.engine.env; the API must refuse what the runner would refuse.
+    from pydantic import ValidationError
+
+    from warmgate.api.vllm_spec import EngineSpec
+
+    with pytest.raises(ValidationError, match="env must not set"):
+        EngineSpec.model_validate({"maxModelLen": 4096, "env": [{"name": name, "value": "0"}]})

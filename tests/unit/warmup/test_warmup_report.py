@@ -39,12 +39,13 @@ def logged(k: int) -> EngineLog:
     """What vllm-gaudi logs (common.py): the spec line holds only the added buckets, the decode
     line the whole expanded list."""
     plan = config_a_lists(k)["plan"]
-    log = EngineLog(kv_blocks=8192, warmup_secs=1.0)
-    log.lists["prompt"] = plan.prompt_buckets
-    log.lists["decode"] = plan.decode_buckets
+    log = EngineLog(kv_blocks_seen={8192}, warmup_secs=1.0)
+    log.captured = {"prompt": len(plan.prompt_buckets), "decode": len(plan.decode_buckets)}
+    log.add_list("prompt", plan.prompt_buckets)
+    log.add_list("decode", plan.decode_buckets)
     if k:
         seeds = set(plan.seed_decode_buckets)
-        log.lists["spec_decode"] = [b for b in plan.decode_buckets if b not in seeds]
+        log.add_list("spec_decode", [b for b in plan.decode_buckets if b not in seeds])
     return log
 
 
@@ -66,7 +67,7 @@ def test_verdict_accepts_matching_lists(tmp_path: Path) -> None:
 def test_spec_line_holding_the_whole_list_fails_the_seed_check(tmp_path: Path) -> None:
     plan = parse_plan(make_plan(tmp_path, k=1))
     log = logged(1)
-    log.lists["spec_decode"] = list(log.lists["decode"])
+    log.add_list("spec_decode", list(log.lists["decode"]))
     (reason,) = early_mismatches(plan, log)
     assert reason.startswith("seed_decode buckets: engine generated 0 ")
 
@@ -80,19 +81,34 @@ def test_verdict_without_spec_decode_compares_plain_decode(tmp_path: Path) -> No
 
 def test_missing_lines_are_mismatches_only_at_the_end(tmp_path: Path) -> None:
     plan = parse_plan(make_plan(tmp_path, k=1))
-    empty = EngineLog()
+    empty = EngineLog(info_records=12)
     assert early_mismatches(plan, empty) == []
     final = final_verdict(plan, empty).mismatches
     assert "engine never logged its prompt bucket list" in final
     assert "engine never logged 'Warmup finished in N secs'" in final
+    silent = final_verdict(plan, EngineLog()).mismatches  # not even one INFO record
+    assert silent[0].startswith("engine never logged its decode bucket list (the log holds no")
+
+
+def test_graph_warmup_skipped_and_kv_counts_differing_are_mismatches(tmp_path: Path) -> None:
+    plan = parse_plan(make_plan(tmp_path, k=1))
+    log = logged(1)
+    log.captured = {}
+    log.kv_blocks_seen = {8192, 8000}
+    assert final_verdict(plan, log).mismatches == [
+        "KV blocks: engine has 8000, plan pins 8192",
+        "engine processes reported different usable KV block counts: 8000, 8192",
+        "engine finished warmup without a 'Graph/... captured' line: --enforce-eager makes the "
+        "engine skip graph warmup",
+    ]
 
 
 def test_seed_file_expanded_twice_is_a_mismatch(tmp_path: Path) -> None:
     plan = parse_plan(make_plan(tmp_path, k=1))
     log = logged(1)
     # A seed file that was already expanded gets expanded again (§2.6): extra bs-256 rows.
-    log.lists["spec_decode"] = [*log.lists["spec_decode"], (256, 1, 4096)]
-    log.lists["decode"] = sorted([*log.lists["decode"], (256, 1, 4096)])
+    log.add_list("spec_decode", [*log.lists["spec_decode"], (256, 1, 4096)])
+    log.add_list("decode", sorted([*log.lists["decode"], (256, 1, 4096)]))
     (reason,) = early_mismatches(plan, log)
     assert reason.startswith("decode buckets: engine generated 106 with digest sha256:")
 
@@ -130,7 +146,7 @@ def test_report_is_versioned_and_written_whole(tmp_path: Path) -> None:
     rec = record(1)
     path = write_report(build_report(rec), tmp_path / "reports", "config-a")
     doc = json.loads(path.read_text())
-    assert (doc["report_version"], doc["outcome"], doc["exit_code"]) == (1, "unwarmed_shapes", 3)
+    assert (doc["report_version"], doc["outcome"], doc["exit_code"]) == (2, "unwarmed_shapes", 3)
     assert doc["digest_algorithm"] == "sha256-canonical-json-v1"
     assert [p.name for p in (tmp_path / "reports").iterdir()] == ["config-a.json"]
 
