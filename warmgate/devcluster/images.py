@@ -40,11 +40,14 @@ ARG BASE
 FROM ${BASE}
 LABEL org.opencontainers.image.title="warmgate-standin-engine" \\
       org.opencontainers.image.description="TEST DOUBLE, not vLLM: standin_vllm.py as vllm"
+# The stand-in computes its bucket lists with warmgate.buckets, which needs pydantic 2.
+RUN python3 -m venv --system-site-packages /opt/standin \\
+ && PIP_NO_CACHE_DIR=1 /opt/standin/bin/pip install --quiet "pydantic>=2.7,<3"
+ENV PATH=/opt/standin/bin:$PATH WARMGATE_STANDIN_ENGINE=1
 COPY standin /opt/warmgate-standin
 COPY habana_frameworks /usr/lib/python3/dist-packages/habana_frameworks
 RUN chmod +x /opt/warmgate-standin/tests/doubles/standin_vllm.py \\
  && ln -s /opt/warmgate-standin/tests/doubles/standin_vllm.py /usr/local/bin/vllm
-ENV WARMGATE_STANDIN_ENGINE=1
 """
 Progress = Callable[[str], None]
 
@@ -193,38 +196,22 @@ class Builder:
             )
             self._commit_rootfs(ref, [(str(tar), "/")], ["--cmd", '["python3"]'])
 
+    def _bud(self, ref: str, containerfile: Path, context: Path, build_arg: str) -> None:
+        """buildah bud with chroot isolation; pip inside reaches PyPI with the machine's CAs."""
+        flags = ["--quiet", "--isolation", "chroot", "--network", "host", "--pull=never"]
+        flags += ["--volume", f"{CA_BUNDLE}:{CA_BUNDLE}:ro", "--layers=false"]
+        args = [*flags, "--build-arg", build_arg, "-f", str(containerfile), "-t", ref]
+        _run(buildah("bud", *args, str(context)))
+
     def _build_operator(self, ref: str, base: str) -> None:
         self.progress(f"  buildah bud Dockerfile with PYTHON_IMAGE={base} (pip installs the deps)")
-        _run(
-            buildah(
-                "bud",
-                "--quiet",
-                "--isolation",
-                "chroot",
-                "--network",
-                "host",
-                "--pull=never",
-                "--build-arg",
-                f"PYTHON_IMAGE={base}",
-                "--volume",
-                f"{CA_BUNDLE}:{CA_BUNDLE}:ro",
-                "--layers=false",
-                "-f",
-                str(REPO_ROOT / "Dockerfile"),
-                "-t",
-                ref,
-                str(REPO_ROOT),
-            )
-        )
+        self._bud(ref, REPO_ROOT / "Dockerfile", REPO_ROOT, f"PYTHON_IMAGE={base}")
 
     def _build_engine(self, ref: str, base: str) -> None:
         with tempfile.TemporaryDirectory(prefix="warmgate-engine-") as tmp:
             ctx = Path(tmp)
-            shutil.copytree(
-                REPO_ROOT / "warmgate",
-                ctx / "standin" / "warmgate",
-                ignore=shutil.ignore_patterns("__pycache__", "devcluster"),
-            )
+            skip = shutil.ignore_patterns("__pycache__", "devcluster")
+            shutil.copytree(REPO_ROOT / "warmgate", ctx / "standin" / "warmgate", ignore=skip)
             (ctx / "standin" / "tests" / "doubles").mkdir(parents=True)
             shutil.copy2(DOUBLES / "standin_vllm.py", ctx / "standin" / "tests" / "doubles")
             hpu = ctx / "habana_frameworks" / "torch" / "hpu"
@@ -233,23 +220,7 @@ class Builder:
             (hpu.parent / "__init__.py").write_text('"""TEST DOUBLE."""\n__version__ = "standin"\n')
             shutil.copy2(DOUBLES / "standin_hpu.py", hpu / "__init__.py")
             (ctx / "Containerfile").write_text(ENGINE_CONTAINERFILE)
-            _run(
-                buildah(
-                    "bud",
-                    "--quiet",
-                    "--isolation",
-                    "chroot",
-                    "--pull=never",
-                    "--build-arg",
-                    f"BASE={base}",
-                    "--layers=false",
-                    "-f",
-                    str(ctx / "Containerfile"),
-                    "-t",
-                    ref,
-                    str(ctx),
-                )
-            )
+            self._bud(ref, ctx / "Containerfile", ctx, f"BASE={base}")
 
     def _build_pause(self, ref: str) -> None:
         source = _pause_source()
