@@ -3,7 +3,9 @@ waits and a sampler that records what a user would have seen while a scenario ra
 
 from __future__ import annotations
 
+import contextlib
 import json
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -128,11 +130,12 @@ class Sampler:
         return self
 
     def _loop(self) -> None:
-        while not self._stop.wait(0.5):
-            try:
+        while True:
+            # A read that failed (e.g. an object in the middle of a replace) is skipped.
+            with contextlib.suppress(OSError, ValueError, subprocess.SubprocessError):
                 self.samples.append(Sample(time.monotonic() - self._began, self.probe()))
-            except (OSError, ValueError, RuntimeError):  # a read failed: skip this sample
-                continue
+            if self._stop.wait(0.5):
+                return
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
