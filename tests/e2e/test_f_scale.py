@@ -1,5 +1,7 @@
-"""Scenario f: scale 1 -> 2 replicas. The new Pod is gated until the operator opens it, and only
-Ready Pods are endpoints of the Service (the real EndpointSlice controller decides)."""
+"""Scenario f: scale 1 -> 2 replicas. The new Pod carries the readiness gate, the operator opens
+it (at once: the Pod runs the plan already verified), the kubelet makes it Ready only once the
+engine answers /health as well, and only Ready Pods are ready endpoints of the Service (the real
+EndpointSlice controller decides)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import json
 from typing import Any
 
 import pytest
-from e2e_support import E2ECluster, Sampler, gate_open, pod_ready, sdd, wait_for
+from e2e_support import E2ECluster, Sampler, condition, gate_open, pod_ready, sdd, wait_for
 
 NAME = "scale"
 
@@ -55,19 +57,29 @@ def test_scaling_rewarms_nothing(e2e: E2ECluster, namespace: str, run: dict[str,
     assert len(e2e.items("jobs", namespace, NAME)) == run["jobs_before"] == 1
 
 
-def test_the_new_pod_was_gated_before_it_was_opened(run: dict[str, Any]) -> None:
+def test_the_new_pod_became_ready_only_after_its_gate_opened(run: dict[str, Any]) -> None:
     pods = [p for s in run["samples"] for p in s["pods"]]
     assert not [p["metadata"]["name"] for p in pods if pod_ready(p) and not gate_open(p)]
     new = [p for p in pods if p["metadata"]["name"] not in run["before"]]
     assert len({p["metadata"]["name"] for p in new}) == 1
-    assert any(not gate_open(p) for p in new), "the new Pod was never seen gated"
-    assert gate_open(new[-1])
+    assert any(not pod_ready(p) for p in new), "the new Pod was never seen starting"
+    last = new[-1]
+    gate, ready = condition(last, "warmgate.dev/warmed"), condition(last, "Ready")
+    assert gate["reason"] == "WarmupVerified"
+    assert ready["status"] == "True"
+    assert ready["lastTransitionTime"] >= gate["lastTransitionTime"]
 
 
 def test_only_ready_pods_are_ready_endpoints(run: dict[str, Any]) -> None:
+    seen_not_ready = False
     for sample in run["samples"]:
-        gated_out = {p["metadata"]["name"] for p in sample["pods"] if not gate_open(p)}
+        by_name = {p["metadata"]["name"]: p for p in sample["pods"]}
         for endpoint in sample["endpoints"]:
-            name = endpoint["targetRef"]["name"]
+            pod = by_name.get(endpoint["targetRef"]["name"])
             if endpoint["conditions"].get("ready"):
-                assert name not in gated_out, f"{name} was a ready endpoint with its gate closed"
+                assert pod is not None, endpoint
+                assert pod_ready(pod), endpoint
+                assert gate_open(pod), endpoint
+            else:
+                seen_not_ready = True
+    assert seen_not_ready, "the starting Pod never showed up as a not-ready endpoint"
