@@ -30,7 +30,10 @@ NODE_LABELS: Final = {"habana.ai/gaudi.generation": "gaudi2", "warmgate.dev/devc
 STORAGE_CLASS: Final = "warmgate-local"
 PROVISIONER: Final = "warmgate.dev/local-path"
 LOCK_FILE: Final = Path("/run/lock/warmgate-devcluster.lock")
-CACHE: Final = REPO_ROOT / ".cache" / "devcluster"
+# Images and buildah's store; WARMGATE_DEVCLUSTER_CACHE moves it (a cold build benchmark).
+CACHE: Final = Path(
+    os.environ.get("WARMGATE_DEVCLUSTER_CACHE", REPO_ROOT / ".cache" / "devcluster")
+)
 
 
 @dataclass(frozen=True)
