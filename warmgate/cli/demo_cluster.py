@@ -39,6 +39,7 @@ your vLLM-Gaudi image on real cards: the engine compiles every planned graph (mi
 hours), the runner checks the engine's own log the same way, and only then does serving roll.
 """
 FINAL = ("Ready", "Failed")
+NO_STATUS = "(no status)"
 
 
 def unavailable() -> str | None:
@@ -71,6 +72,7 @@ def run(namespace: str, timeout: float = 420.0) -> int:
         for name, why in LEFT_OUT.items():
             print(f"   (left out {name}: {why})")
         phases = _watch(cluster, namespace, names, timeout)
+        _verdicts(cluster, namespace)
         print("\n" + cluster.kubectl("get", "sdd", "-n", namespace, "-o", "wide").stdout)
         print(cluster.kubectl("get", "jobs,pods", "-n", namespace).stdout)
         print(STANDIN)
@@ -88,13 +90,14 @@ def _apply(cluster: DevCluster, file: str, namespace: str, image: str) -> str:
 
 def _watch(cluster: DevCluster, namespace: str, names: list[str], timeout: float) -> dict[str, str]:
     """Print `t  name: old -> new (message)` for every phase change until all are final."""
-    began, seen = time.monotonic(), dict.fromkeys(names, "(none)")
+    began, seen = time.monotonic(), dict.fromkeys(names, NO_STATUS)
     print("\n== phases as the operator writes them (kubectl get sdd, polled every second):")
+    print(f"   ({NO_STATUS}: Pending; the operator writes its first status once planning is done)")
     while time.monotonic() - began < timeout:
         items = json.loads(cluster.kubectl("get", "sdd", "-n", namespace, "-o", "json").stdout)
         for obj in items["items"]:
             name, status = obj["metadata"]["name"], obj.get("status") or {}
-            phase = status.get("phase", "(none)")
+            phase = status.get("phase", NO_STATUS)
             if phase != seen.get(name):
                 message = _message(status)
                 print(
@@ -109,6 +112,17 @@ def _watch(cluster: DevCluster, namespace: str, names: list[str], timeout: float
     else:
         print(f"   timed out after {timeout:.0f} s", file=sys.stderr)
     return seen
+
+
+def _verdicts(cluster: DevCluster, namespace: str) -> None:
+    """Each object's coverage proof and warmup verdict, as the operator wrote them."""
+    items = json.loads(cluster.kubectl("get", "sdd", "-n", namespace, "-o", "json").stdout)
+    print("\n== what the operator proved and verified:")
+    for obj in items["items"]:
+        print(f"   {obj['metadata']['name']}:")
+        for c in (obj.get("status") or {}).get("conditions") or []:
+            if c["type"] in ("CoverageProven", "Warmed"):
+                print(f"     {c['type']}={c['status']} {c['reason']}: {c.get('message', '')[:150]}")
 
 
 def _message(status: dict[str, Any]) -> str:
