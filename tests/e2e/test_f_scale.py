@@ -71,15 +71,26 @@ def test_the_new_pod_became_ready_only_after_its_gate_opened(run: dict[str, Any]
 
 
 def test_only_ready_pods_are_ready_endpoints(run: dict[str, Any]) -> None:
+    """A Pod's endpoint turns ready no earlier than the Pod turns Ready, and never while its gate
+    is closed. (Readiness is compared by first occurrence: once, a Pod read just after its ready
+    endpoint showed Ready=False again, so a per-sample comparison would be racy.)"""
+    first_ready: dict[str, int] = {}
+    first_endpoint: dict[str, int] = {}
     seen_not_ready = False
-    for sample in run["samples"]:
+    for i, sample in enumerate(run["samples"]):
         by_name = {p["metadata"]["name"]: p for p in sample["pods"]}
+        for name, pod in by_name.items():
+            if pod_ready(pod):
+                first_ready.setdefault(name, i)
         for endpoint in sample["endpoints"]:
-            pod = by_name.get(endpoint["targetRef"]["name"])
-            if endpoint["conditions"].get("ready"):
-                assert pod is not None, endpoint
-                assert pod_ready(pod), endpoint
-                assert gate_open(pod), endpoint
-            else:
+            name = endpoint["targetRef"]["name"]
+            if not endpoint["conditions"].get("ready"):
                 seen_not_ready = True
+                continue
+            first_endpoint.setdefault(name, i)
+            assert name in by_name, endpoint
+            assert gate_open(by_name[name]), endpoint
     assert seen_not_ready, "the starting Pod never showed up as a not-ready endpoint"
+    for name, i in first_endpoint.items():
+        # Endpoints are read before Pods: the Pod read of the same sample (or the next) is later.
+        assert first_ready.get(name, len(run["samples"])) <= i + 1, name
