@@ -1,5 +1,5 @@
 # The warmgate operator image (kopf + kubernetes client + pydantic; no torch, no vLLM).
-# Not built in the development sandbox (no container engine there); see charts/warmgate/README.md.
+# The e2e tier builds it with buildah and a local Debian base as PYTHON_IMAGE (docs/testing.md).
 #   docker build -t <registry>/warmgate:0.1.0 .   (the chart default is ghcr.io/warmgate/warmgate)
 ARG PYTHON_IMAGE=python:3.11-slim
 

@@ -1,5 +1,5 @@
 # warmgate developer entry points. `make help` lists them.
-# The two README commands: `make run` (the main job on a local control plane) and `make test`.
+# The two README commands: `make run` (the main job on a local single-node cluster) and `make test`.
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 VENV ?= .venv
@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ASSETS_CMD := hack/provision-envtest.sh
 
-.PHONY: help venv assets lint typecheck imports unit integration test run bench crd clean
+.PHONY: help venv assets lint typecheck imports unit integration e2e test run bench crd clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP) ## Create .venv with warmgate and its dev tools
 
-assets: ## Provision kube-apiserver, etcd, kubectl and helm under .cache/envtest (or use KUBEBUILDER_ASSETS)
+assets: ## Provision the control plane and the node (.cache/envtest, Debian packages), or use KUBEBUILDER_ASSETS
 	@if [ -n "$$KUBEBUILDER_ASSETS" ]; then echo "using KUBEBUILDER_ASSETS=$$KUBEBUILDER_ASSETS"; else bash $(ASSETS_CMD) all; fi
 
 lint: venv ## ruff lint + format check, mypy --strict, import contracts
@@ -30,15 +30,18 @@ lint: venv ## ruff lint + format check, mypy --strict, import contracts
 	$(VENV)/bin/lint-imports
 
 unit: venv ## Unit tests only (pure, fast)
-	$(PY) -m pytest tests -m "not integration"
+	$(PY) -m pytest tests -m "not integration and not e2e"
 
 integration: venv assets ## Integration tests against the real apiserver
 	$(PY) -m pytest tests -m integration
 
+e2e: venv assets ## End-to-end tests on the local single-node cluster (root, containerd, kubelet)
+	$(PY) -m pytest tests -m e2e
+
 test: venv assets lint ## Everything: install, provision, lint, all test tiers
 	$(PY) -m pytest tests
 
-run: venv assets ## The main job on an embedded local control plane (or the current cluster)
+run: venv assets ## The main job on a local single-node cluster (API-only where no node can start)
 	$(VENV)/bin/warmgate demo
 
 bench: venv ## Benchmarks (print figures; see docs/benchmarks.md)

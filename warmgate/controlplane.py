@@ -100,19 +100,19 @@ def _openssl(*args: str, cwd: Path) -> None:
     subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
 
 
-def _make_pki(pki: Path) -> None:
+def _make_pki(pki: Path, extra_sans: tuple[str, ...] = ()) -> None:
     """Create a CA, an apiserver serving cert for 127.0.0.1/localhost and an SA signing key.
 
-    P-256 keys: generating three RSA-2048 keys took ~2 s of the start on a busy 2-core machine.
+    ``extra_sans`` are more subjectAltName entries (``IP:...`` or ``DNS:...``), e.g. the
+    address Pods reach the apiserver at. P-256 keys: generating three RSA-2048 keys took ~2 s
+    of the start on a busy 2-core machine.
     """
     pki.mkdir(parents=True, exist_ok=True)
     ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
     _openssl("req", "-x509", *ec, "-days", "2", "-keyout", "ca.key", "-out", "ca.crt",
              "-subj", "/CN=warmgate-local-ca", cwd=pki)  # fmt: skip
-    (pki / "san.ext").write_text(
-        "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\n"
-        "extendedKeyUsage=serverAuth\n"
-    )
+    sans = ",".join(("IP:127.0.0.1", "DNS:localhost", "DNS:kubernetes.default.svc", *extra_sans))
+    (pki / "san.ext").write_text(f"subjectAltName={sans}\nextendedKeyUsage=serverAuth\n")
     _openssl("req", *ec, "-keyout", "apiserver.key", "-out", "apiserver.csr",
              "-subj", "/CN=kube-apiserver", cwd=pki)  # fmt: skip
     _openssl("x509", "-req", "-in", "apiserver.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
@@ -127,6 +127,10 @@ class ControlPlane:
     """etcd + kube-apiserver processes on loopback, with a kubeconfig for clients."""
 
     assets: Path
+    # The apiserver listens (and is advertised) here; a node's Pods need a non-loopback one.
+    address: str = "127.0.0.1"
+    extra_sans: tuple[str, ...] = ()
+    etcd_dir: Path | None = None  # default: a new folder on tmpfs (/dev/shm)
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="warmgate-cp-")))
     token: str = field(default_factory=lambda: os.urandom(16).hex())
     server: str = ""
@@ -146,11 +150,12 @@ class ControlPlane:
     def start(self, timeout: float = 60.0) -> ControlPlane:
         """Start etcd and the apiserver and wait until ``/readyz`` answers ok."""
         began = time.monotonic()
-        _make_pki(self.workdir / "pki")
+        _make_pki(self.workdir / "pki", self.extra_sans)
+        self._extra_pki(self.workdir / "pki")
         (self.workdir / "tokens.csv").write_text(f'{self.token},{ADMIN_USER},1,"system:masters"\n')
         etcd_url = self._start_etcd()
         port = _free_port()
-        self.server = f"https://127.0.0.1:{port}"
+        self.server = f"https://{self.address}:{port}"
         self._spawn("kube-apiserver", self._apiserver_args(etcd_url, port))
         self._write_kubeconfig()
         try:
@@ -161,10 +166,17 @@ class ControlPlane:
         self.startup_seconds = time.monotonic() - began
         return self
 
+    def _extra_pki(self, pki: Path) -> None:
+        """More certificates before the apiserver starts (none here; a node needs some)."""
+
     def _start_etcd(self) -> str:
         # etcd 3.4 has no --unsafe-no-fsync; tmpfs keeps its fsyncs cheap.
         shm = Path("/dev/shm")
-        data = Path(tempfile.mkdtemp(prefix="warmgate-etcd-", dir=shm if shm.is_dir() else None))
+        if self.etcd_dir is not None:
+            self.etcd_dir.mkdir(parents=True)
+        data = self.etcd_dir or Path(
+            tempfile.mkdtemp(prefix="warmgate-etcd-", dir=shm if shm.is_dir() else None)
+        )
         client, peer = f"http://127.0.0.1:{_free_port()}", f"http://127.0.0.1:{_free_port()}"
         self._spawn(
             "etcd",
@@ -186,8 +198,8 @@ class ControlPlane:
         return [
             f"--etcd-servers={etcd_url}",
             f"--secure-port={port}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
+            f"--bind-address={self.address}",
+            f"--advertise-address={self.address}",
             # Loopback is not a valid endpoint for the `kubernetes` Service; envtest does the same.
             "--endpoint-reconciler-type=none",
             f"--cert-dir={self.workdir / 'certs'}",
@@ -207,11 +219,13 @@ class ControlPlane:
             "--v=0",
         ]
 
-    def _spawn(self, binary: str, args: list[str]) -> None:
+    def _spawn(self, binary: str, args: list[str], executable: Path | None = None) -> None:
+        """Start ``binary`` (from the assets, or ``executable``), logging to the workdir; it
+        dies with this process (PR_SET_PDEATHSIG) and is terminated by ``stop``."""
         log = (self.workdir / f"{binary}.log").open("wb")
         self._logs.append(log)
         proc = subprocess.Popen(
-            [str(self.assets / binary), *args],
+            [str(executable or self.assets / binary), *args],
             stdout=log,
             stderr=log,
             preexec_fn=_die_with_parent,  # noqa: PLW1509 - only the async-signal-safe prctl call

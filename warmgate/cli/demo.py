@@ -73,11 +73,22 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--no-operator", action="store_true", help="only plan locally; do not start the operator"
     )
+    parser.add_argument(
+        "--api-only", action="store_true", help="skip the local node (warmgate/devcluster)"
+    )
     parser.add_argument("manifests", nargs="*", type=Path, help="default: examples/*.yaml")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    local = not (args.kubeconfig or "KUBECONFIG" in os.environ or args.manifests)
+    if local and not (args.api_only or args.no_operator):
+        from warmgate.cli import demo_cluster  # noqa: PLC0415 - only when a node may start
+
+        reason = demo_cluster.unavailable()
+        if reason is None:
+            return demo_cluster.run(args.namespace)
+        print(f"No local node here ({reason}): showing the API-only demo instead.\n")
     manifests = list(args.manifests) or sorted(EXAMPLES.glob("*.yaml"))
     with _cluster(args.kubeconfig) as kubectl:
         _install_crd(kubectl)

@@ -1,0 +1,68 @@
+"""The e2e tier: a real single-node cluster (warmgate/devcluster), the operator installed with
+its Helm chart, and the stand-in engine image. Skipped with the reason where the node cannot
+start (no root, no containerd); under CI=true that fails the run instead."""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+from e2e_support import E2ECluster
+
+from warmgate.devcluster import operator
+from warmgate.devcluster.assets import node_assets, unavailable_reason
+from warmgate.devcluster.cluster import DevCluster
+from warmgate.devcluster.images import Builder
+
+E2E_DIR = os.path.dirname(__file__)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test here is `e2e`, with room for a cold image build in its timeout."""
+    for item in items:
+        if str(item.fspath).startswith(E2E_DIR):
+            item.add_marker(pytest.mark.e2e)
+            item.add_marker(pytest.mark.timeout(900))
+
+
+def _progress(config: pytest.Config) -> Callable[[str], None]:
+    """Progress lines on the terminal even while pytest captures output (builds are long)."""
+    capture = config.pluginmanager.getplugin("capturemanager")
+    terminal = config.pluginmanager.getplugin("terminalreporter")
+
+    def say(message: str) -> None:
+        if capture is None or terminal is None:
+            return
+        with capture.global_and_fixture_disabled():
+            terminal.write_line(f"dev cluster: {message}")
+
+    return say
+
+
+@pytest.fixture(scope="session")
+def e2e(request: pytest.FixtureRequest) -> Iterator[E2ECluster]:
+    """The cluster with the operator running; skipped (or failed under CI) where it cannot run."""
+    reason = unavailable_reason()
+    if reason is not None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"the e2e tier needs the local node under CI: {reason}")
+        pytest.skip(f"no local node: {reason}")
+    say = _progress(request.config)
+    images = Builder(say).ensure()
+    with DevCluster(node_assets(), images, say) as cluster:
+        operator.install(cluster.assets, cluster.kubeconfig, images.operator.ref)
+        say(f"installed the operator chart with image {images.operator.ref}")
+        yield E2ECluster(cluster, images)
+
+
+@pytest.fixture(scope="module")
+def namespace(e2e: E2ECluster, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A namespace per module, deleted (for real: the namespace controller runs) afterwards."""
+    stem = re.sub(r"[^a-z0-9-]", "-", request.module.__name__.split(".")[-1].lower())[:40]
+    name = f"{stem.strip('-')}-{uuid.uuid4().hex[:6]}"
+    e2e.kubectl("create", "namespace", name)
+    yield name
+    e2e.kubectl("delete", "namespace", name, "--wait=false", check=False)

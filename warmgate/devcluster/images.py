@@ -1,0 +1,263 @@
+"""Images without a Docker engine or a registry: buildah (vfs, chroot) from a local Debian base.
+
+Four images, each an archive under ``.cache/devcluster/images`` named after a hash of its
+inputs, so a warm run rebuilds only what changed:
+
+- ``localhost/warmgate-pause``: the sandbox image, Kubernetes' own ``build/pause/linux/pause.c``
+  of the pinned release, compiled static;
+- ``localhost/warmgate-python-base``: ``mmdebstrap`` bookworm minbase with python3, passed to
+  the repository's Dockerfile as ``PYTHON_IMAGE`` (real users keep the public default);
+- ``localhost/warmgate``: the operator image, built from the repository's ``Dockerfile``;
+- ``localhost/warmgate-standin-engine``: NOT vLLM. Its ``vllm`` entry point is the test double
+  ``tests/doubles/standin_vllm.py`` and its ``habana_frameworks`` the test double
+  ``tests/doubles/standin_hpu.py``, so the runner and the serving Pods run in real containers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from warmgate.controlplane import K8S_VERSION, REPO_ROOT
+from warmgate.devcluster.layout import CACHE
+
+IMAGES: Final = CACHE / "images"
+BUILDAH_STORE: Final = CACHE / "buildah"
+CA_BUNDLE: Final = "/etc/ssl/certs/ca-certificates.crt"
+DEBIAN_MIRROR: Final = "http://deb.debian.org/debian"
+BASE_PACKAGES: Final = "python3,python3-venv,python-is-python3,ca-certificates"
+DOUBLES: Final = REPO_ROOT / "tests" / "doubles"
+ENGINE_CONTAINERFILE: Final = """\
+ARG BASE
+FROM ${BASE}
+LABEL org.opencontainers.image.title="warmgate-standin-engine" \\
+      org.opencontainers.image.description="TEST DOUBLE, not vLLM: standin_vllm.py as vllm"
+# The stand-in computes its bucket lists with warmgate.buckets, which needs pydantic 2.
+RUN python3 -m venv --system-site-packages /opt/standin \\
+ && PIP_NO_CACHE_DIR=1 /opt/standin/bin/pip install --quiet "pydantic>=2.7,<3"
+ENV PATH=/opt/standin/bin:$PATH WARMGATE_STANDIN_ENGINE=1
+COPY standin /opt/warmgate-standin
+COPY habana_frameworks /usr/lib/python3/dist-packages/habana_frameworks
+RUN chmod +x /opt/warmgate-standin/tests/doubles/standin_vllm.py \\
+ && ln -s /opt/warmgate-standin/tests/doubles/standin_vllm.py /usr/local/bin/vllm
+"""
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Image:
+    """A built image: its reference and the docker-archive holding it."""
+
+    ref: str
+    archive: Path
+
+
+@dataclass(frozen=True)
+class ImageSet:
+    """The images the dev cluster runs."""
+
+    pause: Image
+    operator: Image
+    engine: Image
+
+    def all(self) -> tuple[Image, ...]:
+        return (self.pause, self.operator, self.engine)
+
+
+def _digest(files: Iterable[Path], *extra: str) -> str:
+    h = hashlib.sha256()
+    for item in extra:
+        h.update(item.encode() + b"\0")
+    for path in sorted(files):
+        h.update(str(path.relative_to(REPO_ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def _package_files() -> list[Path]:
+    """The warmgate package as the Dockerfile copies it: no caches, no dev cluster harness
+    (.dockerignore leaves it out), so editing the harness rebuilds no image."""
+    root = REPO_ROOT / "warmgate"
+    return [
+        p
+        for p in root.rglob("*")
+        if p.is_file()
+        and p.suffix in (".py", ".typed")
+        and not {"__pycache__", "devcluster"} & set(p.parts)
+    ]
+
+
+def buildah(*args: str) -> list[str]:
+    """A buildah command on the project's own vfs store under .cache."""
+    store = ["--root", str(BUILDAH_STORE / "storage"), "--runroot", str(BUILDAH_STORE / "run")]
+    return ["buildah", *store, "--storage-driver", "vfs", *args]
+
+
+def _run(cmd: list[str], cwd: Path | None = None) -> str:
+    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
+        raise RuntimeError(f"{' '.join(cmd[:6])} ... failed ({done.returncode}):\n{tail}")
+    return done.stdout
+
+
+class Builder:
+    """Builds the image set into archives, reusing every archive whose inputs did not change."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        IMAGES.mkdir(parents=True, exist_ok=True)
+
+    def ensure(self) -> ImageSet:
+        """Build what is missing; return the set."""
+        base = self._cached(
+            "warmgate-python-base",
+            _digest([], DEBIAN_MIRROR, BASE_PACKAGES),
+            self._build_base,
+            keep_in_store=True,
+        )
+        dockerfile = [REPO_ROOT / n for n in ("Dockerfile", "pyproject.toml", "README.md")]
+        operator = self._cached(
+            "warmgate",
+            _digest([*dockerfile, *_package_files()], base.ref),
+            lambda ref: self._build_operator(ref, base.ref),
+        )
+        doubles = [DOUBLES / "standin_vllm.py", DOUBLES / "standin_hpu.py"]
+        engine = self._cached(
+            "warmgate-standin-engine",
+            _digest([*doubles, *_package_files()], base.ref, ENGINE_CONTAINERFILE),
+            lambda ref: self._build_engine(ref, base.ref),
+        )
+        pause = self._cached("warmgate-pause", _digest([], K8S_VERSION), self._build_pause)
+        return ImageSet(pause=pause, operator=operator, engine=engine)
+
+    def _cached(
+        self, name: str, digest: str, build: Callable[[str], None], keep_in_store: bool = False
+    ) -> Image:
+        ref = f"localhost/{name}:{digest}"
+        archive = IMAGES / f"{name}-{digest}.tar"
+        in_store = (
+            subprocess.run(
+                buildah("inspect", "--type", "image", ref), capture_output=True, check=False
+            ).returncode
+            == 0
+        )
+        if archive.is_file():
+            if keep_in_store and not in_store:  # the store was wiped: load, do not rebuild
+                _run(buildah("pull", "--quiet", f"docker-archive:{archive}"))
+            return Image(ref, archive)
+        began = time.monotonic()
+        if not in_store:
+            self.progress(f"building image {ref}")
+            build(ref)
+        tmp = archive.with_suffix(".partial")
+        tmp.unlink(missing_ok=True)
+        _run(buildah("push", "--quiet", ref, f"docker-archive:{tmp}:{ref}"))
+        tmp.rename(archive)
+        for old in IMAGES.glob(f"{name}-*.tar"):
+            if old != archive:
+                old.unlink()
+        if not keep_in_store:  # vfs keeps a full copy per layer: free it once archived
+            subprocess.run(buildah("rmi", "--force", ref), capture_output=True, check=False)
+        self.progress(f"archived image {ref} in {time.monotonic() - began:.0f} s")
+        return Image(ref, archive)
+
+    def _commit_rootfs(self, ref: str, add: list[tuple[str, str]], config: list[str]) -> None:
+        ctr = _run(buildah("from", "scratch")).strip()
+        try:
+            for src, dest in add:
+                _run(buildah("add", ctr, src, dest))
+            _run(buildah("config", *config, ctr))
+            _run(buildah("commit", "--quiet", ctr, ref))
+        finally:
+            subprocess.run(buildah("rm", ctr), capture_output=True, check=False)
+
+    def _build_base(self, ref: str) -> None:
+        with tempfile.TemporaryDirectory(prefix="warmgate-base-") as tmp:
+            tar = Path(tmp) / "base.tar"
+            self.progress("  mmdebstrap bookworm minbase + python3 (about 45 s)")
+            _run(
+                [
+                    "mmdebstrap",
+                    "--quiet",
+                    "--variant=minbase",
+                    f"--include={BASE_PACKAGES}",
+                    "bookworm",
+                    str(tar),
+                    DEBIAN_MIRROR,
+                ]
+            )
+            self._commit_rootfs(ref, [(str(tar), "/")], ["--cmd", '["python3"]'])
+
+    def _bud(self, ref: str, containerfile: Path, context: Path, build_arg: str) -> None:
+        """buildah bud with chroot isolation; pip inside reaches PyPI with the machine's CAs."""
+        flags = ["--quiet", "--isolation", "chroot", "--network", "host", "--pull=never"]
+        flags += ["--volume", f"{CA_BUNDLE}:{CA_BUNDLE}:ro", "--layers=false"]
+        args = [*flags, "--build-arg", build_arg, "-f", str(containerfile), "-t", ref]
+        _run(buildah("bud", *args, str(context)))
+
+    def _build_operator(self, ref: str, base: str) -> None:
+        self.progress(f"  buildah bud Dockerfile with PYTHON_IMAGE={base} (pip installs the deps)")
+        self._bud(ref, REPO_ROOT / "Dockerfile", REPO_ROOT, f"PYTHON_IMAGE={base}")
+
+    def _build_engine(self, ref: str, base: str) -> None:
+        with tempfile.TemporaryDirectory(prefix="warmgate-engine-") as tmp:
+            ctx = Path(tmp)
+            skip = shutil.ignore_patterns("__pycache__", "devcluster")
+            shutil.copytree(REPO_ROOT / "warmgate", ctx / "standin" / "warmgate", ignore=skip)
+            (ctx / "standin" / "tests" / "doubles").mkdir(parents=True)
+            shutil.copy2(DOUBLES / "standin_vllm.py", ctx / "standin" / "tests" / "doubles")
+            hpu = ctx / "habana_frameworks" / "torch" / "hpu"
+            hpu.mkdir(parents=True)
+            (ctx / "habana_frameworks" / "__init__.py").write_text('"""TEST DOUBLE."""\n')
+            (hpu.parent / "__init__.py").write_text('"""TEST DOUBLE."""\n__version__ = "standin"\n')
+            shutil.copy2(DOUBLES / "standin_hpu.py", hpu / "__init__.py")
+            (ctx / "Containerfile").write_text(ENGINE_CONTAINERFILE)
+            self._bud(ref, ctx / "Containerfile", ctx, f"BASE={base}")
+
+    def _build_pause(self, ref: str) -> None:
+        source = _pause_source()
+        with tempfile.TemporaryDirectory(prefix="warmgate-pause-") as tmp:
+            binary = Path(tmp) / "pause"
+            _run(
+                [
+                    "gcc",
+                    "-Os",
+                    "-static",
+                    f"-DVERSION={K8S_VERSION}",
+                    "-o",
+                    str(binary),
+                    str(source),
+                ]
+            )
+            _run(["strip", str(binary)])
+            self._commit_rootfs(
+                ref, [(str(binary), "/pause")], ["--entrypoint", '["/pause"]', "--user", "65535"]
+            )
+
+
+def _pause_source() -> Path:
+    """build/pause/linux/pause.c of the pinned k8s.io/kubernetes module (Go module cache)."""
+    out = _run(
+        ["go", "mod", "download", "-json", f"k8s.io/kubernetes@{K8S_VERSION}"],
+        cwd=Path(tempfile.gettempdir()),
+    )
+    return Path(json.loads(out)["Dir"]) / "build" / "pause" / "linux" / "pause.c"
+
+
+def import_into_containerd(ctr: list[str], images: ImageSet, progress: Progress) -> None:
+    """`ctr -n k8s.io images import` each archive not imported yet (names carry the hash)."""
+    present = set(_run([*ctr, "images", "list", "-q"]).split())
+    for image in images.all():
+        if image.ref in present:
+            continue
+        began = time.monotonic()
+        _run([*ctr, "images", "import", str(image.archive)])
+        progress(f"imported {image.ref} into containerd in {time.monotonic() - began:.0f} s")
