@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from warmgate.buckets.bucket_file import format_bucket_file
+from warmgate.buckets.complete_seeds import SeedChooser, decode_seconds
 from warmgate.buckets.config import EngineShapeConfig
 from warmgate.buckets.coverage import CoverageReport, UncoveredShape, prove_coverage
 from warmgate.buckets.coverage_prompt import PromptProver
@@ -59,6 +60,7 @@ def complete_plan(
     *,
     prefix_caching: bool | None = None,
     max_rounds: int = MAX_ROUNDS,
+    cheapest: bool = True,
 ) -> BucketPlan:
     """A plan whose coverage proof holds, from ``cfg``'s plan plus as few seed buckets as found.
 
@@ -66,27 +68,54 @@ def complete_plan(
     original prompt and seed bucket, so nothing the user's seeds gave is removed; the engine
     expands the file's decode rows again, and the proof runs on that re-expanded plan. The plan
     is returned unchanged when it is already covered. Raises CompletionError otherwise.
+
+    ``cheapest`` picks each gap row's seed by estimated warmup cost (``SeedChooser``: the row's
+    own seed or one a row below whose expansion reaches it); when that finds no fixed point, or
+    with ``cheapest=False``, every gap row gets its own seed (the first completion, issue 4).
     """
+    if cheapest:
+        try:
+            return _complete(cfg, partial_drafts, prefix_caching, max_rounds, cheapest=True)
+        except CompletionError:
+            pass
+    return _complete(cfg, partial_drafts, prefix_caching, max_rounds, cheapest=False)
+
+
+def _complete(
+    cfg: EngineShapeConfig,
+    partial: bool,
+    sharing: bool | None,
+    max_rounds: int,
+    *,
+    cheapest: bool,
+) -> BucketPlan:
     plan = plan_buckets(cfg)
     for _ in range(max_rounds):
-        report = prove_coverage(plan, partial_drafts, prefix_caching=prefix_caching)
+        report = prove_coverage(plan, partial, prefix_caching=sharing)
         if report.covered:
-            return _verified(plan, partial_drafts, prefix_caching)
-        plan = _next_plan(cfg, plan, report)
+            return _verified(plan, partial, sharing)
+        plan = _next_plan(cfg, plan, report, cheapest)
     raise CompletionError(f"no covered plan after {max_rounds} rounds of completion")
 
 
-def _next_plan(cfg: EngineShapeConfig, plan: BucketPlan, report: CoverageReport) -> BucketPlan:
-    """Re-plan from the current seeds plus one bucket per gap row; fail if nothing new sticks."""
+def _next_plan(
+    cfg: EngineShapeConfig, plan: BucketPlan, report: CoverageReport, cheapest: bool
+) -> BucketPlan:
+    """Re-plan from the current seeds plus the round's additions; fail if nothing new sticks."""
     gaps = report.uncovered
     space = report.space
+    need = _decode_needs(plan, gaps)
+    if cheapest:
+        decode = SeedChooser(plan, space, decode_seconds).choose(need)
+    else:
+        decode = [(v, 1, blocks) for v, blocks in sorted(need.items())]
     added = (
         _prompt_additions(plan, space.partial_drafts, space.prefix_caching)
         if any(g.phase == "prompt" for g in gaps)
         else []
     )
     prompt = set(plan.prompt_buckets) | set(added)
-    seeds = set(plan.seed_decode_buckets) | set(_decode_additions(plan, gaps))
+    seeds = set(plan.seed_decode_buckets) | set(decode)
     try:
         text = format_bucket_file(sorted(prompt), sorted(seeds), ("warmgate completed seed file",))
     except ValueError as exc:  # e.g. query-1 prompt buckets (VLLM_PROMPT_QUERY_BUCKET_MIN=1)
@@ -100,11 +129,12 @@ def _next_plan(cfg: EngineShapeConfig, plan: BucketPlan, report: CoverageReport)
     return nxt
 
 
-def _decode_additions(plan: BucketPlan, gaps: Iterable[UncoveredShape]) -> list[Bucket]:
-    """One seed per virtual-batch row V that runs unwarmed shapes: (V, 1, largest target).
+def _decode_needs(plan: BucketPlan, gaps: Iterable[UncoveredShape]) -> dict[int, int]:
+    """For each virtual-batch row V that runs unwarmed shapes, the blocks a bucket needs there.
 
-    The block lookup first-fits row V before any larger row, so a bucket in row V at least as
-    large as every target makes all of them hit row V (doc section 3.4). e.g. config A, k=3,
+    A seed (V, 1, largest target) closes them all: the block lookup first-fits row V before any
+    larger row, so a bucket in row V at least as large as every target makes all of them hit
+    row V (doc section 3.4). e.g. config A, k=3,
     partial T=3 over B=8 gives V=24 with targets up to 3*192=576 -> seed (24, 1, 576). Without
     contiguous PA the decode filter drops seeds with bs > blocks, so blocks is at least V.
     """
@@ -118,7 +148,7 @@ def _decode_additions(plan: BucketPlan, gaps: Iterable[UncoveredShape]) -> list[
             blocks = max(blocks, gap.shape[2]) if contiguous else blocks
             need[virtual] = max(need.get(virtual, 0), blocks)
     floor = 0 if contiguous else 1
-    return [(v, 1, max(blocks, v * floor, 1)) for v, blocks in sorted(need.items())]
+    return {v: max(blocks, v * floor, 1) for v, blocks in need.items()}
 
 
 def _prompt_additions(plan: BucketPlan, partial: bool, sharing: bool | None) -> list[Bucket]:

@@ -14,7 +14,8 @@ from typing import Any
 
 from warmgate.buckets.bucket_file import format_bucket_file
 from warmgate.buckets.config import EngineShapeConfig
-from warmgate.buckets.cost import CostParams, ModelProfile, graph_seconds
+from warmgate.buckets.complete_seeds import decode_seconds
+from warmgate.buckets.cost import ModelProfile
 from warmgate.buckets.coverage import prove_coverage
 from warmgate.buckets.generate import Bucket
 from warmgate.buckets.optimum_model import ModelUnavailable, SeedModel, Var, build_model
@@ -53,19 +54,6 @@ class Optimum:
             "constraints": self.constraints,
             "solve_s": round(self.solve_s, 3),
         }
-
-
-def decode_seconds(buckets: Any, model: ModelProfile | None = None) -> float:
-    """The objective: estimated compile seconds of decode buckets, midpoint of the low-high range.
-
-    e.g. 8B BF16 (16, 1, 256): (0.4 + 1.0) / 2 = 0.7 s; every decode bucket below 128 rows and
-    1024 blocks costs the same, so on small engines the objective counts buckets.
-    """
-    model, params = model or ModelProfile(), CostParams()
-    return sum(
-        (graph_seconds(b, False, model, params, 0) + graph_seconds(b, False, model, params, 1)) / 2
-        for b in buckets
-    )
 
 
 def optimal_seeds(
