@@ -10,6 +10,7 @@ from warmgate.buckets.complete_seeds import SeedChooser, decode_seconds
 from warmgate.buckets.config import EngineShapeConfig
 from warmgate.buckets.coverage import CoverageReport, UncoveredShape, prove_coverage
 from warmgate.buckets.coverage_prompt import PromptProver
+from warmgate.buckets.coverage_steps import rows_of
 from warmgate.buckets.generate import Bucket
 from warmgate.buckets.plan import BucketPlan, plan_buckets
 from warmgate.buckets.states import StateSpace
@@ -90,22 +91,33 @@ def _complete(
     cheapest: bool,
 ) -> BucketPlan:
     plan = plan_buckets(cfg)
+    original = frozenset(plan.seed_decode_buckets) if cheapest else None
     for _ in range(max_rounds):
         report = prove_coverage(plan, partial, prefix_caching=sharing)
         if report.covered:
+            if original is not None and plan.config.bucket_file != cfg.bucket_file:
+                plan = _prune(plan, original, partial, sharing)
             return _verified(plan, partial, sharing)
-        plan = _next_plan(cfg, plan, report, cheapest)
+        plan = _next_plan(cfg, plan, report, original)
     raise CompletionError(f"no covered plan after {max_rounds} rounds of completion")
 
 
 def _next_plan(
-    cfg: EngineShapeConfig, plan: BucketPlan, report: CoverageReport, cheapest: bool
+    cfg: EngineShapeConfig,
+    plan: BucketPlan,
+    report: CoverageReport,
+    original: frozenset[Bucket] | None,
 ) -> BucketPlan:
-    """Re-plan from the current seeds plus the round's additions; fail if nothing new sticks."""
+    """Re-plan from the current seeds plus the round's additions; fail if nothing new sticks.
+
+    With ``original`` (the cheapest choice), an added seed that a later round's larger seed in
+    the same row supersedes is dropped: lookups read only a row's largest seed (docs/coverage.md,
+    "Exact optimum"), so it would only add buckets. Original seeds always stay.
+    """
     gaps = report.uncovered
     space = report.space
     need = _decode_needs(plan, gaps)
-    if cheapest:
+    if original is not None:
         decode = SeedChooser(plan, space, decode_seconds).choose(need)
     else:
         decode = [(v, 1, blocks) for v, blocks in sorted(need.items())]
@@ -116,6 +128,8 @@ def _next_plan(
     )
     prompt = set(plan.prompt_buckets) | set(added)
     seeds = set(plan.seed_decode_buckets) | set(decode)
+    if original is not None:
+        seeds = _largest_added(seeds, original)
     try:
         text = format_bucket_file(sorted(prompt), sorted(seeds), ("warmgate completed seed file",))
     except ValueError as exc:  # e.g. query-1 prompt buckets (VLLM_PROMPT_QUERY_BUCKET_MIN=1)
@@ -127,6 +141,37 @@ def _next_plan(
         dropped = sorted((prompt | seeds) - set(nxt.prompt_buckets) - set(nxt.seed_decode_buckets))
         raise CompletionError(f"the engine's filters drop every bucket completion adds: {dropped}")
     return nxt
+
+
+def _largest_added(seeds: set[Bucket], original: frozenset[Bucket]) -> set[Bucket]:
+    """The original seeds plus, per row, only the largest added seed."""
+    top: dict[int, Bucket] = {}
+    for seed in seeds - original:
+        if seed[0] not in top or seed > top[seed[0]]:
+            top[seed[0]] = seed
+    return set(original) | set(top.values())
+
+
+def _prune(
+    plan: BucketPlan, original: frozenset[Bucket], partial: bool, sharing: bool | None
+) -> BucketPlan:
+    """Drop added seeds whose row another seed's expansion already reaches, if still covered.
+
+    A round adds (36, 1, 576) for row 36 before a later round adds (9, 1, 144), whose expansion
+    (36, 1, 576) makes it redundant (small pad plan, k=3). Largest rows first; the prover decides.
+    """
+    t = plan.config.tokens_per_step
+    for seed in sorted(set(plan.seed_decode_buckets) - original, reverse=True):
+        b, _, c = seed
+        tops = {r: x for (r, _), x in ((k, v[-1]) for k, v in rows_of(plan.seed_decode_buckets))}
+        if b % t or tops.get(b // t, 0) * t < c:
+            continue
+        seeds = sorted(set(plan.seed_decode_buckets) - {seed})
+        text = format_bucket_file(plan.prompt_buckets, seeds, ("warmgate completed seed file",))
+        trial = plan_buckets(with_bucket_file(plan.config, text))
+        if prove_coverage(trial, partial, prefix_caching=sharing).covered:
+            plan = trial
+    return plan
 
 
 def _decode_needs(plan: BucketPlan, gaps: Iterable[UncoveredShape]) -> dict[int, int]:
