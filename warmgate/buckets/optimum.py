@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from warmgate.buckets.bucket_file import format_bucket_file
-from warmgate.buckets.config import EngineShapeConfig
 from warmgate.buckets.complete_seeds import decode_seconds
+from warmgate.buckets.config import EngineShapeConfig
 from warmgate.buckets.cost import ModelProfile
 from warmgate.buckets.coverage import prove_coverage
 from warmgate.buckets.generate import Bucket
