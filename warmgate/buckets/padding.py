@@ -23,8 +23,9 @@ class Padding:
 
     A step of n sequences, S blocks and T tokens each runs (B*T, 1, C): it computes B*T token
     rows for n*T real ones (``tokens`` = B/n) and reads C blocks for T*S real ones (``blocks``
-    = C/(T*S); with contiguous PA, C/S). Completion never raises a step's B (new seed rows only
-    catch steps earlier); the KV figure is where a completion that adds few, large buckets pays.
+    = C/(T*S); with contiguous PA, C/S). Completion does not raise the B of a step the engine's
+    seeds serve (new seed rows only catch steps earlier; tested); the KV figure is where a
+    completion that adds few, large buckets pays.
     """
 
     states: int
