@@ -8,6 +8,9 @@ so a modelling error shows up as an error, never as a wrong optimum.
 
 from __future__ import annotations
 
+import ctypes
+import os
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -125,6 +128,22 @@ def _solve(seed_model: SeedModel, model: ModelProfile | None, limit: float) -> t
     return program.seeds(solution), program.binaries
 
 
+def _quiet(make: Any) -> Any:
+    """Call ``make`` with file descriptor 1 pointed at stderr: HiGHS prints its banner from C++
+    when the first solver is built, before any option can silence it, and ``warmgate plan -o
+    json`` owns stdout."""
+    sys.stdout.flush()
+    libc = ctypes.CDLL(None)
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        return make()
+    finally:
+        libc.fflush(None)
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 class _Program:
     """Columns: x[b, v] (0/1, monotone in v) for the threshold variables, then one continuous
     z[u] per bucket the plan lacks, forced to 1 when a chosen seed produces it."""
@@ -169,7 +188,7 @@ class _Program:
         """Solve to proven optimality (zero gap) within ``limit`` seconds."""
         import numpy as np  # noqa: PLC0415 - highspy's own dependency
 
-        h = highspy.Highs()
+        h = _quiet(highspy.Highs)
         for option, value in (("output_flag", False), ("time_limit", float(limit)),
                               ("mip_rel_gap", 0.0), ("threads", 1)):  # fmt: skip
             h.setOptionValue(option, value)

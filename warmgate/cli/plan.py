@@ -29,6 +29,7 @@ from warmgate.cli._engine_args import (
     add_engine_arguments,
     engine_config_from_args,
 )
+from warmgate.cli.plan_figures import add_figure_arguments, figure_lines, figures
 from warmgate.cli.plan_render import render_table
 
 __all__ = ["PlanResult", "register", "run"]
@@ -144,6 +145,7 @@ def _add_policy_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--strict", action="store_true", help="exit 1 unless the plan is covered")
     g.add_argument("--top", type=int, default=10, help="uncovered shapes to list (default 10)")
     g.add_argument("--output", "-o", choices=("table", "json"), default="table")
+    add_figure_arguments(g)
     g.add_argument("--bucket-file", dest="write_bucket_file", type=Path, default=None,
                    metavar="PATH", help="write the (completed) seed file here")  # fmt: skip
     g.add_argument("--engine-bucket-file", dest="bucket_file", type=Path, default=None,
@@ -163,10 +165,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.write_bucket_file is not None:
         args.write_bucket_file.write_text(result.effective.to_bucket_file())
+    extra = figures(result, args.optimum)
     if args.output == "json":
-        sys.stdout.write(json.dumps(result.to_dict(args.top), indent=2) + "\n")
+        sys.stdout.write(json.dumps({**result.to_dict(args.top), **extra}, indent=2) + "\n")
     else:
-        sys.stdout.write(render_table(result, args.top))
+        sys.stdout.write(render_table(result, args.top) + "\n".join(figure_lines(extra)) + "\n")
     return 1 if args.strict and not result.effective_covered else 0
 
 
