@@ -1,4 +1,4 @@
-"""Plan completion: add the fewest seed buckets that make every reachable step run warmed."""
+"""Plan completion: add the cheapest seed buckets that make every reachable step run warmed."""
 
 from __future__ import annotations
 
