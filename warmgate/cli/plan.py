@@ -15,6 +15,7 @@ from warmgate.cli._engine_args import (
     add_engine_arguments,
     engine_config_from_args,
 )
+from warmgate.cli.plan_figures import add_figure_arguments, figure_lines, figures
 from warmgate.cli.plan_render import render_json, render_table
 from warmgate.reconcile.model_size import ModelSize, model_size
 from warmgate.reconcile.plan_evaluation import PlanEvaluation, PlanPolicy, evaluate_plan
@@ -59,6 +60,7 @@ def _add_policy_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--strict", action="store_true", help="exit 1 unless the plan is covered")
     g.add_argument("--top", type=int, default=10, help="uncovered shapes to list (default 10)")
     g.add_argument("--output", "-o", choices=("table", "json"), default="table")
+    add_figure_arguments(g)
     g.add_argument(
         "--bucket-file",
         dest="write_bucket_file",
@@ -96,11 +98,13 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.write_bucket_file is not None:
         args.write_bucket_file.write_text(evaluation.effective.to_bucket_file())
+    extra = figures(evaluation, args.optimum)
     if args.output == "json":
         document = render_json(evaluation, args.top, recipe_cache=args.recipe_cache)
-        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+        sys.stdout.write(json.dumps({**document, **extra}, indent=2) + "\n")
     else:
-        sys.stdout.write(render_table(evaluation, args.top, recipe_cache=args.recipe_cache))
+        table = render_table(evaluation, args.top, recipe_cache=args.recipe_cache)
+        sys.stdout.write(table + "\n".join(figure_lines(extra)) + "\n")
     return 1 if args.strict and not evaluation.covered else 0
 
 

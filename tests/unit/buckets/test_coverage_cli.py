@@ -31,7 +31,7 @@ def test_table_shows_verdict_gaps_completion_and_cost(capsys: pytest.CaptureFixt
     assert "NOT COVERED" in out
     assert "('decode', 128, 1, 2560)" in out  # the largest gap of config A, k=3
     assert "e.g. n=37 S=897 T=2" in out
-    assert "complete   +44 buckets" in out
+    assert "complete   +41 buckets" in out  # 1 prompt + 40 decode (issue 15)
     assert "warmup     engine plan" in out
 
 
@@ -44,7 +44,7 @@ def test_json_carries_everything(capsys: pytest.CaptureFixture[str]) -> None:
     assert coverage["covered"] is False
     assert coverage["uncovered"][0]["engine_config"] == ["decode", 128, 1, 2560]
     assert completion["applies"] is True
-    assert completion["added"] == 44
+    assert completion["added"] == 41
     assert data["effective"] == {"digest": completion["digest"], "covered": True}
 
 
@@ -53,7 +53,7 @@ def test_json_carries_everything(capsys: pytest.CaptureFixture[str]) -> None:
     [
         ([], 0),  # completion applies: the plan warmgate warms is covered
         (["--no-complete"], 1),
-        (["--max-extra-buckets", "10"], 1),  # completion needs 44 > 10
+        (["--max-extra-buckets", "10"], 1),  # completion needs 41 > 10
     ],
 )
 def test_strict_exit_code(capsys: pytest.CaptureFixture[str], extra: list[str], code: int) -> None:
