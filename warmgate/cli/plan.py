@@ -29,6 +29,7 @@ from warmgate.cli._engine_args import (
     add_engine_arguments,
     engine_config_from_args,
 )
+from warmgate.cli.plan_drafter import add_drafter_arguments, drafter_summary
 from warmgate.cli.plan_render import render_table
 
 __all__ = ["PlanResult", "register", "run"]
@@ -125,6 +126,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_engine_arguments(parser)
     _manifest_makes_flags_optional(parser)
     _add_policy_arguments(parser)
+    add_drafter_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -163,10 +165,12 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.write_bucket_file is not None:
         args.write_bucket_file.write_text(result.effective.to_bucket_file())
+    drafter = drafter_summary(args, result)
     if args.output == "json":
-        sys.stdout.write(json.dumps(result.to_dict(args.top), indent=2) + "\n")
+        doc = {**result.to_dict(args.top), "drafter": drafter.to_dict(args.top)}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
-        sys.stdout.write(render_table(result, args.top))
+        sys.stdout.write(render_table(result, args.top) + drafter.render())
     return 1 if args.strict and not result.effective_covered else 0
 
 
