@@ -7,7 +7,7 @@ import json
 import pytest
 from drafter_sim import EngineCalls
 
-from warmgate.buckets import EngineShapeConfig, plan_buckets
+from warmgate.buckets import EngineShapeConfig, plan_buckets, prove_coverage
 from warmgate.buckets.drafter import DrafterModelError, prove_drafter
 
 # Issue 16's example: exp defaults, max_num_seqs 8, block 128, max_model_len 4096, k=3.
@@ -144,3 +144,19 @@ def test_report_is_json_and_prompt_configs_multiply() -> None:
     assert len(data["unwarmed"]) == 5
     prompt = next(s for s in report.shapes if s.phase == "prompt")
     assert prompt.engine_config == ("prompt", 1, prompt.shape[1], prompt.shape[2])
+
+
+def test_coverage_report_carries_the_drafter_apart_from_the_target() -> None:
+    """prove_coverage(..., method=...) adds the drafter report; the target verdict is unchanged."""
+    plan = plan_buckets(ISSUE)
+    target = prove_coverage(plan)
+    both = prove_coverage(plan, method="eagle3")
+    assert (both.uncovered, both.states, both.covered) == (
+        target.uncovered,
+        target.states,
+        target.covered,
+    )
+    assert target.drafter is None
+    assert "drafter" not in target.to_dict()
+    assert both.drafter == prove_drafter(plan, "eagle3")
+    assert both.to_dict()["drafter"]["unwarmed_shapes"] == 120
