@@ -52,17 +52,28 @@ from warmgate.buckets.coverage import (
     prove_coverage,
 )
 
+# The draft model's own graphs and the warmup sweep that makes it run them (issue 16).
+from warmgate.buckets.drafter import DrafterModelError, DrafterReport, DrafterShape, prove_drafter
+from warmgate.buckets.sweep import SweepPlan, SweepStep, plan_sweep
+
 __all__ += [
     "CompletionError",
     "CostEstimate",
     "CoverageReport",
+    "DrafterModelError",
+    "DrafterReport",
+    "DrafterShape",
     "ModelProfile",
     "PlanDiff",
+    "SweepPlan",
+    "SweepStep",
     "UncoveredShape",
     "brute_force_coverage",
     "complete_plan",
     "estimate_buckets",
     "estimate_plan",
     "plan_diff",
+    "plan_sweep",
     "prove_coverage",
+    "prove_drafter",
 ]

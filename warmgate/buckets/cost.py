@@ -28,7 +28,17 @@ from typing import Any, Literal
 from warmgate.buckets.generate import Bucket
 from warmgate.buckets.plan import BucketPlan
 
-__all__ = ["CostEstimate", "CostParams", "ModelProfile", "estimate_buckets", "estimate_plan"]
+__all__ = [
+    "CostEstimate",
+    "CostParams",
+    "ModelProfile",
+    "SweepCostParams",
+    "estimate_buckets",
+    "estimate_plan",
+    "estimate_sweep_step",
+    "format_seconds",
+    "format_span",
+]
 
 Dtype = Literal["bf16", "fp8"]
 Span = tuple[float, float]
@@ -154,6 +164,68 @@ def _total(
     if cached:
         seconds *= params.cache_ratio[bound]
     return seconds
+
+
+@dataclass(frozen=True, slots=True)
+class SweepCostParams:
+    """(low, high) figures for the drafter sweep's requests (docs/coverage.md, "Drafter graphs").
+
+    None is measured: the reference doc has no decode-step or prefill timings, so these are
+    assumptions for an 8B model in BF16 on one Gaudi2, to be replaced by the first Gaudi run:
+
+    - ``decode_step_s`` 0.02-0.08 s per engine step (a target forward of up to 256 tokens plus
+      k drafter calls), times ``(tokens / 256) ** 0.5`` above 256 tokens per step;
+    - ``prefill_tokens_s`` 4000-16000 prompt tokens per second;
+    - ``drafter_graph_s`` 0.2-0.4 s per drafter graph compiled in the sweep: the runtime cost of an
+      unseen shape quoted in vllm-gaudi PR #1160 (reference doc section 3.4), a target graph's;
+      a drafter graph (one decoder layer) should cost less.
+    Model size scales step and prefill time like compile time (``CostParams.model_exp``); FP8 is
+    taken as fast as BF16 here.
+    """
+
+    decode_step_s: Span = (0.02, 0.08)
+    prefill_tokens_s: Span = (16000.0, 4000.0)  # (low-time, high-time) bound: fast, then slow
+    drafter_graph_s: Span = (0.2, 0.4)
+    ref_step_tokens: int = 256
+
+
+def estimate_sweep_step(
+    step_tokens: int,
+    prompt_tokens: int,
+    engine_steps: tuple[int, int],
+    new_graphs: int,
+    *,
+    model: ModelProfile | None = None,
+    params: SweepCostParams | None = None,
+) -> tuple[float, float]:
+    """Seconds (low, high) of one sweep step: its engine steps, its prefill, its new graphs.
+
+    ``step_tokens`` is the decode step's token count n * (1 + k); ``prompt_tokens`` all prompts'
+    tokens; ``engine_steps`` the (fewest, most) engine steps the step can take. e.g. 8B BF16, 8
+    requests of k=3 (32 tokens a step), 8 x 1000 prompt tokens, 300-700 engine steps, 10 new
+    graphs: low 300 * 0.02 + 8000 / 16000 + 10 * 0.2 = 8.5 s, high 700 * 0.08 + 2 + 4 = 62 s.
+    """
+    model = model or ModelProfile()
+    params = params or SweepCostParams()
+    graph = CostParams()
+    width = max(1.0, step_tokens / params.ref_step_tokens) ** 0.5
+    spans = []
+    for bound in (0, 1):
+        size = (max(model.params_b, 0.1) / graph.ref_params_b) ** graph.model_exp[bound]
+        decode = engine_steps[bound] * params.decode_step_s[bound] * width
+        prefill = prompt_tokens / params.prefill_tokens_s[bound]
+        spans.append(size * (decode + prefill) + new_graphs * params.drafter_graph_s[bound])
+    return spans[0], spans[1]
+
+
+def format_span(low_s: float, high_s: float) -> str:
+    """A (low, high) seconds range as text: '45 s-12 min'."""
+    return f"{_human(low_s)}-{_human(high_s)}"
+
+
+def format_seconds(seconds: float) -> str:
+    """Seconds as text: '45 s', '12 min', '2.5 h'."""
+    return _human(seconds)
 
 
 def _human(seconds: float) -> str:

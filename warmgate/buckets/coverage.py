@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from warmgate.buckets.coverage_decode import DecodeProver
 from warmgate.buckets.coverage_prompt import PromptProver
 from warmgate.buckets.coverage_steps import Bucket, Tally, tally_add
+from warmgate.buckets.drafter import DrafterReport, DraftMethod, prove_drafter
 from warmgate.buckets.plan import BucketPlan
 from warmgate.buckets.states import StateSpace
 
@@ -59,6 +60,7 @@ class CoverageReport:
     decode_states: int
     prompt_states: int
     uncovered: list[UncoveredShape] = field(default_factory=list)
+    drafter: DrafterReport | None = None  # the draft model's graphs, when a method was given
 
     @property
     def covered(self) -> bool:
@@ -87,24 +89,34 @@ class CoverageReport:
             "partial_drafts": self.space.partial_drafts,
             "prefix_caching": self.space.prefix_caching,
             "uncovered": [u.to_dict() for u in self.uncovered[:top]],
-        }
+        } | ({} if self.drafter is None else {"drafter": self.drafter.to_dict(top)})
 
 
 def prove_coverage(
-    plan: BucketPlan, partial_drafts: bool = True, *, prefix_caching: bool | None = None
+    plan: BucketPlan,
+    partial_drafts: bool = True,
+    *,
+    prefix_caching: bool | None = None,
+    method: DraftMethod | None = None,
 ) -> CoverageReport:
     """Exact coverage verdict of ``plan`` over every reachable decode and prompt state.
 
     ``partial_drafts`` puts every T in 1..1+k in scope (else T = 1+k only). ``prefix_caching``
     None takes the engine default: on, unless contiguous PA forces it off; with it on, shared
-    blocks let S exceed num_gpu_blocks. Uncovered shapes come largest state count first.
+    blocks let S exceed num_gpu_blocks. Uncovered shapes come largest state count first. With a
+    speculative ``method`` the report also carries the draft model's graphs (``prove_drafter``,
+    which may raise ``DrafterModelError``) in ``drafter``, apart from the target's verdict.
     """
     space = StateSpace.of(plan.config, partial_drafts=partial_drafts, prefix_caching=prefix_caching)
     decode: Tally = {}
     prompt: Tally = {}
     decode_states = DecodeProver(plan, space).run(decode)
     prompt_states = PromptProver(plan, space).run(prompt)
-    return _report(plan, space, (decode_states, prompt_states), decode, prompt)
+    report = _report(plan, space, (decode_states, prompt_states), decode, prompt)
+    if method is None:
+        return report
+    drafter = prove_drafter(plan, method, partial_drafts, prefix_caching=prefix_caching)
+    return replace(report, drafter=drafter)
 
 
 def brute_force_coverage(

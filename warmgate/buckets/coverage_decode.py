@@ -84,6 +84,19 @@ class DecodeProver:
         shared = space.prefix_caching or self.nhb is None
         return space.blocks_per_seq, INF if shared else cap
 
+    def groups(self, t: int) -> Iterator[tuple[int, int]]:
+        """Runs of n sharing one S -> shape function (``_groups``); the drafter model walks them."""
+        return self._groups(t)
+
+    def block_pieces(self, virtual: int, t: int, sa: int, sb: int) -> Iterator[Piece]:
+        """C over S in [sa, sb] for virtual batch B*T (``_ctx_pieces``), for the drafter model.
+
+        With t = 1 this is the block bucket of ``get_habana_paged_attn_buffers(..., batch_size=B)``
+        for a block list of S entries (contiguous PA: highest id + 1), fmc cap and fallback
+        included.
+        """
+        return self._ctx_pieces(virtual, t, sa, sb)
+
     def _groups(self, t: int) -> Iterator[tuple[int, int]]:
         """Runs of n whose steps map S to shapes through the same function.
 

@@ -15,6 +15,7 @@ from warmgate.cli._engine_args import (
     add_engine_arguments,
     engine_config_from_args,
 )
+from warmgate.cli.plan_drafter import add_drafter_arguments, drafter_summary
 from warmgate.cli.plan_figures import add_figure_arguments, figure_lines, figures
 from warmgate.cli.plan_render import render_json, render_table
 from warmgate.reconcile.model_size import ModelSize, model_size
@@ -41,6 +42,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_engine_arguments(parser)
     _manifest_makes_flags_optional(parser)
     _add_policy_arguments(parser)
+    add_drafter_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -99,12 +101,14 @@ def run(args: argparse.Namespace) -> int:
     if args.write_bucket_file is not None:
         args.write_bucket_file.write_text(evaluation.effective.to_bucket_file())
     extra = figures(evaluation, args.optimum)
+    drafter = drafter_summary(args, evaluation)
     if args.output == "json":
         document = render_json(evaluation, args.top, recipe_cache=args.recipe_cache)
-        sys.stdout.write(json.dumps({**document, **extra}, indent=2) + "\n")
+        document = {**document, **extra, "drafter": drafter.to_dict(args.top)}
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
     else:
         table = render_table(evaluation, args.top, recipe_cache=args.recipe_cache)
-        sys.stdout.write(table + "\n".join(figure_lines(extra)) + "\n")
+        sys.stdout.write(table + "\n".join(figure_lines(extra)) + "\n" + drafter.render())
     return 1 if args.strict and not evaluation.covered else 0
 
 

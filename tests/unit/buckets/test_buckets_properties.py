@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import assume, given
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from warmgate.buckets import (
@@ -186,6 +186,9 @@ def test_decode_shape_fast_path_matches_decode_step(
     assert plan.decode_shape(n, s, t) == plan.decode_step(n, s, t).shape
 
 
+# The assumptions keep about a fifth of the configs; Hypothesis' filter health check then fails
+# on some seeds (about one run in five), although enough examples pass.
+@settings(suppress_health_check=[HealthCheck.filter_too_much])
 @given(configs())
 def test_profiles_agree_unless_the_3x_clamp_binds(cfg: EngineShapeConfig) -> None:
     # Reference 2.4: v0.26.0 and main differ only where ceil(mml/block) * mns > 3 * blocks.

@@ -13,7 +13,7 @@ from warmgate.buckets import (
     estimate_buckets,
     plan_buckets,
 )
-from warmgate.buckets.cost import CostParams, estimate_plan, graph_seconds
+from warmgate.buckets.cost import CostParams, estimate_plan, estimate_sweep_step, graph_seconds
 
 _bucket = st.tuples(st.integers(1, 512), st.integers(1, 8192), st.integers(0, 100_000))
 
@@ -92,3 +92,20 @@ def test_range_is_printed_coarsely(seconds: float, text: str) -> None:
     estimate = estimate_buckets([], [], params=params)
     assert str(estimate) == f"{text}-{text} for 0 graphs"
     assert estimate.to_dict()["low_s"] == round(seconds)
+
+
+def test_sweep_step_estimate_worked_example() -> None:
+    """8 requests, k=3 (32 tokens a step), 8000 prompt tokens, 300-700 engine steps, 10 graphs:
+    low 300 * 0.02 + 8000 / 16000 + 10 * 0.2 = 8.5 s; high 700 * 0.08 + 8000 / 4000 + 10 * 0.4."""
+    low, high = estimate_sweep_step(32, 8000, (300, 700), 10)
+    assert low == pytest.approx(8.5)
+    assert high == pytest.approx(62.0)
+
+
+def test_sweep_step_estimate_scales_with_model_and_width() -> None:
+    base = estimate_sweep_step(32, 0, (100, 100), 0)
+    big = estimate_sweep_step(32, 0, (100, 100), 0, model=ModelProfile(params_b=70.0))
+    wide = estimate_sweep_step(1024, 0, (100, 100), 0)  # 4x the reference tokens: 2x per step
+    assert big[0] > base[0]
+    assert big[1] > base[1]
+    assert wide == pytest.approx((2 * base[0], 2 * base[1]))

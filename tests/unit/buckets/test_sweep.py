@@ -1,0 +1,159 @@
+"""The drafter sweep: every step surely makes the drafter run its expected shapes.
+
+"Surely" is checked against ``server_sim``: a simulated vLLM V1 scheduler and vllm-gaudi runner
+whose drafter calls come from ``drafter_sim`` (the engine's call sequence), under adversarial
+acceptance (all, none, alternating, random) and staggered arrival. The simulated server must also
+never run a drafter shape the model does not list.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from server_sim import ACCEPTS, accept_random, run_step
+
+from warmgate.buckets import BucketPlan, BucketPlanError, EngineShapeConfig, plan_buckets
+from warmgate.buckets.drafter import prove_drafter
+from warmgate.buckets.drafter_walk import DrafterWalk
+from warmgate.buckets.sweep import REASONS, SWEEP_FORMAT, SweepPlan, plan_sweep
+from warmgate.buckets.sweep_ramp import RampOracle
+
+ISSUE = EngineShapeConfig(
+    max_num_seqs=8, max_model_len=4096, max_num_batched_tokens=2048, num_speculative_tokens=3
+)
+
+
+def _arrivals(n: int) -> list[list[int]]:
+    """All at once; every other request one engine step late; only the last one late."""
+    return [[0] * n, [i % 2 for i in range(n)], [0] * (n - 1) + [1]]
+
+
+def _assert_sure(plan: BucketPlan, sweep: SweepPlan, runtime: set[Any]) -> None:
+    accepts = [*ACCEPTS.values(), accept_random(7)]
+    for step in sweep.steps:
+        n = step.concurrency
+        for arrivals in _arrivals(n):
+            for accept in accepts:
+                seen = run_step(
+                    plan, n, step.prompt_tokens, step.max_tokens, accept=accept, arrivals=arrivals
+                )
+                assert set(step.expected) <= seen, step.name
+                assert seen <= runtime, step.name
+
+
+def _sweep(cfg: EngineShapeConfig, **kwargs: Any) -> tuple[BucketPlan, SweepPlan, set[Any]]:
+    plan = plan_buckets(cfg)
+    report = prove_drafter(plan, "eagle3")
+    return plan, plan_sweep(plan, report, **kwargs), {s.key for s in report.shapes}
+
+
+def test_issue_config_steps_run_their_shapes_whatever_the_acceptance() -> None:
+    plan, sweep, runtime = _sweep(ISSUE)
+    assert len(sweep.driven) == 77
+    _assert_sure(plan, sweep, runtime)
+    undriven = {key for key, _ in sweep.undriven}
+    assert sweep.driven | undriven == set(sweep.targets)
+    assert not sweep.driven & undriven
+    assert ("decode", (16, 1, 48)) in sweep.driven  # the issue's call-1 shape
+    assert ("decode", (4, 1, 16)) in sweep.driven  # and its calls 2..3
+
+
+def test_the_issue_burst_as_a_sweep_step() -> None:
+    """3 requests of 300 tokens, max_tokens 200, k=3 (T = 4), budget 2048 - 3 * 4 = 2036.
+
+    Prefill ends within F = 2 + ceil(900 / 2036) = 3 engine steps, so at the first all-3 decode
+    step each request holds 300..300 + 4 * 3 tokens: S = 3 * 3 = 9 exactly. The fastest request
+    needs ceil(199 / 4) = 50 decode steps, so the phase lasts while every request grows at least
+    50 - 1 - 3 = 46 tokens (S >= 3 * ceil(347 / 128) = 9). S = 9 is the issue's state: the step
+    surely runs (16, 1, 48) and (4, 1, 16).
+    """
+    plan = plan_buckets(ISSUE)
+    oracle = RampOracle(plan, DrafterWalk(plan, prove_drafter(plan, "eagle3").space))
+    ramp = oracle.ramp(3, 300, 200)
+    assert ramp is not None
+    assert (ramp.s_start, ramp.s_first, ramp.s_last, ramp.stride) == (9, 9, 9, 3)
+    assert ramp.engine_steps == (51, 203)
+    assert {("decode", (16, 1, 48)), ("decode", (4, 1, 16))} <= oracle.guaranteed(ramp)
+    seen = run_step(plan, 3, 300, 200, accept=ACCEPTS["split"], arrivals=[0, 0, 1])
+    assert {("decode", (16, 1, 48)), ("decode", (4, 1, 16))} <= seen
+
+
+def test_reasons_for_what_is_not_driven() -> None:
+    _, sweep, _ = _sweep(ISSUE)
+    reasons = dict(sweep.undriven)
+    assert reasons[("decode", (3, 1, 4))] == REASONS["partial"]  # B * T = 1 * 3: T < 1 + k only
+    assert reasons[("decode", (24, 1, 32))] == REASONS["unsure"]  # S in [7, 8] for n of 5..6
+    assert any(why == REASONS["prompt"] for why in reasons.values())
+
+
+def test_budget_bounds_the_sweep() -> None:
+    _, sweep, _ = _sweep(ISSUE, budget_s=60.0)
+    assert 0 < sweep.seconds[1] <= 60.0
+    assert REASONS["budget"] in dict(sweep.undriven).values()
+    _, nothing, _ = _sweep(ISSUE, budget_s=0.0)
+    assert nothing.steps == ()
+    assert {why for _, why in nothing.undriven} >= {REASONS["budget"]}
+
+
+def test_sweep_document_is_plain_json() -> None:
+    _, sweep, _ = _sweep(ISSUE)
+    data = json.loads(json.dumps(sweep.to_dict()))
+    assert data["format"] == SWEEP_FORMAT
+    assert data["request"] == {"temperature": 0.0, "ignore_eos": True, "token_pattern": "varied"}
+    assert data["driven"] == 77
+    step = data["steps"][0]
+    assert set(step) >= {"name", "concurrency", "prompt_tokens", "max_tokens", "expected"}
+    assert all(len(shape) == 4 and shape[0] == "decode" for shape in step["expected"])
+    assert len(data["assumptions"]) == 5
+
+
+def test_no_sweep_for_ngram_and_contiguous_pa() -> None:
+    plan = plan_buckets(ISSUE)
+    assert plan_sweep(plan, prove_drafter(plan, "ngram")).steps == ()
+    cpa = ISSUE.model_copy(update={"contiguous_pa": True, "num_gpu_blocks": 512})
+    contiguous = plan_buckets(cpa)
+    sweep = plan_sweep(contiguous, prove_drafter(contiguous, "eagle"))
+    assert sweep.steps == ()
+    assert REASONS["contiguous"] in dict(sweep.undriven).values()
+
+
+@st.composite
+def _engines(draw: st.DrawFn) -> EngineShapeConfig:
+    block = draw(st.sampled_from([16, 32, 64, 128]))
+    return EngineShapeConfig(
+        max_num_seqs=draw(st.integers(1, 12)),
+        max_model_len=block * draw(st.integers(2, 16)) + draw(st.sampled_from([0, 1, block // 2])),
+        max_num_batched_tokens=draw(st.sampled_from([128, 256, 512, 1024, 2048])),
+        block_size=block,
+        num_gpu_blocks=draw(st.one_of(st.none(), st.integers(8, 400))),
+        num_speculative_tokens=draw(st.integers(1, 4)),
+        strategy=draw(st.sampled_from(["exp", "lin", "pad"])),
+    )
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cfg=_engines())
+def test_random_sweeps_run_their_shapes(cfg: EngineShapeConfig) -> None:
+    try:
+        plan, sweep, runtime = _sweep(cfg, budget_s=300.0)
+    except BucketPlanError:
+        return
+    _assert_sure(plan, sweep, runtime)
+
+
+@pytest.mark.parametrize("k", [1, 2, 4])
+def test_config_a_like_sweeps_run_their_shapes(k: int) -> None:
+    cfg = EngineShapeConfig(
+        max_num_seqs=12,
+        max_model_len=1984,
+        max_num_batched_tokens=256,
+        num_gpu_blocks=768,
+        num_speculative_tokens=k,
+    )
+    plan, sweep, runtime = _sweep(cfg, budget_s=600.0)
+    assert sweep.steps
+    _assert_sure(plan, sweep, runtime)
