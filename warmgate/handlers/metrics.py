@@ -65,6 +65,11 @@ WARMUP_REMAINING = Gauge(
     "Seconds the running warmup needs still, at its measured rate (0 when none runs).",
     _LABELS,
 )
+WARMUP_ELAPSED = Gauge(
+    "warmgate_warmup_elapsed_seconds",
+    "Seconds the running warmup attempt has run (0 when none runs).",
+    _LABELS,
+)
 UNWARMED_SERVING = Gauge(
     "warmgate_serving_unwarmed_shapes",
     "Distinct shapes the serving engines of the served plan ran without having warmed them.",
@@ -96,12 +101,14 @@ def _record_progress(namespace: str, name: str, status: SpecDecodeDeploymentStat
     """The running warmup's progress; 1 and 0 s remaining once Warmed, 0 before any run."""
     warmed = any(c.type == "Warmed" and c.status == "True" for c in status.conditions or [])
     progress = status.warmup.progress if status.warmup else None
-    ratio, remaining = (1.0 if warmed else 0.0), 0.0
+    ratio, remaining, elapsed = (1.0 if warmed else 0.0), 0.0, 0.0
     if progress is not None and not warmed and progress.percent is not None:
         ratio = progress.percent / 100
         remaining = float(progress.estimated_remaining_seconds or 0)
+        elapsed = float(progress.elapsed_seconds or 0)
     WARMUP_PROGRESS.labels(namespace, name).set(ratio)
     WARMUP_REMAINING.labels(namespace, name).set(remaining)
+    WARMUP_ELAPSED.labels(namespace, name).set(elapsed)
 
 
 def record(namespace: str, name: str, result: PlanningResult) -> None:

@@ -183,7 +183,9 @@ def test_the_warmup_runner_serves_its_progress(case: Case) -> None:
     job = case.children().warmup_job
     warmup = job["spec"]["template"]["spec"]["containers"][0]
     assert warmup["command"][-1].endswith("--status-port 9464")
-    assert warmup["ports"] == [{"name": "warmgate-status", "containerPort": 9464, "protocol": "TCP"}]
+    assert warmup["ports"] == [
+        {"name": "warmgate-status", "containerPort": 9464, "protocol": "TCP"}
+    ]
 
 
 def test_the_selector_never_holds_the_plan_hash(case: Case) -> None:
