@@ -5,173 +5,88 @@
 - **Pass-through.** The engine's stdout and stderr bytes are written to the runner's own stdout
   and stderr as they arrive, unchanged (no decoding on that path), so `kubectl logs` reads the
   engine as before. The runner is no proxy: requests go straight to the engine's port.
-- **No latency.** The engine never waits for the parser: the pumps hand a copy of each chunk
-  to a bounded queue without blocking; if the parser ever fell 16 MiB behind, chunks would be
-  dropped from the copy (counted in ``dropped_bytes``), never from the output.
+- **No latency.** This process only moves bytes (system calls). Parsing runs in an observer
+  process forked before the engine starts (`serve_watch.py`), fed a copy through two pipes
+  written without blocking: when the observer lags by a pipe's capacity (1 MiB where Linux
+  allows), the copy is skipped and counted (``dropped_bytes``), never the output.
 - **Same parser as warmup** (`logparse.LogParser`): "Configuration: ... was not warmed-up!" and
   "... bucket for ... was not prepared" lines, with the same formats and normalisation.
 - **Survives engine restarts.** The counts live in ``--state-file`` on the Pod's emptyDir; when
   the engine exits, the runner exits with its code (so Kubernetes sees the crash and restarts
   the container, as without the runner), and the next start reloads the counts.
-- **Seam for more observers.** ``Watch.line_hooks`` get every complete line (e.g. the
-  `warmgate-hook ... compile ...` lines of issue 16); ``Watch.bump`` counts under ``hooks``.
+- **Seam for more observers.** ``serve_watch.Watch.line_hooks`` get every complete line (e.g.
+  the `warmgate-hook ... compile ...` lines of issue 16); ``Watch.bump`` counts under ``hooks``.
 Standard library only.
 """
 
 from __future__ import annotations
 
 import argparse
-import codecs
 import contextlib
-import json
+import fcntl
+import mmap
 import os
-import queue
-import re
 import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
-from warmgate.warmup.logparse import LogParser
-from warmgate.warmup.statusboard import Board, Sample, serve_board
+from warmgate.warmup.serve_watch import DROPPED, observe
 
 DEFAULT_STATE_FILE = Path("/warmgate/local/serve/observed.json")
-MAX_LISTED = 1000  # distinct shapes kept; the counts go on beyond it
 _CHUNK = 64 * 1024
-_QUEUE_CHUNKS = 256  # 16 MiB of output the parser may lag behind before copies are dropped
-_EOL = re.compile(r"\r\n|\r|\n")
-LineHook = Callable[[str], None]
+_COPY_PIPE_BYTES = 1024 * 1024  # F_SETPIPE_SZ; the default 64 KiB where it is refused
+_OBSERVER_GRACE_S = 10.0
 
 
-class Watch:
-    """The engine's output as the serve mode reads it: the warmup parser plus line hooks."""
+class Copies:
+    """The write ends of the copy pipes, non-blocking; what does not fit is counted, not sent."""
 
-    def __init__(self, state: dict[str, Any], on_change: Callable[[], None]) -> None:
-        self.state = state
-        self.parser = LogParser()
-        self.line_hooks: list[LineHook] = []
-        self._on_change = on_change
-        self._partial: dict[str, str] = {}
-        self._taken = (0, 0)
-        self._seen: dict[str, set[str]] = {}
-
-    def feed(self, text: str, stream: str) -> None:
-        """Parse a chunk of one stream; report when a new shape appeared."""
-        self.parser.feed(text, stream)
-        if self.line_hooks:
-            self._lines(text, stream)
-        if self._collect():
-            self._on_change()
-
-    def _lines(self, text: str, stream: str) -> None:
-        pieces = _EOL.split(self._partial.get(stream, "") + text)
-        self._partial[stream] = pieces.pop()[-_CHUNK:]
-        for line in pieces:
-            for hook in self.line_hooks:
-                hook(line)
-
-    def bump(self, name: str, by: int = 1) -> None:
-        """A hook's counter, exposed under ``hooks`` in the status and as a metric."""
-        hooks = self.state.setdefault("hooks", {})
-        hooks[name] = int(hooks.get(name, 0)) + by
-        self._on_change()
-
-    def _collect(self) -> bool:
-        """Take the parser's new entries (it appends, each distinct once per run); a shape an
-        earlier engine run of this Pod already logged is not counted again."""
-        log, changed = self.parser.state, False
-        for shape in log.unwarmed[self._taken[0] :]:
-            changed |= self._add("unwarmed", shape.text)
-        for miss in log.not_prepared[self._taken[1] :]:
-            changed |= self._add("not_prepared", f"{miss.phase} {miss.requested} -> {miss.added}")
-        self._taken = (len(log.unwarmed), len(log.not_prepared))
-        return changed
-
-    def _add(self, kind: str, text: str) -> bool:
-        seen = self._seen.setdefault(kind, set(self.state[kind]))
-        if text in seen:
-            return False
-        seen.add(text)
-        self.state[f"{kind}_count"] += 1
-        if len(self.state[kind]) < MAX_LISTED:
-            self.state[kind].append(text)
-        return True
-
-
-def fresh_state() -> dict[str, Any]:
-    """What serve mode records: distinct shapes, their counts, engine starts, dropped bytes."""
-    return {
-        "unwarmed": [],
-        "unwarmed_count": 0,
-        "not_prepared": [],
-        "not_prepared_count": 0,
-        "engine_starts": 0,
-        "dropped_bytes": 0,
-        "hooks": {},
-    }
-
-
-def load_state(path: Path) -> dict[str, Any]:
-    """The counts of earlier engine runs in this Pod; fresh ones when unreadable."""
-    state = fresh_state()
-    try:
-        found = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return state
-    if isinstance(found, dict):
-        state.update({k: v for k, v in found.items() if type(v) is type(state.get(k))})
-    return state
-
-
-def save_state(path: Path, state: dict[str, Any]) -> None:
-    """Write through a temporary name, so a restart never reads half a file."""
-    with contextlib.suppress(OSError):  # counting must never stop the engine
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        tmp.write_text(json.dumps(state, sort_keys=True), encoding="utf-8")
-        os.replace(tmp, path)
-
-
-def samples(state: dict[str, Any]) -> list[Sample]:
-    """The serving Pod's /metrics."""
-    found: list[Sample] = [
-        ("warmgate_runner_unwarmed_shapes", "Distinct shapes the engine ran unwarmed.", 0.0),
-        ("warmgate_runner_not_prepared_buckets", "Distinct bucket lookups not prepared.", 0.0),
-        ("warmgate_runner_engine_starts", "Engine starts in this Pod.", 0.0),
-        ("warmgate_runner_dropped_log_bytes", "Engine output the parser skipped.", 0.0),
-    ]
-    keys = ("unwarmed_count", "not_prepared_count", "engine_starts", "dropped_bytes")
-    return [(n, h, float(state[k])) for (n, h, _), k in zip(found, keys, strict=True)]
-
-
-class Passthrough:
-    """Pumps one engine pipe to our own descriptor, unchanged, and a copy to the parser."""
-
-    def __init__(self, copies: queue.Queue[tuple[str, bytes] | None], state: dict[str, Any]):
-        self._copies, self._state = copies, state
+    def __init__(self, fds: dict[str, int], dropped: mmap.mmap) -> None:
+        self._fds, self._dropped = fds, dropped
         self._lock = threading.Lock()
+        for fd in fds.values():
+            os.set_blocking(fd, False)
+            with contextlib.suppress(OSError, AttributeError):
+                fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _COPY_PIPE_BYTES)
 
-    def pump(self, pipe: IO[bytes] | None, out_fd: int, stream: str) -> threading.Thread:
-        """Start the pump thread of one stream."""
-        thread = threading.Thread(target=self._run, args=(pipe, out_fd, stream), daemon=True)
-        thread.start()
-        return thread
+    def offer(self, stream: str, chunk: bytes) -> None:
+        """Copy ``chunk`` to the observer if the pipe has room; never wait."""
+        try:
+            sent = os.write(self._fds[stream], chunk)
+        except (BlockingIOError, BrokenPipeError):
+            sent = 0
+        except OSError:
+            sent = 0
+        if sent < len(chunk):
+            with self._lock:
+                skipped = DROPPED.unpack_from(self._dropped)[0] + len(chunk) - sent
+                DROPPED.pack_into(self._dropped, 0, skipped)
 
-    def _run(self, pipe: IO[bytes] | None, out_fd: int, stream: str) -> None:
+    def close(self) -> None:
+        """End of the engine's output: the observer drains what it has and exits."""
+        for fd in self._fds.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _pump(pipe: IO[bytes] | None, out_fd: int, stream: str, copies: Copies) -> threading.Thread:
+    def run() -> None:
         if pipe is None:
             return
         fd = pipe.fileno()
         while chunk := os.read(fd, _CHUNK):
             _write_all(out_fd, chunk)
-            try:
-                self._copies.put_nowait((stream, chunk))
-            except queue.Full:
-                with self._lock:
-                    self._state["dropped_bytes"] += len(chunk)
+            copies.offer(stream, chunk)
         pipe.close()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -181,14 +96,6 @@ def _write_all(fd: int, data: bytes) -> None:
             view = view[os.write(fd, view) :]
         except OSError:
             return  # our own output closed: keep the engine running, drop the copy
-
-
-def _parse_loop(copies: queue.Queue[tuple[str, bytes] | None], watch: Watch) -> None:
-    decoders = {s: codecs.getincrementaldecoder("utf-8")(errors="replace") for s in ("o", "e")}
-    while (item := copies.get()) is not None:
-        stream, chunk = item
-        watch.feed(decoders[stream[0]].decode(chunk), stream)
-    watch.parser.close()
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -206,26 +113,52 @@ def main(argv: Sequence[str]) -> int:
     if not engine:
         print("warmgate: --serve needs the engine's command after --", file=sys.stderr)
         return 2
-    state = load_state(args.state_file)
-    state["engine_starts"] += 1
-    board = Board("serve")
-    publish = _publisher(board, state, args.state_file)
-    publish()
-    board.set_samples(lambda: samples(state))
-    if args.status_port is not None:
-        serve_board(board, args.status_port)
-    return _run(engine, Watch(state, publish), state)
+    dropped = mmap.mmap(-1, DROPPED.size)  # shared with the observer after the fork
+    pipes = {"out": os.pipe(), "err": os.pipe()}
+    sys.stdout.flush()
+    sys.stderr.flush()
+    observer = os.fork()  # before any thread exists: the child runs only the observer
+    if observer == 0:
+        _observer_child(pipes, args.state_file, args.status_port, dropped)
+    for read_end, _ in pipes.values():
+        os.close(read_end)
+    copies = Copies({stream: write_end for stream, (_, write_end) in pipes.items()}, dropped)
+    code = _run(engine, copies)
+    copies.close()
+    _reap(observer)
+    return code
 
 
-def _publisher(board: Board, state: dict[str, Any], path: Path) -> Callable[[], None]:
-    def publish() -> None:
-        board.update(**json.loads(json.dumps(state)))
-        save_state(path, state)
+def _observer_child(
+    pipes: dict[str, tuple[int, int]], state_file: Path, port: int | None, dropped: mmap.mmap
+) -> None:
+    for _, write_end in pipes.values():
+        os.close(write_end)
+    code = 0
+    try:
+        observe({r: stream for stream, (r, _) in pipes.items()}, state_file, port, dropped)
+    except Exception as exc:  # an observer bug must never touch the engine
+        print(f"warmgate: serve-mode observer stopped: {exc!r}", file=sys.stderr)
+        code = 1
+    finally:
+        sys.stderr.flush()
+        os._exit(code)
 
-    return publish
+
+def _reap(pid: int) -> None:
+    """Wait for the observer to save its last counts; kill it if it does not finish."""
+    deadline = time.monotonic() + _OBSERVER_GRACE_S
+    while time.monotonic() < deadline:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return
+        time.sleep(0.02)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
 
 
-def _run(engine: list[str], watch: Watch, state: dict[str, Any]) -> int:
+def _run(engine: list[str], copies: Copies) -> int:
     try:
         proc = subprocess.Popen(engine, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except OSError as exc:
@@ -233,14 +166,8 @@ def _run(engine: list[str], watch: Watch, state: dict[str, Any]) -> int:
         return 127
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda signum, _frame: proc.send_signal(signum))
-    copies: queue.Queue[tuple[str, bytes] | None] = queue.Queue(maxsize=_QUEUE_CHUNKS)
-    parse = threading.Thread(target=_parse_loop, args=(copies, watch), daemon=True)
-    parse.start()
-    pumps = Passthrough(copies, state)
-    threads = [pumps.pump(proc.stdout, 1, "out"), pumps.pump(proc.stderr, 2, "err")]
+    threads = [_pump(proc.stdout, 1, "out", copies), _pump(proc.stderr, 2, "err", copies)]
     code = proc.wait()
     for thread in threads:
         thread.join()
-    copies.put(None)
-    parse.join(timeout=10)
     return 128 - code if code < 0 else code
