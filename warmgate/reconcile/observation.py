@@ -9,6 +9,8 @@ the last recorded value in place.
 from __future__ import annotations
 
 from dataclasses import replace
+from time import monotonic
+from typing import Final
 
 from warmgate.api import Manifest, SpecDecodeDeployment
 from warmgate.api.conditions import now
@@ -20,6 +22,10 @@ from warmgate.reconcile.progress import RunnerEndpoints, progress_of, running_po
 from warmgate.reconcile.serving_state import ServingState
 from warmgate.reconcile.warmup_state import WarmupState
 from warmgate.resources.names import plan_label
+
+# Reading the serving Pods' runners shares one budget per sync: a namespace whose
+# NetworkPolicy drops the status port costs at most this long per resync, not 2 s per replica.
+READ_BUDGET_S: Final = 5.0
 
 
 def with_progress(
@@ -67,7 +73,10 @@ def serving_drift(
     docs = []
     if served is not None:
         namespace = sdd.metadata.namespace or "default"
+        deadline = monotonic() + READ_BUDGET_S
         for pod in cluster.list_pods(namespace, selector):
+            if monotonic() > deadline:
+                break  # the rest next sync; the record keeps what was read before
             labels = pod["metadata"].get("labels") or {}
             if labels.get(LABEL_PLAN_HASH) == plan_label(served) and running_pod([pod]):
                 doc = endpoints.read(pod)

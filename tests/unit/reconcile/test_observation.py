@@ -242,3 +242,17 @@ def test_a_pod_that_does_not_answer_changes_nothing(world: World) -> None:
     assert world.sdd.status is not None
     assert world.sdd.status.drift is None
     assert world.conditions()["Ready"] == ("True", "ReplicasReady")
+
+
+def test_slow_runners_share_one_read_budget_per_sync(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world.sync()
+    world.verify()
+    world.serve("served-a")
+    world.serve("served-b")
+    clock = iter(range(0, 100, 3))  # every read seems to take 3 s
+    monkeypatch.setattr("warmgate.reconcile.observation.monotonic", lambda: next(clock))
+    world.endpoints.reads.clear()
+    world.sync()
+    assert world.endpoints.reads == ["served-a"]  # the budget of 5 s ran out after one Pod
