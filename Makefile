@@ -6,8 +6,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ASSETS_CMD := hack/provision-envtest.sh
+MONITORING_CMD := hack/provision-monitoring.sh
 
-.PHONY: help venv assets lint typecheck imports unit integration e2e test run bench crd clean
+.PHONY: help venv assets monitoring-tools lint typecheck imports unit integration e2e test run bench crd clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -23,6 +24,9 @@ venv: $(STAMP) ## Create .venv with warmgate and its dev tools
 assets: ## Provision the control plane and the node (.cache/envtest, Debian packages), or use KUBEBUILDER_ASSETS
 	@if [ -n "$$KUBEBUILDER_ASSETS" ]; then echo "using KUBEBUILDER_ASSETS=$$KUBEBUILDER_ASSETS"; else bash $(ASSETS_CMD) all; fi
 
+monitoring-tools: ## Build kube-state-metrics and promtool from their Go modules (.cache/monitoring)
+	@bash $(MONITORING_CMD) all >/dev/null
+
 lint: venv ## ruff lint + format check, mypy --strict, import contracts
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -32,13 +36,13 @@ lint: venv ## ruff lint + format check, mypy --strict, import contracts
 unit: venv ## Unit tests only (pure, fast)
 	$(PY) -m pytest tests -m "not integration and not e2e"
 
-integration: venv assets ## Integration tests against the real apiserver
+integration: venv assets monitoring-tools ## Integration tests against the real apiserver
 	$(PY) -m pytest tests -m integration
 
 e2e: venv assets ## End-to-end tests on the local single-node cluster (root, containerd, kubelet)
 	$(PY) -m pytest tests -m e2e
 
-test: venv assets lint ## Everything: install, provision, lint, all test tiers
+test: venv assets monitoring-tools lint ## Everything: install, provision, lint, all test tiers
 	$(PY) -m pytest tests
 
 run: venv assets ## The main job on a local single-node cluster (API-only where no node can start)

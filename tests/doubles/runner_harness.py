@@ -146,11 +146,13 @@ def _runner_command(
     return argv, tree, env
 
 
-def start_runner(tmp: Path, plan: dict[str, Any], faults: str = "") -> subprocess.Popen[bytes]:
-    """Start the runner in the background (for signal tests)."""
+def start_runner(
+    tmp: Path, plan: dict[str, Any], faults: str = "", args: tuple[str, ...] = ()
+) -> subprocess.Popen[bytes]:
+    """Start the runner in the background (for signal tests), with extra ``args``."""
     argv, tree, env = _runner_command(tmp, plan, faults, None)
     return subprocess.Popen(
-        argv, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        [*argv, *args], cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
 
 

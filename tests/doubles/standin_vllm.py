@@ -32,6 +32,10 @@ Faults are injected with STANDIN_FAULTS, a comma list of:
   probe_http_500        answer every completion with HTTP 500
   exit_on_probe         exit 4 on the first completion request
 STANDIN_RECORD=<path> writes the argv and the runner-owned env variables there as JSON.
+
+Unwarmed lines on demand, while serving: `POST /standin/unwarmed` with
+{"configs": [["decode", 24, 1, 768], ...], "not_prepared": [["decode", [24, 1, 800], [24, 1,
+896]], ...]} makes every rank log those lines as the engine does (formats in ``unwarmed``).
 """
 
 from __future__ import annotations
@@ -471,19 +475,28 @@ class Engine:
             "INFO", "hpu_model_runner.py:5174", f"Graph/{phase} captured:{total} used_mem:{used}"
         )
 
-    def unwarmed(self, proc: Proc) -> None:
-        """G26 hpu_model_runner.py:3588 / Gmain:3643 and G26 common.py:313-314 / Gmain:321-322."""
-        # §5.3: a partial-draft step (T=3 of k=3) runs a shape no bucket covers.
-        proc.log(
-            "WARNING",
-            "hpu_model_runner.py:3588",
-            "Configuration: ('decode', 24, 1, 768) was not warmed-up!",
-        )
-        proc.log(
-            "WARNING",
-            "common.py:313",
-            "Decode bucket for (24, 1, 800) was not prepared. Adding new bucket: (24, 1, 896)",
-        )
+    def unwarmed(
+        self,
+        proc: Proc,
+        configs: tuple[tuple[Any, ...], ...] = (("decode", 24, 1, 768),),
+        misses: tuple[tuple[str, Bucket, Bucket], ...] = (("decode", (24, 1, 800), (24, 1, 896)),),
+    ) -> None:
+        """G26 hpu_model_runner.py:3588 / Gmain:3643 and G26 common.py:313-314 / Gmain:321-322.
+
+        The default is §5.3's: a partial-draft step (T=3 of k=3) runs a shape no bucket covers.
+        """
+        for config in configs:  # logger.warning("Configuration: %s was not warmed-up!", cfg)
+            proc.log(
+                "WARNING", "hpu_model_runner.py:3588", f"Configuration: {config} was not warmed-up!"
+            )
+        for phase, requested, added in misses:
+            where = "common.py:287" if phase == "prompt" else "common.py:313"
+            proc.log(
+                "WARNING",
+                where,
+                f"{phase.capitalize()} bucket for {requested} was not prepared. "
+                f"Adding new bucket: {added}",
+            )
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -549,6 +562,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if self.path == "/standin/unwarmed":
+            self._unwarmed_on_demand(body)
+            return
         if self.path != "/v1/completions" or body.get("model") != self.served_name:
             self._reply(404, {"error": "not found"})
             return
@@ -564,6 +580,16 @@ class Handler(BaseHTTPRequestHandler):
             return
         text = " tok" * int(body.get("max_tokens", 1))
         self._reply(200, {"object": "text_completion", "choices": [{"index": 0, "text": text}]})
+
+    def _unwarmed_on_demand(self, body: dict[str, Any]) -> None:
+        """Log the asked-for unwarmed configurations and lookup misses on every rank."""
+        configs = tuple(tuple(c) for c in body.get("configs") or ())
+        misses = tuple(
+            (str(p), (int(r[0]), int(r[1]), int(r[2])), (int(a[0]), int(a[1]), int(a[2])))
+            for p, r, a in body.get("not_prepared") or ()
+        )
+        self.engine.on_ranks(lambda p: self.engine.unwarmed(p, configs, misses))
+        self._reply(200, {"logged": len(configs) + len(misses)})
 
 
 def main(argv: list[str]) -> int:

@@ -27,6 +27,10 @@ ANNOTATION_CACHE_KEY: Final = f"{PREFIX}cache-key"
 # On the serving Deployment: a digest of what the operator last wrote into it.
 ANNOTATION_APPLIED_HASH: Final = f"{PREFIX}applied-hash"
 READINESS_GATE: Final = f"{PREFIX}warmed"
+# The runner's read-only status endpoint in warmup and serving Pods (GET /warmgate/status and
+# /metrics): progress and unwarmed shapes reach the operator through it (docs/operator.md).
+RUNNER_STATUS_PORT_NAME: Final = "warmgate-status"
+RUNNER_STATUS_PORT: Final = 9464
 COMPONENT_WARMUP: Final = "warmup"
 COMPONENT_SERVING: Final = "serving"
 
@@ -61,6 +65,9 @@ class Reason:
     SERVING_PROGRESSING: Final = "ServingProgressing"
     REPLICAS_READY: Final = "ReplicasReady"
     SCALED_TO_ZERO: Final = "ScaledToZero"
+    # Ready stays True (the replicas serve) with this reason while the serving engines have
+    # logged shapes the verified plan did not warm (post-serve drift, field.md §4 item 3).
+    UNWARMED_SHAPE_OBSERVED: Final = "UnwarmedShapeObserved"
 
 
 class Phase:

@@ -79,14 +79,41 @@ class PlanSummary(ApiModel):
     )
 
 
+class WarmupProgress(ApiModel):
+    """How far the running warmup is, as its runner reports it (at most one write per ~10 s)."""
+
+    stage: Annotated[str, StringConstraints(max_length=64)] | None = Field(
+        default=None, description="The runner's stage: facts, engine, warmup, probe, stopping, ..."
+    )
+    phase: Annotated[str, StringConstraints(max_length=32)] | None = Field(
+        default=None, description="The engine's warmup phase being compiled: prompt or decode."
+    )
+    warmed_buckets: int | None = Field(
+        default=None, ge=0, description="Buckets the engine has warmed so far (prompt + decode)."
+    )
+    planned_buckets: int | None = Field(
+        default=None, ge=0, description="Buckets the plan warms (status.plan.totalBuckets)."
+    )
+    percent: int | None = Field(default=None, ge=0, le=100, description="warmed of planned, %.")
+    elapsed_seconds: int | None = Field(
+        default=None, ge=0, description="Seconds since the runner of this attempt started."
+    )
+    estimated_remaining_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        description="Seconds left at the rate measured so far (the plan's estimate before).",
+    )
+    update_time: Time | None = Field(default=None, description="When the operator read it.")
+
+
 class WarmupSummary(ApiModel):
     """The warmup Job of the current plan."""
 
     job_name: ObjectName | None = Field(default=None, description="Name of the warmup Job.")
     attempts: int | None = Field(default=None, ge=0, description="Attempts started so far.")
     warmed_buckets: int | None = Field(default=None, ge=0, description="Buckets warmed so far.")
-    progress: Annotated[str, StringConstraints(max_length=64)] | None = Field(
-        default=None, description="Human-readable progress, e.g. 37/145."
+    progress: WarmupProgress | None = Field(
+        default=None, description="Progress of the running warmup, read from its runner."
     )
     start_time: Time | None = Field(default=None, description="When the current attempt started.")
     completion_time: Time | None = Field(default=None, description="When warmup succeeded.")
@@ -115,6 +142,46 @@ class ServingSummary(ApiModel):
     )
 
 
+SeedRow = Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=3, max_length=3)]
+
+
+class ProposedSeeds(ApiModel):
+    """Seed buckets that would make the engine warm the shapes observed unwarmed."""
+
+    prompt: list[SeedRow] | None = Field(
+        default=None, max_length=MAX_UNCOVERED_LISTED, description="Prompt [bs, query, ctx]."
+    )
+    decode: list[SeedRow] | None = Field(
+        default=None, max_length=MAX_UNCOVERED_LISTED, description="Decode [bs, 1, blocks]."
+    )
+
+
+class DriftSummary(ApiModel):
+    """Shapes the serving engines ran without having warmed them (post-serve drift)."""
+
+    plan_hash: Hash | None = Field(default=None, description="Plan the serving Pods ran.")
+    unwarmed_shapes: int | None = Field(
+        default=None, ge=0, description="Distinct shapes logged as 'was not warmed-up!'."
+    )
+    not_prepared: int | None = Field(
+        default=None, ge=0, description="Distinct bucket lookups logged as 'was not prepared'."
+    )
+    shapes: list[Annotated[str, StringConstraints(max_length=128)]] | None = Field(
+        default=None,
+        max_length=MAX_UNCOVERED_LISTED,
+        description=f"First {MAX_UNCOVERED_LISTED} shapes, e.g. ('decode', 24, 1, 768).",
+    )
+    first_observed_time: Time | None = Field(default=None, description="When first observed.")
+    proposed_seeds: ProposedSeeds | None = Field(
+        default=None,
+        description="Seeds to add to spec.buckets.seeds so that warmup covers these shapes; "
+        "never applied by the operator.",
+    )
+    proposal: Annotated[str, StringConstraints(max_length=1024)] | None = Field(
+        default=None, description="What the proposal does and how to apply it."
+    )
+
+
 class SpecDecodeDeploymentStatus(ApiModel):
     """Observed state, written by the operator only."""
 
@@ -133,3 +200,6 @@ class SpecDecodeDeploymentStatus(ApiModel):
     plan: PlanSummary | None = Field(default=None, description="Bucket plan summary.")
     warmup: WarmupSummary | None = Field(default=None, description="Warmup summary.")
     serving: ServingSummary | None = Field(default=None, description="Serving summary.")
+    drift: DriftSummary | None = Field(
+        default=None, description="Unwarmed shapes observed while serving, and seeds proposed."
+    )

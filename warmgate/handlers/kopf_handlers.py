@@ -16,6 +16,7 @@ import kopf
 from warmgate.api import GROUP, PLURAL, VERSION, ManifestError, SpecDecodeDeployment, parse_manifest
 from warmgate.handlers import metrics
 from warmgate.handlers.kube_cluster import KubeCluster
+from warmgate.handlers.runner_endpoints import HttpRunnerEndpoints
 from warmgate.reconcile.cluster import EventType
 from warmgate.reconcile.plan_cache import PlanCache
 from warmgate.reconcile.planning import PlanningResult, evaluate
@@ -34,7 +35,9 @@ def run(
 ) -> None:
     """Run the operator until it is stopped: every namespace when ``namespaces`` is empty."""
     kopf.configure(verbose=verbose)
-    runtime = Runtime(settings, KubeCluster.connect(), PlanCache(_timed_evaluate))
+    runtime = Runtime(
+        settings, KubeCluster.connect(), PlanCache(_timed_evaluate), HttpRunnerEndpoints()
+    )
     if settings.metrics_port:
         metrics.serve(settings.metrics_port)
         log.info(f"Started the metrics endpoint on port {settings.metrics_port}")

@@ -55,6 +55,31 @@ SERVING_READY = Gauge(
     "warmgate_serving_ready_replicas", "Ready serving replicas (of a verified plan).", _LABELS
 )
 READY = Gauge("warmgate_ready", "1 when the Ready condition is True, else 0.", _LABELS)
+WARMUP_PROGRESS = Gauge(
+    "warmgate_warmup_progress_ratio",
+    "Planned buckets warmed so far by the running warmup (0 to 1; 1 once verified).",
+    _LABELS,
+)
+WARMUP_REMAINING = Gauge(
+    "warmgate_warmup_estimated_remaining_seconds",
+    "Seconds the running warmup needs still, at its measured rate (0 when none runs).",
+    _LABELS,
+)
+WARMUP_ELAPSED = Gauge(
+    "warmgate_warmup_elapsed_seconds",
+    "Seconds the running warmup attempt has run (0 when none runs).",
+    _LABELS,
+)
+UNWARMED_SERVING = Gauge(
+    "warmgate_serving_unwarmed_shapes",
+    "Distinct shapes the serving engines of the served plan ran without having warmed them.",
+    _LABELS,
+)
+NOT_PREPARED_SERVING = Gauge(
+    "warmgate_serving_not_prepared_buckets",
+    "Bucket lookups the serving engines logged as not prepared (the most any Pod reported).",
+    _LABELS,
+)
 
 
 def record_status(namespace: str, name: str, status: SpecDecodeDeploymentStatus) -> None:
@@ -66,6 +91,24 @@ def record_status(namespace: str, name: str, status: SpecDecodeDeploymentStatus)
         WARMUP_DURATION.labels(namespace, name).set(status.warmup.duration_seconds)
     ready = status.serving.ready_replicas if status.serving else None
     SERVING_READY.labels(namespace, name).set(ready or 0)
+    _record_progress(namespace, name, status)
+    drift = status.drift
+    UNWARMED_SERVING.labels(namespace, name).set(drift.unwarmed_shapes or 0 if drift else 0)
+    NOT_PREPARED_SERVING.labels(namespace, name).set(drift.not_prepared or 0 if drift else 0)
+
+
+def _record_progress(namespace: str, name: str, status: SpecDecodeDeploymentStatus) -> None:
+    """The running warmup's progress; 1 and 0 s remaining once Warmed, 0 before any run."""
+    warmed = any(c.type == "Warmed" and c.status == "True" for c in status.conditions or [])
+    progress = status.warmup.progress if status.warmup else None
+    ratio, remaining, elapsed = (1.0 if warmed else 0.0), 0.0, 0.0
+    if progress is not None and not warmed and progress.percent is not None:
+        ratio = progress.percent / 100
+        remaining = float(progress.estimated_remaining_seconds or 0)
+        elapsed = float(progress.elapsed_seconds or 0)
+    WARMUP_PROGRESS.labels(namespace, name).set(ratio)
+    WARMUP_REMAINING.labels(namespace, name).set(remaining)
+    WARMUP_ELAPSED.labels(namespace, name).set(elapsed)
 
 
 def record(namespace: str, name: str, result: PlanningResult) -> None:

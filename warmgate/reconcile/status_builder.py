@@ -22,6 +22,7 @@ from warmgate.api.constants import (
     Reason,
 )
 from warmgate.api.status import Condition
+from warmgate.reconcile.drift import DriftState, with_drift
 from warmgate.reconcile.planning import PlanningResult
 from warmgate.reconcile.serving_state import ServingState
 from warmgate.reconcile.verdict import Verdict
@@ -35,8 +36,10 @@ def build_status(
     *,
     warmup: WarmupState | None = None,
     serving: ServingState | None = None,
+    drift: DriftState | None = None,
 ) -> SpecDecodeDeploymentStatus:
-    """The whole status from the planning result and, once they ran, the warmup and serving."""
+    """The whole status from the planning result and, once they ran, the warmup and serving
+    (Ready says so when the serving engines ran unwarmed shapes: ``drift``)."""
     old = sdd.status or SpecDecodeDeploymentStatus()
     gen = sdd.metadata.generation
     conditions: list[Condition] | None = old.conditions
@@ -48,7 +51,8 @@ def build_status(
         else Verdict("Unknown", Reason.WARMUP_PENDING, "The warmup stage has not run")
     )
     conditions = _set(conditions, WARMED, warmed, gen, at)
-    conditions = _set(conditions, READY, serving.verdict if serving else _ready(warmed), gen, at)
+    ready = with_drift(serving.verdict if serving else _ready(warmed), drift)
+    conditions = _set(conditions, READY, ready, gen, at)
     stalled = result.stalled or (warmup is not None and warmup.stalled)
     conditions = _kstatus(conditions, _cause(result, warmup) if stalled else None, warmed, gen, at)
     return old.model_copy(
@@ -59,6 +63,7 @@ def build_status(
             "plan": result.summary,
             "warmup": warmup.summary if warmup else old.warmup,
             "serving": serving.summary if serving else old.serving,
+            "drift": drift.summary if drift else old.drift,
         }
     )
 

@@ -9,7 +9,7 @@ creates or rolls.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from warmgate.api import Manifest, SpecDecodeDeployment, SpecDecodeDeploymentStatus
@@ -32,9 +32,12 @@ from warmgate.reconcile.cluster import (
     EventType,
     Logger,
 )
+from warmgate.reconcile.drift import DriftState
+from warmgate.reconcile.observation import announce_drift, serving_drift, with_progress
 from warmgate.reconcile.plan_cache import PlanCache
 from warmgate.reconcile.plan_evaluation import total_buckets
 from warmgate.reconcile.planning import PlanningResult
+from warmgate.reconcile.progress import NoEndpoints, RunnerEndpoints
 from warmgate.reconcile.serving_state import ServingState, evaluate_serving, served_plan
 from warmgate.reconcile.status_builder import build_status, status_patch
 from warmgate.reconcile.verdict import Verdict, one_line
@@ -47,11 +50,13 @@ from warmgate.settings import Settings
 
 @dataclass(frozen=True)
 class Runtime:
-    """What every sync shares: the settings, the cluster adapter and the planning results."""
+    """What every sync shares: the settings, the cluster adapter and the planning results,
+    and the reader of the runners' status endpoints (progress, serving drift)."""
 
     settings: Settings
     cluster: Cluster
     plans: PlanCache
+    endpoints: RunnerEndpoints = field(default_factory=NoEndpoints)
 
 
 @dataclass(frozen=True)
@@ -68,8 +73,10 @@ def sync(sdd: SpecDecodeDeployment, runtime: Runtime, events: Events, log: Logge
     result = runtime.plans.get(sdd)
     warmup, verified = _warm(sdd, result, runtime, events, log)
     serving = _serve(sdd, verified, result, cluster=runtime.cluster, events=events, log=log)
-    status = build_status(sdd, result, warmup=warmup, serving=serving)
+    drift = _drift(sdd, result, serving, runtime, log)
+    status = build_status(sdd, result, warmup=warmup, serving=serving, drift=drift)
     _announce(sdd.status, result, events, log)
+    announce_drift(drift, events)
     return Outcome(result, status, status_patch(sdd.status, status))
 
 
@@ -86,7 +93,7 @@ def _warm(
         return None, None
     try:
         children = desired_children(sdd, to_run, runtime.settings)
-        warmup = _warmup(sdd, children, to_run, runtime.cluster, events)
+        warmup = _warmup(sdd, children, to_run, runtime, events)
     except (ClusterError, ValueError) as exc:
         return _retry_warmup(exc, cache_key(sdd, to_run.buckets), log), None
     if not warmup.verdict.holds:
@@ -114,11 +121,11 @@ def _warmup(
     sdd: SpecDecodeDeployment,
     children: Children,
     to_run: PlanToRun,
-    cluster: Cluster,
+    runtime: Runtime,
     events: Events,
 ) -> WarmupState:
     """Create the warmup children of this plan when missing, then read the Job's verdict."""
-    key, old = children.cache_key, sdd.status
+    key, old, cluster = children.cache_key, sdd.status, runtime.cluster
     known = remembered(
         get_condition(old.conditions if old else None, WARMED), old.warmup if old else None, key
     )
@@ -131,6 +138,14 @@ def _warmup(
         job = cluster.read("Job", namespace, name)
     pods = cluster.list_pods(namespace, f"{JOB_NAME_LABEL}={name}")
     state = evaluate_warmup(job, pods, key)
+    state = with_progress(
+        sdd,
+        state,
+        pods,
+        planned=total_buckets(to_run.buckets),
+        estimate_s=to_run.estimated_warmup_s,
+        endpoints=runtime.endpoints,
+    )
     if state.verdict.holds:  # the runner checked every planned bucket against the engine's log
         warmed = total_buckets(to_run.buckets)
         state = replace(state, summary=state.summary.model_copy(update={"warmed_buckets": warmed}))
@@ -168,6 +183,28 @@ def _serve(
     return evaluate_serving(
         deployment, digest or "", names=(name, name), selector=serving_selector(sdd)
     )
+
+
+def _drift(
+    sdd: SpecDecodeDeployment,
+    result: PlanningResult,
+    serving: ServingState | None,
+    runtime: Runtime,
+    log: Logger,
+) -> DriftState:
+    """What the serving Pods' runners counted; the record stays when they cannot be listed."""
+    try:
+        return serving_drift(
+            sdd,
+            result,
+            serving,
+            cluster=runtime.cluster,
+            endpoints=runtime.endpoints,
+            selector=serving_selector(sdd),
+        )
+    except ClusterError as exc:
+        log.error(f"Could not list the serving Pods, retrying: {one_line(exc, 512)}")
+        return DriftState(sdd.status.drift if sdd.status else None)
 
 
 def _roll(

@@ -17,7 +17,14 @@ from warmgate.api.constants import (
     COMPONENT_SERVING,
     READINESS_GATE,
 )
-from warmgate.resources.mounts import BUCKET_FILE, CACHE_DIR, LOCAL_DIR, PLAN_DIR, RECIPE_DIR
+from warmgate.resources.mounts import (
+    BUCKET_FILE,
+    CACHE_DIR,
+    LOCAL_DIR,
+    PLAN_DIR,
+    RECIPE_DIR,
+    RUNNER_DIR,
+)
 from warmgate.resources.names import child_name, metadata, parent_name, selector_labels
 from warmgate.resources.plan_to_run import PlanToRun
 from warmgate.resources.pod import (
@@ -34,7 +41,13 @@ from warmgate.resources.pod import (
     shared_volumes,
 )
 from warmgate.resources.vllm_engine import SERVING_HOST, EngineLaunch, container_env
-from warmgate.resources.warmup_children import configmap_name
+from warmgate.resources.warmup_children import (
+    RUNNER_PATH,
+    STATUS_PORT,
+    VOLUME_RUNNER,
+    configmap_name,
+    runner_copy,
+)
 from warmgate.warmup.engine import LOGGING_ENV, engine_command, recipe_cache_config
 
 CONTAINER: Final = "vllm"
@@ -98,6 +111,20 @@ def _engine_env(sdd: SpecDecodeDeployment, launch: EngineLaunch) -> list[Manifes
     return [{"name": k, "value": v} for k, v in values.items()] + container_env(sdd)
 
 
+# The engine runs under the runner's serve mode (docs/runner.md, "Serve mode"): output passed
+# through unchanged, unwarmed shapes counted and served on the status port; "$@" is the engine.
+SERVE_COMMAND: Final = (
+    f"{RUNNER_PATH} exec python3 -m warmgate.warmup --serve "
+    f"--status-port {STATUS_PORT['containerPort']} "
+    f'--state-file {LOCAL_DIR}/serve/observed.json -- "$@"'
+)
+
+
+def served_command(launch: EngineLaunch) -> list[str]:
+    """`sh -c SERVE_COMMAND sh vllm serve ...`: the engine's own argv, under serve mode."""
+    return ["/bin/sh", "-c", SERVE_COMMAND, "sh", *engine_command(launch)]
+
+
 def _probe(path: str, period: int, failures: int) -> Manifest:
     return {
         "httpGet": {"path": path, "port": PORT_NAME},
@@ -112,13 +139,19 @@ def _vllm_container(sdd: SpecDecodeDeployment, plan: PlanToRun, launch: EngineLa
     return {
         "name": CONTAINER,
         "image": sdd.spec.image,
-        "command": engine_command(launch),
+        "command": served_command(launch),
         "env": _engine_env(sdd, launch),
-        "ports": [{"name": PORT_NAME, "containerPort": sdd.spec.serving.port, "protocol": "TCP"}],
+        "ports": [
+            {"name": PORT_NAME, "containerPort": sdd.spec.serving.port, "protocol": "TCP"},
+            dict(STATUS_PORT),
+        ],
         "resources": container_resources(
             sdd.spec.serving.resources, sdd.spec.engine.tensor_parallel_size
         ),
-        "volumeMounts": engine_mounts(sdd),
+        "volumeMounts": [
+            *engine_mounts(sdd),
+            {"name": VOLUME_RUNNER, "mountPath": RUNNER_DIR, "readOnly": True},
+        ],
         "startupProbe": _probe("/health", PROBE_PERIOD_S, math.ceil(budget / PROBE_PERIOD_S)),
         "readinessProbe": _probe("/health", PROBE_PERIOD_S, 3),
         "livenessProbe": _probe("/health", 30, 5),
@@ -140,8 +173,12 @@ def _pod_spec(
     sdd: SpecDecodeDeployment, plan: PlanToRun, key: str, launch: EngineLaunch, operator_image: str
 ) -> Manifest:
     serving = sdd.spec.serving
-    volumes = [plan_volume(configmap_name(sdd, key), plan=False), *shared_volumes(sdd)]
-    init: list[Manifest] = []
+    volumes = [
+        plan_volume(configmap_name(sdd, key), plan=False),
+        {"name": VOLUME_RUNNER, "emptyDir": {}},
+        *shared_volumes(sdd),
+    ]
+    init: list[Manifest] = [runner_copy(operator_image)]
     if cache_claim_name(sdd) is not None:
         volumes.append(cache_volume(sdd, read_only=True))
         init.append(_restore(key, operator_image))
@@ -154,8 +191,7 @@ def _pod_spec(
         "volumes": volumes,
         "terminationGracePeriodSeconds": 60,
     }
-    if init:
-        spec["initContainers"] = init
+    spec["initContainers"] = init
     return spec
 
 

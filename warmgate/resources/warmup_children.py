@@ -6,7 +6,13 @@ import json
 from typing import Final
 
 from warmgate.api import Manifest, SpecDecodeDeployment, container_resources
-from warmgate.api.constants import ANNOTATION_CACHE_KEY, ANNOTATION_PLAN_HASH, COMPONENT_WARMUP
+from warmgate.api.constants import (
+    ANNOTATION_CACHE_KEY,
+    ANNOTATION_PLAN_HASH,
+    COMPONENT_WARMUP,
+    RUNNER_STATUS_PORT,
+    RUNNER_STATUS_PORT_NAME,
+)
 from warmgate.buckets import BucketPlan
 from warmgate.resources.cache_key import key_hash
 from warmgate.resources.mounts import BUCKET_FILE, PLAN_DIR, PLAN_FILE, RUNNER_DIR
@@ -56,10 +62,17 @@ print("Copied the warmup runner to", dst)
 # The runner goes in front of the image's own PYTHONPATH instead of replacing it: an `env`
 # entry would clobber the image's value (Habana base images set one for their libraries), and
 # Kubernetes' $(VAR) expansion only sees variables of the Pod spec, not of the image.
+RUNNER_PATH: Final = f'PYTHONPATH="{RUNNER_DIR}${{PYTHONPATH:+:$PYTHONPATH}}"'
 RUNNER_COMMAND: Final = (
-    f'PYTHONPATH="{RUNNER_DIR}${{PYTHONPATH:+:$PYTHONPATH}}" '
-    f"exec python3 -m warmgate.warmup --plan {PLAN_DIR}/{PLAN_FILE}"
+    f"{RUNNER_PATH} exec python3 -m warmgate.warmup --plan {PLAN_DIR}/{PLAN_FILE} "
+    f"--status-port {RUNNER_STATUS_PORT}"
 )
+# The runner's status endpoint: progress for the operator (docs/operator.md).
+STATUS_PORT: Final = {
+    "name": RUNNER_STATUS_PORT_NAME,
+    "containerPort": RUNNER_STATUS_PORT,
+    "protocol": "TCP",
+}
 
 
 def job_name(sdd: SpecDecodeDeployment, key: str) -> str:
@@ -93,7 +106,7 @@ def build_plan_configmap(
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}
 
 
-def _runner_copy(operator_image: str) -> Manifest:
+def runner_copy(operator_image: str) -> Manifest:
     command = ["python", "-c", _COPY_RUNNER.format(dir=RUNNER_DIR)]
     mounts = [{"name": VOLUME_RUNNER, "mountPath": RUNNER_DIR}]
     return operator_container("copy-runner", operator_image, command, mounts)
@@ -108,6 +121,7 @@ def _warmup_container(sdd: SpecDecodeDeployment) -> Manifest:
         "image": sdd.spec.image,
         "command": ["/bin/sh", "-c", RUNNER_COMMAND],
         "env": env,
+        "ports": [dict(STATUS_PORT)],
         "resources": container_resources(
             sdd.spec.warmup.resources, sdd.spec.engine.tensor_parallel_size
         ),
@@ -134,7 +148,7 @@ def _pod_spec(sdd: SpecDecodeDeployment, key: str, operator_image: str) -> Manif
         "terminationGracePeriodSeconds": 90,
         **placement_fields(sdd.spec.warmup.placement),
         **pod_defaults(),
-        "initContainers": [_runner_copy(operator_image)],
+        "initContainers": [runner_copy(operator_image)],
         "containers": [_warmup_container(sdd)],
         "volumes": volumes,
     }

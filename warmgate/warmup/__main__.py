@@ -1,4 +1,5 @@
-"""Command line: `python3 -m warmgate.warmup --plan plan.json`, or `--restore-cache` for readers."""
+"""Command line: `python3 -m warmgate.warmup --plan plan.json`, `--restore-cache` for readers, or
+`--serve [--status-port N] -- ENGINE...` to run the serving engine under the runner (serve.py)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
-from warmgate.warmup import cache
+from warmgate.warmup import cache, serve
 from warmgate.warmup.engine import echo
 from warmgate.warmup.outcomes import Outcome, RunFailure
 from warmgate.warmup.plan import PlanError, load_plan
 from warmgate.warmup.report import REPORT_VERSION, Progress, write_termination_log
 from warmgate.warmup.runner import Runner, finish
+from warmgate.warmup.statusboard import Board, serve_board
 
 DEFAULT_TERMINATION_LOG = Path("/dev/termination-log")
 
@@ -33,6 +35,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--termination-log", type=Path, help="overrides the plan's path")
     parser.add_argument("--quiet-engine", action="store_true", help="do not echo engine output")
+    parser.add_argument(
+        "--status-port",
+        type=int,
+        help="serve the progress on this port (GET /warmgate/status, /metrics) for the operator",
+    )
     return parser
 
 
@@ -76,7 +83,10 @@ def _declared_log(plan_path: Path) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the warmup (or a cache restore) and return the process exit code."""
+    """Run the warmup (or a cache restore, or serve mode) and return the process exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--serve"]:
+        return serve.main(argv[1:])
     args = _parser().parse_args(argv)
     if args.restore_cache:
         return _restore(*args.restore_cache)
@@ -87,7 +97,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.termination_log is not None:
         plan = dataclasses.replace(plan, termination_log=args.termination_log)
     signal.signal(signal.SIGTERM, _on_sigterm)
-    progress = Progress()
+    board = Board("warmup")
+    board.update(key=plan.cache.key, plan_hash=plan.plan_hash)
+    if args.status_port is not None:
+        serve_board(board, args.status_port)
+    progress = Progress(board=board)
     runner = Runner(plan, progress, engine_echo=None if args.quiet_engine else echo)
     return finish(runner.run(), plan, progress)
 

@@ -14,6 +14,7 @@ from warmgate.warmup.logparse import EngineLog
 from warmgate.warmup.outcomes import Outcome
 from warmgate.warmup.plan import DIGEST_ALGORITHM
 from warmgate.warmup.probe import ProbeResult
+from warmgate.warmup.statusboard import Board
 from warmgate.warmup.verdict import Verdict
 
 REPORT_VERSION = 2  # 2: engine_log.omitted records, list_copies, unreadable (issue 12)
@@ -43,15 +44,19 @@ class RunRecord:
 
 
 class Progress:
-    """Writes `warmgate-progress <what> <done>/<total>` and `warmgate-progress stage <name>`."""
+    """Writes `warmgate-progress <what> <done>/<total>` and `warmgate-progress stage <name>`,
+    and keeps the latest of each on the status ``board`` the operator reads (statusboard.py)."""
 
-    def __init__(self, out: TextIO | None = None) -> None:
+    def __init__(self, out: TextIO | None = None, board: Board | None = None) -> None:
         self._out = out if out is not None else sys.stdout
         self._percent: dict[str, int] = {}
+        self._board = board
 
     def count(self, what: str, done: int, total: int) -> None:
         """A counter line, e.g. ``warmgate-progress decode 57/143``, written when the whole
         percentage changes (at most ~100 lines per phase, even for 16 000 buckets)."""
+        if self._board is not None:
+            self._board.set_in("progress", what, [done, total])
         percent = done * 100 // total if total > 0 else 100
         if self._percent.get(what) == percent and done != total:
             return
@@ -60,6 +65,8 @@ class Progress:
 
     def stage(self, name: str) -> None:
         """A stage line, e.g. ``warmgate-progress stage probe``."""
+        if self._board is not None:
+            self._board.update(stage=name)
         self._write(f"{PROGRESS_PREFIX} stage {name}")
 
     def _write(self, line: str) -> None:

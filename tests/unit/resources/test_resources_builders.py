@@ -151,14 +151,41 @@ def test_serving_pods_are_gated_and_restore_the_cache(case: Case) -> None:
     assert (
         env["PT_HPU_RECIPE_CACHE_CONFIG"] == f"{RECIPE_DIR},{not has_claim},{size}"
     )  # DELETE=False reuses
+    inits = [c["name"] for c in pod["initContainers"]]
     if has_claim:
         restore = _container(deployment, "restore-cache", init=True)
         key = case.children().cache_key
         assert restore["command"][-4:] == ["--restore-cache", CACHE_DIR, key, RECIPE_DIR]
         assert restore["image"] == OPERATOR_IMAGE
+        assert inits == ["copy-runner", "restore-cache"]
     else:
-        assert "initContainers" not in pod
+        assert inits == ["copy-runner"]
     assert vllm["ports"][0]["containerPort"] == sdd.spec.serving.port
+
+
+def test_serving_engines_run_under_the_runner_serve_mode(case: Case) -> None:
+    deployment = case.children().serving_deployment
+    pod, vllm = _pod(deployment), _container(deployment, "vllm")
+    copy = _container(deployment, "copy-runner", init=True)
+    assert copy["image"] == OPERATOR_IMAGE
+    assert vllm["command"][:2] == ["/bin/sh", "-c"]
+    script = vllm["command"][2]
+    assert "exec python3 -m warmgate.warmup --serve --status-port 9464" in script
+    assert script.endswith('-- "$@"')
+    assert vllm["command"][3] == "sh"  # $0; the engine's argv follows as "$@"
+    assert vllm["ports"][1] == {"name": "warmgate-status", "containerPort": 9464, "protocol": "TCP"}
+    runner = {"name": "runner", "mountPath": "/warmgate/runner", "readOnly": True}
+    assert runner in vllm["volumeMounts"]
+    assert {"name": "runner", "emptyDir": {}} in pod["volumes"]
+
+
+def test_the_warmup_runner_serves_its_progress(case: Case) -> None:
+    job = case.children().warmup_job
+    warmup = job["spec"]["template"]["spec"]["containers"][0]
+    assert warmup["command"][-1].endswith("--status-port 9464")
+    assert warmup["ports"] == [
+        {"name": "warmgate-status", "containerPort": 9464, "protocol": "TCP"}
+    ]
 
 
 def test_the_selector_never_holds_the_plan_hash(case: Case) -> None:

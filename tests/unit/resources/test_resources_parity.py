@@ -41,7 +41,11 @@ def _serving(case: Case) -> tuple[list[str], dict[str, Any], list[dict[str, Any]
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
     refs = [e for e in container["env"] if "valueFrom" in e]
-    return container["command"], env, refs
+    # `sh -c SERVE_COMMAND sh <engine argv>`: the engine runs under the runner's serve mode.
+    shell, _dash_c, _script, name, *engine = container["command"]
+    assert (shell, name) == ("/bin/sh", "sh")
+    assert "-m warmgate.warmup --serve" in container["command"][2]
+    return engine, env, refs
 
 
 def _without_host(argv: list[str]) -> list[str]:

@@ -1,0 +1,258 @@
+"""Warmup progress and serving drift, as one sync reads them from the runners' endpoints: the
+pure rules (progress, rate limit, drift record, seed proposal) and the whole sync against the
+fake cluster, with the test playing the runners' status documents."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from support.examples import example_sdd
+from support.fake_cluster import FakeCluster, RecordedEvents
+from support.kube_objects import (
+    job_status,
+    rolled_out_status,
+    runner_summary,
+    serving_pod,
+    terminated_status,
+    warmup_pod,
+)
+
+from warmgate.api.status import WarmupProgress
+from warmgate.buckets import EngineShapeConfig, plan_buckets
+from warmgate.reconcile.drift_seeds import bucket_of, parse_shape, propose
+from warmgate.reconcile.plan_cache import PlanCache
+from warmgate.reconcile.planning import evaluate
+from warmgate.reconcile.progress import progress_of, throttled
+from warmgate.reconcile.sync import Runtime, sync
+from warmgate.settings import Settings
+
+NS, NAME, UID = "llm", "observed", "6f1c2d3e-0000-4000-8000-0000000000bb"
+LOG = logging.getLogger("test_observation")
+AT = datetime(2026, 11, 30, 10, 0, 0, tzinfo=UTC)
+
+
+class Endpoints:
+    """The runners' status documents, by Pod name (None: the Pod does not answer)."""
+
+    def __init__(self) -> None:
+        self.docs: dict[str, dict[str, Any] | None] = {}
+        self.reads: list[str] = []
+
+    def read(self, pod: dict[str, Any]) -> dict[str, Any] | None:
+        name = pod["metadata"]["name"]
+        self.reads.append(name)
+        return self.docs.get(name)
+
+
+class World:
+    def __init__(self) -> None:
+        self.sdd = example_sdd("llama31-8b-seeds", namespace=NS, name=NAME, uid=UID)
+        self.cluster, self.events, self.endpoints = FakeCluster(), RecordedEvents(), Endpoints()
+        settings = Settings(operator_image="warmgate:test")
+        self.runtime = Runtime(settings, self.cluster, PlanCache(evaluate), self.endpoints)
+
+    def sync(self) -> dict[str, Any]:
+        outcome = sync(self.sdd, self.runtime, self.events, LOG)
+        self.sdd = self.sdd.model_copy(update={"status": outcome.status})
+        return outcome.status_patch
+
+    def job(self) -> dict[str, Any]:
+        (job,) = self.cluster.of_kind("Job")
+        return job
+
+    def running_warmup(self) -> str:
+        """The warmup Pod the Job controller starts, Running with an IP."""
+        pod = warmup_pod(NS, self.job()["metadata"]["name"])
+        pod["status"] = {"phase": "Running", "podIP": "10.0.0.7"}
+        self.cluster.put(pod)
+        return str(pod["metadata"]["name"])
+
+    def key(self) -> str:
+        return str(self.job()["metadata"]["annotations"]["warmgate.dev/cache-key"])
+
+    def verify(self) -> None:
+        job = self.job()
+        pod = warmup_pod(NS, job["metadata"]["name"])
+        pod["status"] = terminated_status(runner_summary("verified", self.key()), True)
+        self.cluster.put(pod)
+        self.cluster.get("Job", NS, job["metadata"]["name"])["status"] = job_status(True)
+        self.sync()
+
+    def serve(self, name: str = "served-a") -> dict[str, Any]:
+        deployment = self.cluster.get("Deployment", NS, f"{NAME}-serving")
+        pod = serving_pod(NS, deployment, name)
+        pod["status"] = {"phase": "Running", "podIP": "10.0.0.9"}
+        self.cluster.put(pod)
+        deployment["status"] = rolled_out_status(deployment["metadata"]["generation"], ready=1)
+        return deployment
+
+    def conditions(self) -> dict[str, tuple[str, str]]:
+        assert self.sdd.status is not None
+        return {c.type: (c.status, c.reason) for c in self.sdd.status.conditions or []}
+
+
+@pytest.fixture
+def world() -> World:
+    return World()
+
+
+def _doc(key: str, prompt: tuple[int, int], decode: tuple[int, int], elapsed: float) -> Any:
+    progress = {"prompt": list(prompt), "decode": list(decode)}
+    return {
+        "mode": "warmup",
+        "key": key,
+        "stage": "engine",
+        "progress": progress,
+        "elapsed_s": elapsed,
+    }
+
+
+# ---- pure rules -----------------------------------------------------------------------
+
+
+def test_progress_counts_both_phases_and_extrapolates_the_rate() -> None:
+    doc = _doc("k", (34, 34), (57, 189), 120.0)
+    found = progress_of(doc, planned=223, estimate_s=337, key="k", at=AT)
+    assert found is not None
+    assert (found.warmed_buckets, found.planned_buckets, found.percent) == (91, 223, 40)
+    assert (found.phase, found.stage, found.elapsed_seconds) == ("decode", "engine", 120)
+    assert found.estimated_remaining_seconds == round(120 * 132 / 91)
+
+
+def test_before_the_first_bucket_the_estimate_gives_the_remaining_time() -> None:
+    doc = {"mode": "warmup", "key": "k", "stage": "facts", "elapsed_s": 30.0}
+    found = progress_of(doc, planned=223, estimate_s=337, key="k", at=AT)
+    assert found is not None
+    assert (found.warmed_buckets, found.percent, found.estimated_remaining_seconds) == (0, 0, 307)
+
+
+def test_another_plans_runner_is_ignored() -> None:
+    assert (
+        progress_of(_doc("old", (1, 2), (0, 9), 1), planned=9, estimate_s=1, key="k", at=AT) is None
+    )
+
+
+def test_a_progress_younger_than_ten_seconds_is_kept_unless_the_stage_moved() -> None:
+    old = WarmupProgress(stage="engine", warmed_buckets=10, update_time=AT)
+    new = WarmupProgress(stage="engine", warmed_buckets=20, update_time=AT + timedelta(seconds=9))
+    assert throttled(old, new, AT + timedelta(seconds=9)) is old
+    assert throttled(old, new, AT + timedelta(seconds=10)) is new
+    probe = WarmupProgress(stage="probe", warmed_buckets=20, update_time=AT + timedelta(seconds=2))
+    assert throttled(old, probe, AT + timedelta(seconds=2)) is probe
+    assert throttled(old, None, AT) is old  # a Pod that does not answer keeps the last one
+
+
+def test_shapes_map_back_to_buckets() -> None:
+    assert parse_shape("('decode', 24, 1, 768)") == ("decode", 24, 1, 768)
+    assert parse_shape("(decode, 24, 1, 768)") is None  # the runner normalises to the repr
+    assert parse_shape("('drafter', 1, 2, 3)") is None
+    assert bucket_of(("decode", 24, 1, 768)) == (24, 1, 768)
+    assert bucket_of(("prompt", 2, 256, 8)) == (2, 256, 4)  # ('prompt', b, q, b*c)
+    assert bucket_of(("prompt", 3, 256, 8)) is None
+
+
+def test_the_proposal_is_proven_by_replanning() -> None:
+    config = EngineShapeConfig(
+        max_num_seqs=64,
+        max_model_len=4096,
+        max_num_batched_tokens=2048,
+        num_gpu_blocks=8192,
+        num_speculative_tokens=2,
+    )
+    plan = plan_buckets(config)
+    assert (3, 1, 40) not in plan.decode_buckets
+    seeds, text = propose(plan, ["('decode', 3, 1, 40)", "('decode', 24, 1, 768)"])
+    assert seeds is not None
+    assert seeds.decode == [[3, 1, 40]]  # (24, 1, 768) is planned already: no seed for it
+    assert "makes warmup cover them" in text
+    none, said = propose(plan, ["('decode', 24, 1, 768)"])
+    assert none is None
+    assert said == "The current plan already warms these shapes"
+    dropped, why = propose(plan, ["('decode', 64, 1, 2)"])  # bs > blocks: the filter drops it
+    assert dropped is None
+    assert "1 shape(s) no seed can cover" in why
+
+
+# ---- the sync -------------------------------------------------------------------------
+
+
+def test_the_running_warmups_progress_reaches_the_status_at_a_bounded_rate(world: World) -> None:
+    world.sync()
+    pod = world.running_warmup()
+    world.endpoints.docs[pod] = _doc(world.key(), (34, 34), (10, 189), 60.0)
+    patch = world.sync()
+    progress = patch["warmup"]["progress"]
+    assert progress["warmedBuckets"] == 44
+    assert progress["plannedBuckets"] == world.sdd.status.plan.total_buckets  # type: ignore[union-attr]
+    assert patch["warmup"]["warmedBuckets"] == 44
+    world.endpoints.docs[pod] = _doc(world.key(), (34, 34), (20, 189), 61.0)
+    assert world.sync() == {}  # the next resync within 10 s writes nothing
+    status = world.sdd.status
+    assert status is not None
+    assert status.warmup is not None
+    assert status.warmup.progress is not None
+    earlier = status.warmup.progress.model_copy(
+        update={"update_time": status.warmup.progress.update_time - timedelta(seconds=11)}  # type: ignore[operator]
+    )
+    world.sdd = world.sdd.model_copy(
+        update={
+            "status": status.model_copy(
+                update={"warmup": status.warmup.model_copy(update={"progress": earlier})}
+            )
+        }
+    )
+    assert world.sync()["warmup"]["progress"]["warmedBuckets"] == 54
+
+
+def test_drift_while_serving_is_recorded_announced_and_proposed(world: World) -> None:
+    world.sync()
+    world.verify()
+    world.serve()
+    world.sync()
+    assert world.conditions()["Ready"] == ("True", "ReplicasReady")
+    world.events.clear()
+    serve_doc = {"mode": "serve", "unwarmed": ["('decode', 3, 1, 40)"], "not_prepared_count": 1}
+    world.endpoints.docs["served-a"] = serve_doc
+    patch = world.sync()
+    drift = patch["drift"]
+    assert (drift["unwarmedShapes"], drift["notPrepared"]) == (1, 1)
+    assert drift["shapes"] == ["('decode', 3, 1, 40)"]
+    assert drift["proposedSeeds"] == {"decode": [[3, 1, 40]]}
+    assert drift["planHash"] == world.sdd.status.serving.plan_hash  # type: ignore[union-attr]
+    assert world.conditions()["Ready"] == ("True", "UnwarmedShapeObserved")
+    assert world.events.reasons() == ["UnwarmedShapeObserved"]
+    assert "('decode', 3, 1, 40)" in world.events.posted[0][2]
+    world.events.clear()
+    assert world.sync() == {}  # nothing new: no write, no Event
+    assert world.events.posted == []
+    world.endpoints.docs["served-a"] = {"mode": "serve", "unwarmed": []}  # the Pod restarted
+    world.sync()
+    assert world.sdd.status.drift.unwarmed_shapes == 1  # type: ignore[union-attr]  # the record stays
+
+
+def test_a_pod_that_does_not_answer_changes_nothing(world: World) -> None:
+    world.sync()
+    world.verify()
+    world.serve()
+    world.sync()
+    assert world.endpoints.reads  # the serving Pod was asked
+    assert world.sdd.status is not None
+    assert world.sdd.status.drift is None
+    assert world.conditions()["Ready"] == ("True", "ReplicasReady")
+
+
+def test_slow_runners_share_one_read_budget_per_sync(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world.sync()
+    world.verify()
+    world.serve("served-a")
+    world.serve("served-b")
+    clock = iter(range(0, 100, 3))  # every read seems to take 3 s
+    monkeypatch.setattr("warmgate.reconcile.observation.monotonic", lambda: next(clock))
+    world.endpoints.reads.clear()
+    world.sync()
+    assert world.endpoints.reads == ["served-a"]  # the budget of 5 s ran out after one Pod
