@@ -31,7 +31,7 @@ class PromptProver:
 
     first_fit((bs, q, ctx)) only sees rows (b', q') with b' >= bs and q' >= q, so for q in
     (q_{i-1}, q_i] the answer is a staircase in ctx; the ctx range shrinks as q grows
-    (ctx <= ceil((mml - q) / block)), which ``count`` sums in runs of one block of q.
+    (ctx <= ceil((mml - 1 - q) / block)), which ``count`` sums in runs of one block of q.
     """
 
     def __init__(self, plan: BucketPlan, space: StateSpace) -> None:
@@ -117,7 +117,7 @@ class PromptProver:
             cm = space.ctx_max(bs, q)
             if cm < ca:
                 break  # ctx_max only shrinks as q grows
-            end = qb if bs > 1 else min(qb, space.max_model_len - (cm - 1) * space.block_size - 1)
+            end = min(qb, space.ctx_run_end(bs, q))
             total += (end - q + 1) * (min(cb, cm) - ca + 1)
             q = end + 1
         return total, q - 1

@@ -25,6 +25,8 @@ from warmgate.buckets.spec import expand_spec
 
 __all__ = ["BucketPlan", "DecodeStep", "plan_buckets"]
 
+_NO_CAP = 1 << 62  # larger than any block count
+
 
 @dataclass(frozen=True, slots=True)
 class DecodeStep:
@@ -223,9 +225,7 @@ class BucketPlan:
         extra = batch.bucket if batch.fallback and not batch.planned else None
         if self.config.contiguous_pa:
             blocks = self._find_decode(padded * t, total_blocks, False, extra)
-            ctx = max(blocks.bucket[2], total_blocks)
-            nhb = self.config.num_gpu_blocks
-            ctx = min(ctx, nhb + 1) if nhb is not None else ctx
+            ctx = min(max(blocks.bucket[2], total_blocks), self._cpa_cap)
         else:
             blocks = self._find_decode(padded * t, t * total_blocks, False, extra)
             ctx = blocks.bucket[2]
@@ -263,19 +263,23 @@ class BucketPlan:
         if hit is None:
             hit = self._decode_index.find(num_seqs, min(total_blocks, fmc))
         if hit is not None:
-            cpa_cap = self._cpa_cap
-            wanted = total_blocks if cpa_cap else t * total_blocks
+            contiguous = self.config.contiguous_pa
+            wanted = total_blocks if contiguous else t * total_blocks
             blocks = self._decode_index.find(hit[0] * t, min(wanted, fmc))
             if blocks is not None:
-                ctx = min(max(blocks[2], total_blocks), cpa_cap) if cpa_cap else blocks[2]
+                ctx = min(max(blocks[2], total_blocks), self._cpa_cap) if contiguous else blocks[2]
                 return (hit[0] * t, 1, ctx)
         return self.decode_step(num_seqs, total_blocks, t).shape
 
     @cached_property
     def _cpa_cap(self) -> int:
-        """num_gpu_blocks + 1 with contiguous PA (validation guarantees the count), else 0."""
+        """The contiguous-PA block bucket's cap: the KV blocks + 1 on main, none on v0.26.0.
+
+        get_habana_paged_attn_buffers caps it at _PAD_BLOCK_ID + 1 = num_blocks + 1 on main
+        (hpu_model_runner.py 2455-2471 at 091bbadd); v0.26.0 has no cap (2426-2433 at b059f9c9).
+        """
         nhb = self.config.num_gpu_blocks
-        return nhb + 1 if self.config.contiguous_pa and nhb is not None else 0
+        return nhb + 1 if nhb is not None and self.config.caps_contiguous_blocks else _NO_CAP
 
     @cached_property
     def _t(self) -> int:
