@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -28,6 +29,9 @@ __all__ = [
 # padding, doc section 3.6), which the next round covers. Rows grow by a factor T per level, so
 # a handful of rounds reach a fixed point; the limit only guards against a non-converging input.
 MAX_ROUNDS = 24
+# The last-resort search tries single prompt buckets near the left-over prefills of this many
+# shapes (most states first): each trial is a re-plan and a proof.
+LOCAL_FIX_SHAPES = 16
 
 
 class CompletionError(RuntimeError):
@@ -131,9 +135,16 @@ def _complete(
         report = prove_coverage(plan, partial, prefix_caching=sharing)
         if report.covered:
             if original is not None and plan.config.bucket_file != cfg.bucket_file:
-                plan = _prune(plan, original, partial, sharing)
+                plan = _prune(plan, original, report)
             return _verified(plan, partial, sharing)
-        plan = _next_plan(cfg, plan, report, original)
+        try:
+            plan = _next_plan(cfg, plan, report, original)
+        except UnwarmableError as caught:
+            if original is None or caught.plan.config.bucket_file == cfg.bucket_file:
+                raise
+            best = _prune(caught.plan, original, caught.report)
+            again = prove_coverage(best, partial, prefix_caching=sharing)
+            raise UnwarmableError(best, again, caught.examples) from None
     raise CompletionError(f"no covered plan after {max_rounds} rounds of completion")
 
 
@@ -185,19 +196,24 @@ def _local_fix(plan: BucketPlan, report: CoverageReport) -> BucketPlan | None:
 
     The last resort once no row fits more than k away from its neighbours: rows that close catch
     each other's dummies, which can still compile the right shapes (a captured row's dummy may
-    compile the catching row's bucket). Tries the prefill's query to 2k + 2 above it; a trial
+    compile the catching row's bucket); rows all more than k apart have no such chain, and one
+    more row then catches its neighbour's dummies. Tries the prefill's query to 2k + 2 above it
+    for the LOCAL_FIX_SHAPES largest left-over shapes; a trial
     counts only if no prompt shape runs more states unwarmed than before and fewer do in all
     (trading a rare prefill for the common full chunk of a captured row is no fix).
     """
     cfg, space = plan.config, report.space
     reach = max(cfg.prompt_dummy_shortenings())
+    rows = sorted({q for b, q, _ in plan.prompt_buckets if b == 1})
+    if all(b - a > reach for a, b in itertools.pairwise(rows)):
+        return None  # no row catches another's dummies: one more row only moves the gap
     last = min(space.query_max(1), cfg.max_num_batched_tokens)
     before = {g.shape: g.states for g in report.uncovered if g.phase == "prompt"}
     try:
         base = plan.to_bucket_file()
     except ValueError:  # query-1 prompt buckets: no file can hold them
         return None
-    for gap in report.uncovered:
+    for gap in report.uncovered[:LOCAL_FIX_SHAPES]:
         bs, query, ctx = gap.example
         if gap.phase != "prompt" or bs != 1:
             continue
@@ -219,14 +235,15 @@ def _largest_added(seeds: set[Bucket], original: frozenset[Bucket]) -> set[Bucke
     return set(original) | set(top.values())
 
 
-def _prune(
-    plan: BucketPlan, original: frozenset[Bucket], partial: bool, sharing: bool | None
-) -> BucketPlan:
-    """Drop added seeds whose row another seed's expansion already reaches, if still covered.
+def _prune(plan: BucketPlan, original: frozenset[Bucket], report: CoverageReport) -> BucketPlan:
+    """Drop added seeds whose row another seed's expansion already reaches, if no gap appears.
 
     A round adds (36, 1, 576) for row 36 before a later round adds (9, 1, 144), whose expansion
-    (36, 1, 576) makes it redundant (small pad plan, k=3). Largest rows first; the prover decides.
+    (36, 1, 576) makes it redundant (small pad plan, k=3). Largest rows first; the prover decides
+    (against ``report``'s gaps: none, or the prefills no bucket can serve).
     """
+    space = report.space
+    partial, sharing = space.partial_drafts, space.prefix_caching
     t = plan.config.tokens_per_step
     for seed in sorted(set(plan.seed_decode_buckets) - original, reverse=True):
         b, _, c = seed
@@ -236,7 +253,7 @@ def _prune(
         seeds = sorted(set(plan.seed_decode_buckets) - {seed})
         text = format_bucket_file(plan.prompt_buckets, seeds, ("warmgate completed seed file",))
         trial = plan_buckets(with_bucket_file(plan.config, text))
-        if prove_coverage(trial, partial, prefix_caching=sharing).covered:
+        if prove_coverage(trial, partial, prefix_caching=sharing).uncovered == report.uncovered:
             plan = trial
     return plan
 
@@ -255,8 +272,8 @@ def _decode_needs(plan: BucketPlan, gaps: Iterable[UncoveredShape]) -> dict[int,
     for gap in gaps:
         if gap.phase == "decode":
             virtual, _, blocks = gap.requested
-            # Contiguous PA runs max(C, S) capped at num_gpu_blocks + 1 (doc section 3.6), which
-            # can exceed the lookup target: the row needs the shape's own blocks.
+            # Contiguous PA runs max(C, S) (capped at num_gpu_blocks + 1 on main, section 3.6),
+            # which can exceed the lookup target: the row needs the shape's own blocks.
             blocks = max(blocks, gap.shape[2]) if contiguous else blocks
             need[virtual] = max(need.get(virtual, 0), blocks)
     floor = 0 if contiguous else 1

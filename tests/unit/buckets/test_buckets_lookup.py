@@ -8,7 +8,14 @@ from typing import Any
 import pytest
 from bucket_golden import Bucket, config, tables
 
-from warmgate.buckets import BucketIndex, Lookup, fallback_value, first_fit, plan_buckets
+from warmgate.buckets import (
+    BucketIndex,
+    Lookup,
+    fallback_value,
+    first_fit,
+    plan_buckets,
+    prove_coverage,
+)
 from warmgate.buckets.lookup import DecodeRows
 
 
@@ -112,6 +119,28 @@ def test_contiguous_pa_block_lookup_uses_the_highest_block_id() -> None:
     assert step.warmed
     # Capped at num_gpu_blocks + 1, and never below the highest block id + 1.
     assert plan.decode_shape(64, 8192, 1) == (64, 1, 8192)
+
+
+@pytest.mark.parametrize(
+    ("profile", "shape"), [("main-2026-08", (9, 1, 2001)), ("v0.26.0", (9, 1, 3000))]
+)
+def test_only_main_caps_the_contiguous_block_bucket(profile: str, shape: tuple[int, ...]) -> None:
+    """get_habana_paged_attn_buffers caps max(C, maxid + 1) at the KV blocks + 1 on main
+    (hpu_model_runner.py 2455-2471 at 091bbadd); v0.26.0 has no cap (2426-2433 at b059f9c9).
+    Either way the warmup compiles the shape: the dummy of (9, 1, 3000) has block ids up to
+    1999 and runs it."""
+    cfg = config(
+        "D",
+        contiguous_pa=True,
+        num_speculative_tokens=2,
+        profile=profile,
+        bucket_file="(1, 128, 0)\n(1, 1, 1000)\n(3, 1, 1000)\n",
+    )
+    plan = plan_buckets(cfg)
+    # 1 sequence, highest block id 1499: row 1 stops at 1000, row 3 holds 3000 -> B = 3, and
+    # row 9 first fits 3000.
+    assert plan.decode_step(1, 1500, 3).shape == shape
+    assert shape not in {g.shape for g in prove_coverage(plan).uncovered}
 
 
 def test_second_lookup_sees_the_first_lookups_fallback() -> None:

@@ -17,7 +17,7 @@ from warmgate.buckets import (
     plan_diff,
     prove_coverage,
 )
-from warmgate.buckets.complete import UnwarmableError, with_bucket_file
+from warmgate.buckets.complete import LOCAL_FIX_SHAPES, UnwarmableError, with_bucket_file
 from warmgate.buckets.states import StateSpace
 from warmgate.buckets.warmup_shapes import warmed_prompt_shapes
 
@@ -194,7 +194,8 @@ def _unwarmed_prompts(plan: BucketPlan, space: StateSpace) -> set[tuple[int, int
 def _the_engines_limit(caught: UnwarmableError) -> None:
     """What completion leaves, no bucket can fix.
 
-    Prompt: no single prompt bucket at a residual prefill's query or up to 2k + 2 above it (the
+    Prompt: for the LOCAL_FIX_SHAPES largest left-over shapes, no single prompt bucket at a
+    residual prefill's query or up to 2k + 2 above it (the
     rows a dummy k tokens short could reach) serves some of them without another prefill running
     unwarmed instead: a row that close to a planned one catches that row's dummies, or its own
     are caught. Decode: only a planned bucket whose dummy loses a block at max_model_len
@@ -207,7 +208,7 @@ def _the_engines_limit(caught: UnwarmableError) -> None:
     last = min(report.space.query_max(1), cfg.max_num_batched_tokens)
     tail = cfg.max_model_len - (cfg.max_blocks_per_seq - 1) * cfg.block_size
     base = _unwarmed_prompts(plan, report.space)
-    for gap in report.uncovered:
+    for gap in report.uncovered[:LOCAL_FIX_SHAPES]:
         if gap.phase == "decode":
             assert gap.shape in plan.decode_buckets
             assert not cfg.contiguous_pa

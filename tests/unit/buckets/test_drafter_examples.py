@@ -121,7 +121,7 @@ def test_unknown_method_is_refused() -> None:
 
 def test_contiguous_pa_follow_ups_take_the_highest_block_id() -> None:
     """Contiguous PA: warmup dummies put every block at id 0 (X = 1), runtime block ids are any
-    up to the KV blocks, and the bucket is max(C, X) capped at num_gpu_blocks + 1."""
+    up to the KV blocks, and the bucket is max(C, X) (capped at num_gpu_blocks + 1 on main)."""
     cfg = EngineShapeConfig(
         max_num_seqs=8,
         max_model_len=1024,
