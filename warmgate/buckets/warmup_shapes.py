@@ -81,7 +81,7 @@ def warmed_decode_shapes(
 
     A dummy (b, 1, c) spreads c blocks over b sequences of min(blocks * block - L, mml - L)
     computed tokens, L = 1 + k with a draft model (else 1), and each holds ceil((computed + 1) /
-    block) blocks (R 5527-5546 / 5585-5604). That rebuilds c unless a sequence is cut at
+    block) blocks (R 5524-5547 / 5572-5595). That rebuilds c unless a sequence is cut at
     max_model_len and mml - L + 1 ends a block early: eagle k = 2, mml 4097, block 128 -> a
     33-block sequence computes 4094 tokens, 32 blocks. Contiguous PA: every block id is
     min(c, num_gpu_blocks) - 1, so a bucket above num_gpu_blocks runs row b's first bucket at or
