@@ -146,16 +146,10 @@ class _PromptCompleter:
         """A new row here keeps its dummies and its neighbours' apart (more than k tokens)."""
         if not max(2, self.k + 1) <= query <= self.last_query or query in self.row_ctx:
             return False  # a file's query is at least 2; a dummy keeps at least one token
-        before = self._before(query + 0)
-        after = self._next_row(query)
-        return (not before or query - self.k > before[0]) and (
-            after is None or after - self.k > query
-        )
-
-    def _before(self, query: int) -> list[int]:
-        """The last bs-1 row below ``query``, as a list (empty if none)."""
         i = bisect_left(self.queries, query)
-        return [self.queries[i - 1]] if i > 0 else []
+        before = self.queries[i - 1] if i > 0 else 0  # the last bs-1 row below it
+        after = self._next_row(query)
+        return query - self.k > before and (after is None or after - self.k > query)
 
     def _next_row(self, query: int) -> int | None:
         """The first bs-1 row above ``query``."""
