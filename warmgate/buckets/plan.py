@@ -88,10 +88,11 @@ class BucketPlan:
 
     @property
     def warmed_prompt_buckets(self) -> list[Bucket]:
-        """The prompt buckets warmup actually graphs: it skips query > max_num_batched_tokens.
+        """The prompt buckets warmup runs a dummy for: it skips query > max_num_batched_tokens.
 
         Only merged-prefill bucket files can plan such buckets (no bs * query filter there),
-        e.g. config A merged with a file line (1, 4096, 0): planned, never warmed.
+        e.g. config A merged with a file line (1, 4096, 0): planned, never warmed. What the
+        dummies compile is ``warmup_shapes.warmed_prompt_shapes``: not always the bucket.
         """
         mbt = self.config.max_num_batched_tokens
         return [b for b in self._prompt if b[1] <= mbt]
