@@ -63,6 +63,9 @@ def build_runner_plan(
             "local_dir": RECIPE_DIR,
             "size_mb": sdd.spec.warmup.cache.max_size_mb,
             "reuse_existing": True,
+            # Entries are published per owner; the runner keeps this object's newest ones.
+            "owner": sdd.metadata.uid,
+            "retain": sdd.spec.warmup.cache.retain_entries,
         },
         "probe": probe_section(sdd, plan),
         "timeouts": _timeouts(sdd),

@@ -75,6 +75,9 @@ class CacheSpec:
     local_dir: Path
     size_mb: int
     reuse_existing: bool
+    # Entries this owner keeps after publishing (0: prune nothing); see cache.prune.
+    owner: str | None = None
+    retain: int = 0
 
 
 @dataclass(frozen=True)
@@ -292,6 +295,8 @@ def _cache(f: Fields) -> CacheSpec:
         local_dir=_owned_dir(f, "local_dir", "/tmp/warmgate/recipe_cache"),
         size_mb=f.integer("size_mb", 8192, lo=1),
         reuse_existing=f.boolean("reuse_existing", True),
+        owner=f.text("owner", None) or None,
+        retain=f.integer("retain", 0, lo=0, hi=1024),
     )
     f.finish()
     return result

@@ -218,10 +218,19 @@ class Runner:
         if result.status == "blocked":
             self.record.outcome = Outcome.CACHE_FAILED
             self.record.reason = f"cache key {spec.key}: {result.detail}"
+            return
+        if spec.owner is not None and spec.retain > 0:
+            try:
+                pruned = cache.prune(spec.volume_dir, spec.owner, spec.retain, keep=spec.key)
+            except OSError as exc:  # pruning is housekeeping: the verdict stands
+                self.record.cache["prune_error"] = str(exc)
+            else:
+                self.record.cache["pruned"] = pruned
 
     def _manifest_meta(self) -> dict[str, Any]:
         checks = self.record.verdict.checks if self.record.verdict else []
         return {
+            "owner": self.plan.cache.owner,
             "plan_id": self.plan.plan_id,
             "plan_hash": self.plan.plan_hash,
             "engine_facts": self.record.facts,

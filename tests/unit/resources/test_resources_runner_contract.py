@@ -24,13 +24,13 @@ def _doc(case: Case) -> dict[str, Any]:
 
 def test_the_runner_validates_the_configmap_plan_file(case: Case, tmp_path: Path) -> None:
     children = case.children()
-    configmap = children.plan_configmap
+    configmap = children.warmup_configmap
     path = tmp_path / "plan.json"
     path.write_text(configmap["data"]["plan.json"])
     plan = load_plan(path)  # raises PlanError naming every problem
     assert plan.cache.key == children.cache_key
     assert KEY_RE.match(plan.cache.key)
-    assert plan.buckets.seed_file_text == configmap["data"]["buckets.txt"]
+    assert plan.buckets.seed_file_text == children.plan_configmap["data"]["buckets.txt"]
     assert plan.kv_blocks_expected == case.plan.config.num_gpu_blocks
     assert plan.engine.tensor_parallel_size == case.sdd.spec.engine.tensor_parallel_size
 
