@@ -82,6 +82,8 @@ class Reason:
     # Why a warmup Pod is Pending, as Kubernetes says it (scheduler, kubelet, Job controller).
     UNSCHEDULABLE: Final = "Unschedulable"
     FAILED_CREATE: Final = "FailedCreate"
+    # Pending past spec.warmup.pendingTimeoutSeconds without a more specific reason.
+    PENDING_TIMEOUT: Final = "PendingTimeout"
     SERVING_PROGRESSING: Final = "ServingProgressing"
     REPLICAS_READY: Final = "ReplicasReady"
     SCALED_TO_ZERO: Final = "ScaledToZero"

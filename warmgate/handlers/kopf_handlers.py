@@ -14,6 +14,7 @@ from typing import Any
 import kopf
 
 from warmgate.api import GROUP, PLURAL, VERSION, ManifestError, SpecDecodeDeployment, parse_manifest
+from warmgate.api.constants import FINALIZER
 from warmgate.handlers import metrics
 from warmgate.handlers.kube_cluster import KubeCluster
 from warmgate.handlers.runner_endpoints import HttpRunnerEndpoints
@@ -61,7 +62,9 @@ def kopf_settings() -> kopf.OperatorSettings:
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=GROUP, key="last-handled-configuration"
     )
-    settings.persistence.finalizer = f"{GROUP}/kopf-finalizer"
+    # kopf puts it on every object because of the resync timer (docs/operator.md says how to
+    # remove it when the operator is gone).
+    settings.persistence.finalizer = FINALIZER
     # kopf turns object-log records at this level into Events: INFO would post "Timer 'resync'
     # succeeded" for every object on every resync. kopf.info also obeys this level, so the
     # handlers post their own Normal Events with kopf.event, which does not.
@@ -129,6 +132,9 @@ def _sync(
     namespace, name = sdd.metadata.namespace or "", sdd.metadata.name or ""
     metrics.record(namespace, name, outcome.result)
     metrics.record_status(namespace, name, outcome.status)
+    if outcome.retry_after is not None:
+        # kopf still writes the status patch, then calls the handler again after the delay.
+        raise kopf.TemporaryError("the cluster did not answer; retrying", delay=outcome.retry_after)
 
 
 class _KopfEvents:

@@ -4,19 +4,24 @@ The engine's own output decides. The runner inside the Job verifies the bucket l
 "was not warmed-up!" lines (docs/runner.md) and writes a compact JSON summary to its
 termination message. Warmed becomes True only when the Job completed *and* that summary says
 ``verified`` for this plan's cache key. A Job that completed without such a summary is not
-trusted.
+trusted, and only Pods the Job controls (owner reference with the Job's UID) are read.
+
+Until the runner runs, the verdict says why not (`pending.why_pending`): "warming the plan"
+only while it runs. A Pod that waits longer than spec.warmup.pendingTimeoutSeconds fails the
+warmup with that reason; the sync then stops the Job and marks it, so the verdict survives.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from warmgate.api import Manifest
-from warmgate.api.constants import Reason
-from warmgate.api.status import Condition, WarmupSummary
+from warmgate.api.constants import ANNOTATION_WARMUP_FAILED, Reason
+from warmgate.api.status import REASON_PATTERN, Condition, WarmupSummary
+from warmgate.reconcile.pending import time_of, why_pending
 from warmgate.reconcile.verdict import MESSAGE_LIMIT, Verdict
 
 
@@ -52,21 +57,41 @@ class RunnerSummary:
 
 @dataclass(frozen=True)
 class WarmupState:
-    """What the warmup stage decided."""
+    """What the warmup stage decided.
+
+    ``stop``: the Job must be stopped (suspended) and marked with the verdict, because its Pod
+    waited past the pending deadline.
+    """
 
     verdict: Verdict
     summary: WarmupSummary
     stalled: bool = False
     summary_of_run: RunnerSummary | None = None
+    stop: bool = False
 
 
-def _condition(job: Manifest, type_: str) -> bool:
+def _condition(job: Manifest, type_: str) -> Manifest | None:
     conditions = (job.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == type_ and c.get("status") == "True" for c in conditions)
+    return next(
+        (c for c in conditions if c.get("type") == type_ and c.get("status") == "True"), None
+    )
 
 
-def _time(value: Any) -> datetime | None:
-    return datetime.fromisoformat(value.replace("Z", "+00:00")) if isinstance(value, str) else None
+def owned_pods(job: Manifest, pods: list[Manifest]) -> list[Manifest]:
+    """The Pods the Job controls: a controller owner reference with the Job's UID.
+
+    The `job-name` label alone is no proof: any Pod can carry it, e.g. one a user created to
+    fake a runner summary.
+    """
+    uid = job["metadata"].get("uid")
+    return [
+        pod
+        for pod in pods
+        if any(
+            ref.get("controller") and ref.get("uid") == uid
+            for ref in pod["metadata"].get("ownerReferences") or []
+        )
+    ]
 
 
 def runner_messages(pods: list[Manifest], container: str = "warmup") -> list[str]:
@@ -84,7 +109,7 @@ def runner_messages(pods: list[Manifest], container: str = "warmup") -> list[str
 def job_summary(job: Manifest, key: str) -> WarmupSummary:
     """Job facts for status.warmup: name, attempts, times, cache key."""
     status = job.get("status") or {}
-    started, done = _time(status.get("startTime")), _time(status.get("completionTime"))
+    started, done = time_of(status.get("startTime")), time_of(status.get("completionTime"))
     attempts = sum(int(status.get(k) or 0) for k in ("active", "succeeded", "failed"))
     return WarmupSummary(
         job_name=job["metadata"]["name"],
@@ -96,23 +121,81 @@ def job_summary(job: Manifest, key: str) -> WarmupSummary:
     )
 
 
-def evaluate_warmup(job: Manifest | None, pods: list[Manifest], key: str) -> WarmupState:
-    """The Warmed verdict from the Job of this plan and its Pods."""
+@dataclass(frozen=True)
+class Observed:
+    """What the sync read about the warmup besides the Job: its Events, the clock, the limit."""
+
+    events: tuple[Manifest, ...] = ()
+    now: datetime | None = None
+    pending_limit_s: int | None = None
+
+
+def evaluate_warmup(
+    job: Manifest | None, pods: list[Manifest], key: str, seen: Observed | None = None
+) -> WarmupState:
+    """The Warmed verdict from the Job of this plan and the Pods it controls."""
     if job is None:
         return WarmupState(
             Verdict("False", Reason.WARMUP_PENDING, "Creating the warmup Job"),
             WarmupSummary(cache_key=key),
         )
+    seen = seen or Observed()
     summary = job_summary(job, key)
+    pods = owned_pods(job, pods)
     run = next((s for s in map(RunnerSummary.parse, runner_messages(pods)) if s), None)
+    stopped = (job["metadata"].get("annotations") or {}).get(ANNOTATION_WARMUP_FAILED)
+    if stopped:
+        reason, _, message = stopped.partition(": ")
+        if not re.fullmatch(REASON_PATTERN, reason):  # a hand-made annotation
+            reason, message = Reason.WARMUP_FAILED, stopped
+        return WarmupState(Verdict("False", reason, message[:MESSAGE_LIMIT]), summary, True, run)
     if _condition(job, "Complete"):
         return _completed(summary, run, key)
-    if _condition(job, "Failed"):
-        return _failed(summary, run)
-    message = (
-        f"Job {summary.job_name} is warming the plan (attempt {max(summary.attempts or 1, 1)})"
-    )
-    return WarmupState(Verdict("False", Reason.WARMUP_RUNNING, message), summary, False, run)
+    failed = _condition(job, "Failed")
+    if failed is not None:
+        return _failed(summary, run, failed)
+    return _active(job, pods, summary, run, seen)
+
+
+def _newest(pods: list[Manifest]) -> Manifest | None:
+    return max(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "", default=None)
+
+
+def _active(
+    job: Manifest,
+    pods: list[Manifest],
+    summary: WarmupSummary,
+    run: RunnerSummary | None,
+    seen: Observed,
+) -> WarmupState:
+    """A Job still working: the runner runs, its Pod waits (and why), or it retries."""
+    pod = _newest(pods)
+    phase = ((pod or {}).get("status") or {}).get("phase")
+    attempt = max(summary.attempts or 1, 1)
+    if phase == "Running":
+        message = f"Job {summary.job_name} is warming the plan (attempt {attempt})"
+        return WarmupState(Verdict("False", Reason.WARMUP_RUNNING, message), summary, False, run)
+    if phase in ("Succeeded", "Failed"):
+        found = f"{run.outcome}: {run.reason}" if run else "no runner summary"
+        message = (
+            f"Job {summary.job_name}: attempt {attempt} ended ({found}); the Job controller "
+            "starts the next one after its backoff"
+        )
+        return WarmupState(Verdict("False", Reason.WARMUP_PENDING, message), summary, False, run)
+    pending = why_pending(job, pod, list(seen.events))
+    limit, now = seen.pending_limit_s, seen.now
+    if limit is not None and now is not None and pending.since is not None:
+        waited = int((now - pending.since).total_seconds())
+        if waited > limit:
+            reason = pending.reason if pending.stuck else Reason.PENDING_TIMEOUT
+            message = (
+                f"{pending.message} (Pending for {waited} s, more than "
+                f"spec.warmup.pendingTimeoutSeconds={limit}; the Job was stopped)"
+            )
+            verdict = Verdict("False", reason, message[:MESSAGE_LIMIT])
+            return WarmupState(verdict, summary, True, run, stop=True)
+    verdict = Verdict("False", pending.reason, pending.message[:MESSAGE_LIMIT])
+    return WarmupState(verdict, summary, False, run)
 
 
 def _completed(summary: WarmupSummary, run: RunnerSummary | None, key: str) -> WarmupState:
@@ -133,24 +216,29 @@ def _completed(summary: WarmupSummary, run: RunnerSummary | None, key: str) -> W
 
 
 def remembered(
-    warmed: Condition | None, summary: WarmupSummary | None, key: str
+    warmed: Condition | None, summary: WarmupSummary | None, key: str, claim_uid: str | None
 ) -> WarmupState | None:
     """A verdict this operator already recorded for the key, so verification survives the Job.
 
     The status is the record: Warmed=True with status.warmup.cacheKey equal to the key means
     the runner verified exactly this plan on this stack (the key hashes both). Job Pods may be
     cleaned up afterwards; the plan stays verified and its measured KV blocks stay pinned.
+    The record vouches for an entry on one recipe-cache claim: when the claim is gone or was
+    replaced (another UID), the entry is gone too and the plan is warmed again.
     """
     if warmed is None or warmed.status != "True" or summary is None or summary.cache_key != key:
+        return None
+    if summary.cache_claim_uid != claim_uid:
         return None
     verdict = Verdict("True", Reason.WARMUP_SUCCEEDED, warmed.message)
     run = RunnerSummary("verified", "recorded in status", key, (), summary.kv_blocks)
     return WarmupState(verdict, summary, False, run)
 
 
-def _failed(summary: WarmupSummary, run: RunnerSummary | None) -> WarmupState:
+def _failed(summary: WarmupSummary, run: RunnerSummary | None, failed: Manifest) -> WarmupState:
     if run is None:
-        message = f"Job {summary.job_name} failed without a runner summary"
+        why = f"{failed.get('reason', '')}: {failed.get('message', '')}".strip(": ")
+        message = f"Job {summary.job_name} failed ({why}) without a runner summary"
     else:
         message = f"Job {summary.job_name} failed: {run.outcome}: {run.reason}"
         if run.unwarmed:
