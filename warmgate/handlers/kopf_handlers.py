@@ -82,6 +82,8 @@ def registry(settings: Settings) -> kopf.OperatorRegistry:
     kopf.on.resume(*resource, id="reconcile", registry=handlers)(reconcile)
     kopf.on.create(*resource, id="reconcile", registry=handlers)(reconcile)
     kopf.on.update(*resource, id="reconcile", registry=handlers)(reconcile)
+    # Optional: no finalizer of its own; kopf calls it while it removes the timer's finalizer.
+    kopf.on.delete(*resource, id="forget", optional=True, registry=handlers)(forget)
     interval = settings.resync_seconds
     kopf.timer(
         *resource, id="resync", interval=interval, initial_delay=interval, registry=handlers
@@ -105,6 +107,13 @@ def resync(
     sdd = _parse(body, report=False)  # the change handler already reported an unreadable object
     if sdd is not None:
         _sync(sdd, body, patch, logger, memo)
+
+
+def forget(body: kopf.Body, memo: Runtime, **_: Any) -> None:
+    """A deleted object: drop its metrics series and its retry count."""
+    meta = body.get("metadata") or {}
+    metrics.forget(str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+    memo.backoff.forget(str(meta.get("uid") or ""))
 
 
 def _parse(body: kopf.Body, *, report: bool) -> SpecDecodeDeployment | None:
@@ -152,4 +161,4 @@ def _timed_evaluate(sdd: SpecDecodeDeployment) -> PlanningResult:
         return evaluate(sdd)
 
 
-__all__ = ["kopf_settings", "reconcile", "registry", "resync", "run"]
+__all__ = ["forget", "kopf_settings", "reconcile", "registry", "resync", "run"]
