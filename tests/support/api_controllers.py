@@ -13,6 +13,7 @@ from typing import Any
 from support.examples import example_doc
 from support.kube_objects import (
     job_status,
+    replica_set,
     rolled_out_status,
     runner_summary,
     serving_pod,
@@ -54,15 +55,20 @@ def _patch_status(cp: ControlPlane, ns: str, kind: str, name: str, status: dict[
 
 def finish(cp: ControlPlane, ns: str, job: str, summary: dict[str, Any] | None, ok: bool) -> None:
     """Play the kubelet and the Job controller: a terminated Pod, then the Job's condition."""
-    pod = warmup_pod(ns, job)
+    uid = get(cp, "-n", ns, "job", job)["metadata"]["uid"]
+    pod = warmup_pod(ns, job, uid)
     cp.kubectl("apply", "-f", "-", stdin=json.dumps(pod))
     _patch_status(cp, ns, "pod", pod["metadata"]["name"], terminated_status(summary, ok))
     _patch_status(cp, ns, "job", job, job_status(ok))
 
 
 def serve(cp: ControlPlane, ns: str, deployment: dict[str, Any], name: str) -> None:
-    """Play the ReplicaSet controller: a Pod from the Deployment's template."""
-    cp.kubectl("apply", "-f", "-", stdin=json.dumps(serving_pod(ns, deployment, name)))
+    """Play the Deployment and ReplicaSet controllers: a ReplicaSet of the Deployment's
+    template (owned by it), and a Pod of that ReplicaSet."""
+    rs_name = f"{deployment['metadata']['name']}-{name[-6:]}"
+    cp.kubectl("apply", "-f", "-", stdin=json.dumps(replica_set(ns, deployment, rs_name)))
+    rs = get(cp, "-n", ns, "replicaset", rs_name)
+    cp.kubectl("apply", "-f", "-", stdin=json.dumps(serving_pod(ns, rs, name)))
 
 
 def rolled_out(cp: ControlPlane, ns: str, name: str, ready: int) -> None:

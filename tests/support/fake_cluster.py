@@ -48,6 +48,8 @@ class FakeCluster:
     writes: list[tuple[str, str, str]] = field(default_factory=list)
     fail: dict[str, ClusterError] = field(default_factory=dict)
     status_writes: list[Manifest] = field(default_factory=list)
+    # The creationTimestamp of objects stored from now on (tests move it with their clock).
+    created: str = CREATED
     _versions: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def put(self, manifest: Manifest) -> Manifest:
@@ -58,7 +60,7 @@ class FakeCluster:
         meta["resourceVersion"] = str(version)
         meta.setdefault("generation", 1)
         meta.setdefault("uid", f"uid-{stored['kind'].lower()}-{version}")
-        meta.setdefault("creationTimestamp", CREATED)
+        meta.setdefault("creationTimestamp", self.created)
         self.objects[_key(stored)] = stored
         return stored
 

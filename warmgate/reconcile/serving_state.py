@@ -115,23 +115,25 @@ def evaluate_serving(deployment: Manifest | None, asked: Serving) -> ServingStat
 
 
 def _verdict(rollout: Rollout, complete: bool, served: str | None, asked: Serving) -> Verdict:
-    short, n = (served or "unknown")[:19], asked.replicas
+    short, n, available = (served or "unknown")[:19], asked.replicas, rollout.available
     if n == 0:
         return Verdict("True", Reason.SCALED_TO_ZERO, "Scaled to zero replicas")
-    if complete and served != asked.plan_digest:
+    if served != asked.plan_digest:  # the current plan is not verified (or not applied) yet
         message = (
-            f"{rollout.available}/{n} replicas serve the last verified plan {short}; plan "
+            f"{available}/{n} replicas serve the last verified plan {short}; plan "
             f"{asked.plan_digest[:19]} is not verified yet"
         )
-        return Verdict("True", Reason.REPLICAS_READY, message)
+        if available > 0:
+            return Verdict("True", Reason.REPLICAS_READY, message)
+        return Verdict("False", Reason.SERVING_PROGRESSING, message)
     if complete:
         return Verdict("True", Reason.REPLICAS_READY, f"{n}/{n} replicas ready on plan {short}")
-    progress = f"{rollout.updated}/{n} updated to plan {short}, {rollout.available}/{n} available"
+    progress = f"{rollout.updated}/{n} updated to plan {short}, {available}/{n} available"
     if rollout.stuck is not None:
         message = f"The rollout stopped: {rollout.stuck} ({progress})"
-        status = "True" if asked.was_ready and rollout.available > 0 else "False"
+        status = "True" if asked.was_ready and available > 0 else "False"
         return Verdict(status, Reason.PROGRESS_DEADLINE_EXCEEDED, message)
-    if asked.was_ready and rollout.available > 0:
+    if asked.was_ready and available > 0:
         # Pods of the last verified plan (or of this one) keep serving while the rest roll.
         return Verdict("True", Reason.ROLLING_OUT, f"Rolling out: {progress}")
     return Verdict("False", Reason.SERVING_PROGRESSING, f"Rolling out: {progress}")

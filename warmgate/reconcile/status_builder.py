@@ -94,7 +94,8 @@ def planning_notice(
     )
     conditions = _set(old.conditions, BUCKETS_PLANNED, planning, gen, at)
     conditions = remove_condition(conditions, STALLED)
-    conditions = _set(conditions, RECONCILING, planning, gen, at)
+    work = Verdict("True", planning.reason, planning.message)
+    conditions = _set(conditions, RECONCILING, work, gen, at)
     return old.model_copy(
         update={
             "observed_generation": gen,

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from warmgate.api import Manifest
 from warmgate.api.conditions import get_condition
 from warmgate.api.constants import (
+    ANNOTATION_CACHE_CLAIM_UID,
     ANNOTATION_CACHE_KEY,
     ANNOTATION_WARMUP_FAILED,
     COMPONENT_WARMUP,
@@ -157,10 +158,15 @@ def _current_job(stage: Stage, jobs: list[Manifest], children: Children) -> Mani
     desired = next((job for job in same if job["metadata"]["name"] == name), None)
     if desired is not None:
         return desired
-    for job in same:
-        if _evaluate(stage, job, children.cache_key)[0].verdict.holds:
+    claim = _claim_of(children.warmup_job)
+    for job in same:  # only one that published to the claim in use: a new claim is empty
+        if _claim_of(job) == claim and _evaluate(stage, job, children.cache_key)[0].verdict.holds:
             return job
     return None
+
+
+def _claim_of(job: Manifest) -> str | None:
+    return (job["metadata"].get("annotations") or {}).get(ANNOTATION_CACHE_CLAIM_UID)
 
 
 def _replace_stale(stage: Stage, jobs: list[Manifest], children: Children) -> None:
