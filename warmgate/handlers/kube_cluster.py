@@ -145,9 +145,10 @@ class KubeCluster:
         return _call(delete, name, namespace, body=body, tolerate=tolerate) is not None
 
     def patch_status(self, namespace: str, name: str, body: Manifest) -> None:
-        """Merge-patch a SpecDecodeDeployment's status subresource."""
+        """Merge-patch a SpecDecodeDeployment's status subresource (``body`` is the status)."""
         patch = self._custom.patch_namespaced_custom_object_status
-        _call(patch, GROUP, VERSION, namespace, PLURAL, name, body, _content_type=MERGE_PATCH)
+        args = (GROUP, VERSION, namespace, PLURAL, name, {"status": body})
+        _call(patch, *args, _content_type=MERGE_PATCH)
 
     def scale(self, namespace: str, name: str, replicas: int) -> None:
         """Follow spec.serving.replicas without touching the plan the Deployment serves."""
