@@ -57,6 +57,8 @@ def sdd(
     faults: str = "",
     node_selector: dict[str, str] | None = None,
     cache_claim: bool = False,
+    pending_timeout: int | None = None,
+    run_as_user: int | None = None,
 ) -> Manifest:
     """A small SpecDecodeDeployment whose image is the stand-in engine (a test double)."""
     spec: Manifest = {
@@ -74,6 +76,10 @@ def sdd(
         spec["warmup"]["placement"] = {"nodeSelector": node_selector}
     if cache_claim:
         spec["warmup"]["cache"] = {"claimTemplate": {"size": "1Gi"}, "maxSizeMB": 512}
+    if pending_timeout is not None:
+        spec["warmup"]["pendingTimeoutSeconds"] = pending_timeout
+    if run_as_user is not None:
+        spec["runAsUser"] = run_as_user
     return {
         "apiVersion": "warmgate.dev/v1alpha1",
         "kind": "SpecDecodeDeployment",
