@@ -33,9 +33,10 @@ from warmgate.buckets.strategies import decode_ranges, prompt_ranges
 
 # spec.buckets.coverage.maxExtraBuckets' default (warmgate.api.bucketing.CoveragePolicy).
 DEFAULT_MAX_EXTRA_BUCKETS: Final = 64
-# Plans above this many buckets are refused before planning: planning 22,372 buckets takes
-# about 1.1 s (benchmarks/bench_plan_size.py), and a warmup that compiles 50,000 graphs takes
-# at least 5.5 h at the cost model's fastest 0.4 s per graph of an 8B model.
+# Plans above this many buckets are refused before planning: planning 22,372 buckets takes 1 to
+# 2.5 s on the project's 2-core machine (benchmarks/bench_plan_size.py), so this bound keeps
+# planning within seconds, and a warmup that compiles 50,000 graphs takes at least 5.5 h at
+# the cost model's fastest 0.4 s per graph of an 8B model.
 MAX_PLAN_BUCKETS: Final = 50_000
 
 
