@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from support.kube_objects import rolled_out_status
-from sync_world import NAME, NS, UID, World, verified
+from sync_world import NAME, NS, World, verified
 
 from warmgate.api.constants import ANNOTATION_REWARM
 from warmgate.reconcile.cluster import ClusterError
@@ -350,7 +350,7 @@ def test_hand_edits_of_the_deployment_and_the_service_are_repaired(world: World)
     assert world.cluster.writes[writes:] == []
 
 
-def test_server_defaults_are_no_drift(world: World) -> None:
+def test_server_defaults_are_no_drift() -> None:
     """What the API server adds or rewrites (defaults, dropped zero values, canonical
     quantities) is not a hand edit."""
     world = World(serving={"resources": {"requests": {"cpu": "1000m"}}})
@@ -365,4 +365,18 @@ def test_server_defaults_are_no_drift(world: World) -> None:
     writes = len(world.cluster.writes)
     world.sync()
     assert [w for w in world.cluster.writes[writes:] if w[1] == "Deployment"] == []
-    assert UID  # the world's object
+
+
+def test_deleting_a_stopped_job_retries_it(world: World) -> None:
+    """Item 6: `kubectl delete job` is a retry with the same content (docs/operator.md)."""
+    world.sync()
+    world.pod_of(world.job())["status"] = UNSCHEDULABLE
+    world.later(3600)
+    world.sync()
+    stopped = world.job()["metadata"]["name"]
+    del world.cluster.objects[("Job", NS, stopped)]
+    world.sync()
+    assert world.job()["metadata"]["name"] == stopped
+    assert "suspend" not in world.job()["spec"]
+    assert world.conditions()["Warmed"] == ("False", "WarmupPending")
+    assert "Stalled" not in world.conditions()
