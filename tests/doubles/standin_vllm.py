@@ -31,6 +31,7 @@ Faults are injected with STANDIN_FAULTS, a comma list of:
                         of serving
   probe_http_500        answer every completion with HTTP 500
   exit_on_probe         exit 4 on the first completion request
+  slow_warmup=S         sleep S seconds before warming (a warmup long enough to interrupt)
 STANDIN_RECORD=<path> writes the argv and the runner-owned env variables there as JSON.
 
 Unwarmed lines on demand, while serving: `POST /standin/unwarmed` with
@@ -444,6 +445,7 @@ class Engine:
         if "skip_warmup" in faults() or env_flag("VLLM_SKIP_WARMUP"):
             proc.log("INFO", "hpu_model_runner.py:6142", "Skipping warmup...")  # Gmain:6219
             return
+        time.sleep(float(faults().get("slow_warmup") or 0))
         if not self.args.enforce_eager:  # G26:6171 / Gmain:6246: graphs only without eager
             proc.log("INFO", "hpu_model_runner.py:5416", "Sampler warmup completed successfully")
             for phase, rows in (("Prompt", lists["prompt"]), ("Decode", lists["decode"])):

@@ -134,6 +134,8 @@ def _warmup(stage: Stage, children: Children, to_run: PlanToRun) -> WarmupState:
     )
     if state.stop and job is not None:
         _stop(stage, job, state.verdict)
+    if state.rerun and job is not None:
+        _rerun(stage, job, state.verdict)
     if state.verdict.holds:  # the runner checked every planned bucket against the engine's log
         update = {"warmed_buckets": total_buckets(to_run.buckets), "cache_claim_uid": claim}
         state = replace(state, summary=state.summary.model_copy(update=update))
@@ -197,6 +199,13 @@ def _evaluate(stage: Stage, job: Manifest | None, key: str) -> tuple[WarmupState
     events = () if pods and running else tuple(stage.cluster.events(stage.namespace, uid))
     limit = stage.sdd.spec.warmup.pending_timeout_seconds
     return evaluate_warmup(job, pods, key, Observed(events, stage.at, limit)), pods
+
+
+def _rerun(stage: Stage, job: Manifest, verdict: Verdict) -> None:
+    """Delete a completed Job whose verdict is lost; the next sync creates it again."""
+    meta = job["metadata"]
+    if stage.cluster.delete("Job", stage.namespace, meta["name"], meta["uid"]):
+        stage.events.post("Warning", "VerdictLost", verdict.message)
 
 
 def _stop(stage: Stage, job: Manifest, verdict: Verdict) -> None:

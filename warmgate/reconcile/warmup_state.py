@@ -60,7 +60,8 @@ class WarmupState:
     """What the warmup stage decided.
 
     ``stop``: the Job must be stopped (suspended) and marked with the verdict, because its Pod
-    waited past the pending deadline.
+    waited past the pending deadline. ``rerun``: the Job completed but its Pods are gone, and
+    the runner's verdict with them; the Job must be deleted so the warmup runs again.
     """
 
     verdict: Verdict
@@ -68,6 +69,7 @@ class WarmupState:
     stalled: bool = False
     summary_of_run: RunnerSummary | None = None
     stop: bool = False
+    rerun: bool = False
 
 
 def _condition(job: Manifest, type_: str) -> Manifest | None:
@@ -150,6 +152,8 @@ def evaluate_warmup(
             reason, message = Reason.WARMUP_FAILED, stopped
         return WarmupState(Verdict("False", reason, message[:MESSAGE_LIMIT]), summary, True, run)
     if _condition(job, "Complete"):
+        if not pods:
+            return _lost(summary)
         return _completed(summary, run, key)
     failed = _condition(job, "Failed")
     if failed is not None:
@@ -196,6 +200,18 @@ def _active(
             return WarmupState(verdict, summary, True, run, stop=True)
     verdict = Verdict("False", pending.reason, pending.message[:MESSAGE_LIMIT])
     return WarmupState(verdict, summary, False, run)
+
+
+def _lost(summary: WarmupSummary) -> WarmupState:
+    """A completed Job without any Pod: the verdict went with them (a Pod deleted while or
+    right after the runner finished). Nothing says the plan was verified, nor that it failed:
+    warm it again rather than trust or condemn it."""
+    message = (
+        f"Job {summary.job_name} completed, but its Pods are gone and the runner's verdict with "
+        "them; warming the plan again"
+    )
+    verdict = Verdict("False", Reason.WARMUP_PENDING, message)
+    return WarmupState(verdict, summary, rerun=True)
 
 
 def _completed(summary: WarmupSummary, run: RunnerSummary | None, key: str) -> WarmupState:

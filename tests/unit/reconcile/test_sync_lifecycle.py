@@ -380,3 +380,19 @@ def test_deleting_a_stopped_job_retries_it(world: World) -> None:
     assert "suspend" not in world.job()["spec"]
     assert world.conditions()["Warmed"] == ("False", "WarmupPending")
     assert "Stalled" not in world.conditions()
+
+
+def test_a_lost_verdict_warms_again(world: World) -> None:
+    """The Job completed but its only Pod was deleted with the runner's summary in it."""
+    world.sync()
+    name = world.job()["metadata"]["name"]
+    world.cluster.get("Job", NS, name)["status"] = {
+        "succeeded": 1,
+        "conditions": [{"type": "Complete", "status": "True"}],
+    }
+    world.sync()
+    assert world.cluster.of_kind("Job") == []
+    assert "VerdictLost" in world.events.reasons()
+    assert "Stalled" not in world.conditions()
+    world.sync()
+    assert world.job()["metadata"]["name"] == name  # the same warmup, once more

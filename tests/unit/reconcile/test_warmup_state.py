@@ -168,8 +168,9 @@ def test_only_pods_the_job_controls_speak() -> None:
     fake = pod("2026-11-29T12:00:00Z", verified(), owners=[])
     other = pod("2026-11-29T12:00:00Z", verified(), owners=[{**OWNED[0], "uid": "uid-other"}])
     state = evaluate_warmup(job("Complete"), [fake, other], KEY)
-    assert (state.verdict.status, state.verdict.reason) == ("False", "WarmupFailed")
-    assert "no runner summary" in state.verdict.message
+    assert state.verdict.status == "False"
+    assert state.summary_of_run is None  # the fakes' "verified" was not read
+    assert state.rerun  # the Job's own Pods are gone: it runs again
 
 
 def test_complete_job_with_verified_summary_of_this_key_is_warmed() -> None:
@@ -182,7 +183,10 @@ def test_complete_job_with_verified_summary_of_this_key_is_warmed() -> None:
 
 @pytest.mark.parametrize(
     "pods",
-    [[], [pod("2026-11-29T12:00:00Z", verified(key="gaudi3-tp8-" + "b" * 40))]],
+    [
+        [pod("2026-11-29T12:00:00Z", None)],
+        [pod("2026-11-29T12:00:00Z", verified(key="gaudi3-tp8-" + "b" * 40))],
+    ],
     ids=["no-summary", "other-key"],
 )
 def test_complete_job_without_this_plans_verdict_is_refused(pods: list[dict[str, Any]]) -> None:
@@ -218,3 +222,11 @@ def test_the_record_vouches_for_one_cache_claim_only() -> None:
     assert remembered(warmed, summary, KEY, "uid-claim-1") is not None
     assert remembered(warmed, summary, KEY, "uid-claim-2") is None
     assert remembered(warmed, summary, KEY, None) is None
+
+
+def test_a_completed_job_whose_pods_are_gone_is_warmed_again() -> None:
+    """Its verdict went with its Pods: neither trusted nor condemned, but run again."""
+    state = evaluate_warmup(job("Complete"), [], KEY)
+    assert (state.verdict.status, state.verdict.reason) == ("False", "WarmupPending")
+    assert "Pods are gone" in state.verdict.message
+    assert (state.rerun, state.stalled) == (True, False)
