@@ -22,7 +22,16 @@ from support.kube_objects import (
 )
 from warmgate.controlplane import ControlPlane
 
-__all__ = ["finish", "get", "rolled_out", "runner_summary", "seeds_example", "serve", "started"]
+__all__ = [
+    "finish",
+    "get",
+    "replica_set_of",
+    "rolled_out",
+    "runner_summary",
+    "seeds_example",
+    "serve",
+    "started",
+]
 
 
 def get(cp: ControlPlane, *args: str) -> dict[str, Any]:
@@ -62,12 +71,18 @@ def finish(cp: ControlPlane, ns: str, job: str, summary: dict[str, Any] | None, 
     _patch_status(cp, ns, "job", job, job_status(ok))
 
 
+def replica_set_of(cp: ControlPlane, ns: str, deployment: dict[str, Any]) -> dict[str, Any]:
+    """Play the Deployment controller: the ReplicaSet of the Deployment's current template,
+    owned by it, as the server stores it (with its UID)."""
+    rs_name = f"{deployment['metadata']['name']}-g{deployment['metadata']['generation']}"
+    cp.kubectl("apply", "-f", "-", stdin=json.dumps(replica_set(ns, deployment, rs_name)))
+    return get(cp, "-n", ns, "replicaset", rs_name)
+
+
 def serve(cp: ControlPlane, ns: str, deployment: dict[str, Any], name: str) -> None:
     """Play the Deployment and ReplicaSet controllers: a ReplicaSet of the Deployment's
     template (owned by it), and a Pod of that ReplicaSet."""
-    rs_name = f"{deployment['metadata']['name']}-{name[-6:]}"
-    cp.kubectl("apply", "-f", "-", stdin=json.dumps(replica_set(ns, deployment, rs_name)))
-    rs = get(cp, "-n", ns, "replicaset", rs_name)
+    rs = replica_set_of(cp, ns, deployment)
     cp.kubectl("apply", "-f", "-", stdin=json.dumps(serving_pod(ns, rs, name)))
 
 

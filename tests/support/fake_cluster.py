@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from support.bad_manifests import merge_patch
 from warmgate.api import Manifest
+from warmgate.api.conditions import now
 from warmgate.reconcile.cluster import (
     ClusterError,
     DeleteKind,
@@ -27,7 +28,6 @@ from warmgate.reconcile.cluster import (
 )
 
 Key = tuple[str, str, str]
-CREATED = "2026-11-29T11:59:00Z"
 
 
 def _key(manifest: Manifest) -> Key:
@@ -48,8 +48,9 @@ class FakeCluster:
     writes: list[tuple[str, str, str]] = field(default_factory=list)
     fail: dict[str, ClusterError] = field(default_factory=dict)
     status_writes: list[Manifest] = field(default_factory=list)
-    # The creationTimestamp of objects stored from now on (tests move it with their clock).
-    created: str = CREATED
+    # The creationTimestamp of objects stored from now on (tests move it with their clock);
+    # None: the wall clock, as for a sync run without an explicit time.
+    created: str | None = None
     _versions: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def put(self, manifest: Manifest) -> Manifest:
@@ -60,7 +61,7 @@ class FakeCluster:
         meta["resourceVersion"] = str(version)
         meta.setdefault("generation", 1)
         meta.setdefault("uid", f"uid-{stored['kind'].lower()}-{version}")
-        meta.setdefault("creationTimestamp", self.created)
+        meta.setdefault("creationTimestamp", self.created or now().strftime("%Y-%m-%dT%H:%M:%SZ"))
         self.objects[_key(stored)] = stored
         return stored
 

@@ -127,7 +127,9 @@ def forget(namespace: str, name: str) -> None:
     """Remove every series of a deleted object, so dashboards and alerts stop seeing it."""
     for gauge in (EXTRA_BUCKETS, UNCOVERED, COVERAGE_PROVEN, WARMUP_ESTIMATE, WARMED):
         _remove(gauge, namespace, name)
-    for gauge in (WARMUP_DURATION, SERVING_READY, READY):
+    for gauge in (WARMUP_DURATION, SERVING_READY, READY, WARMUP_PROGRESS, WARMUP_REMAINING):
+        _remove(gauge, namespace, name)
+    for gauge in (WARMUP_ELAPSED, UNWARMED_SERVING, NOT_PREPARED_SERVING):
         _remove(gauge, namespace, name)
     for phase in ("prompt", "decode"):
         _remove(BUCKETS, namespace, name, phase)

@@ -13,6 +13,7 @@ import pytest
 from prometheus_client import generate_latest
 from support.paths import DOCS
 
+from warmgate.api import SpecDecodeDeploymentStatus
 from warmgate.api.constants import FINALIZER
 from warmgate.handlers import kopf_handlers, metrics
 from warmgate.handlers.kopf_handlers import kopf_settings, registry
@@ -40,6 +41,7 @@ def test_a_deleted_objects_series_are_removed() -> None:
 
     sdd = example_sdd("llama31-8b-seeds", namespace="ns-gone", name="gone")
     metrics.record("ns-gone", "gone", evaluate(sdd))
+    metrics.record_status("ns-gone", "gone", SpecDecodeDeploymentStatus())  # every gauge
 
     def series() -> list[str]:
         text = generate_latest(metrics.REGISTRY).decode()
