@@ -118,10 +118,15 @@ def _run_step(
 ) -> StepResult:
     timeout = max(0.1, min(spec.request_timeout_s, deadline - time.monotonic()))
     bodies = [_body(model, spec, step, i) for i in range(step.concurrency)]
-    with ThreadPoolExecutor(max_workers=step.concurrency) as pool:
-        errors = list(pool.map(lambda b: _complete(base_url, b, timeout), bodies))
-    failed = [e for e in errors if e is not None]
+    failed = [e for e in send_burst(base_url, bodies, timeout) if e is not None]
     return StepResult(step.name, len(bodies), len(bodies) - len(failed), failed[:20])
+
+
+def send_burst(base_url: str, bodies: list[dict[str, Any]], timeout: float) -> list[str | None]:
+    """POST every body to /v1/completions at once (one thread each) and wait for all of them:
+    None per success, else a short error (the probe's and the drafter sweep's request form)."""
+    with ThreadPoolExecutor(max_workers=max(1, len(bodies))) as pool:
+        return list(pool.map(lambda b: _complete(base_url, b, timeout), bodies))
 
 
 def _body(model: str, spec: ProbeSpec, step: ProbeStep, index: int) -> dict[str, Any]:
