@@ -1,16 +1,14 @@
-"""A bounded probe workload over vLLM's OpenAI-compatible HTTP API, sent with urllib."""
+"""A bounded probe workload over vLLM's OpenAI-compatible HTTP API (bursts: burst.py)."""
 
 from __future__ import annotations
 
-import json
 import time
-import urllib.error
 import urllib.request
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from warmgate.warmup.burst import send_burst
 from warmgate.warmup.plan import ProbeSpec, ProbeStep
 
 Alive = Callable[[], bool]
@@ -122,13 +120,6 @@ def _run_step(
     return StepResult(step.name, len(bodies), len(bodies) - len(failed), failed[:20])
 
 
-def send_burst(base_url: str, bodies: list[dict[str, Any]], timeout: float) -> list[str | None]:
-    """POST every body to /v1/completions at once (one thread each) and wait for all of them:
-    None per success, else a short error (the probe's and the drafter sweep's request form)."""
-    with ThreadPoolExecutor(max_workers=max(1, len(bodies))) as pool:
-        return list(pool.map(lambda b: _complete(base_url, b, timeout), bodies))
-
-
 def _body(model: str, spec: ProbeSpec, step: ProbeStep, index: int) -> dict[str, Any]:
     return {
         "model": model,
@@ -138,22 +129,3 @@ def _body(model: str, spec: ProbeSpec, step: ProbeStep, index: int) -> dict[str,
         "temperature": 0.0,
         "ignore_eos": True,  # vLLM extension: keep every request decoding for max_tokens steps.
     }
-
-
-def _complete(base_url: str, body: dict[str, Any], timeout: float) -> str | None:
-    """POST /v1/completions; None on success, else a short error description."""
-    request = urllib.request.Request(
-        base_url + "/v1/completions",
-        data=json.dumps(body).encode("utf-8"),
-        headers={"Content-Type": "application/json"},
-        method="POST",
-    )
-    try:
-        with _OPENER.open(request, timeout=timeout) as response:
-            payload = json.loads(response.read().decode("utf-8"))
-    except urllib.error.HTTPError as exc:
-        return f"HTTP {exc.code}: {exc.read(300).decode('utf-8', 'replace')}"
-    except (OSError, ValueError) as exc:
-        return f"{type(exc).__name__}: {exc}"
-    choices = payload.get("choices") if isinstance(payload, dict) else None
-    return None if isinstance(choices, list) and choices else "response without choices"

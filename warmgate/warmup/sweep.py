@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from warmgate.warmup.probe import send_burst
+from warmgate.warmup.burst import send_burst
 from warmgate.warmup.sweepplan import SweepSpec, SweepStepSpec
 
 Alive = Callable[[], bool]
