@@ -48,7 +48,10 @@ def test_the_sweep_compiles_every_planned_drafter_graph_and_the_probe_none(tmp_p
         "expected": 77,
         "driven": 77,
         "probe": 0,
+        "gaps": len(drafter["probe_known_gaps"]),
     }
+    undriven = {tuple(u["shape"]) for u in plan["drafter_sweep"]["undriven"]}
+    assert {tuple(g) for g in drafter["probe_known_gaps"]} <= undriven
     assert "drafter: the sweep compiled 77 of 77 planned graphs" in result.summary["reason"]
     assert "warmgate-progress stage sweep" in result.stdout.splitlines()
 

@@ -1,6 +1,11 @@
 """What the compile hook saw: whether it attached, what each sweep step compiled, and every
 compile during the probe, which is a graph the warmup left cold (target or drafter).
 
+A drafter graph the sweep document lists as undriven (partial drafts only, over budget, ...)
+is a known gap when the probe compiles it: the operator's status already counts it among the
+graphs the engine compiles at runtime, so it is reported, not failed. Every other compile in the
+probe is unwarmed: a graph the sweep promised, or one the drafter proof did not predict.
+
 The hook's lines carry the engine's wall clock (``hooklog``); the runner records when the sweep's
 steps and the probe began on the same clock, so each compile lands in the engine's start-up
 (before the sweep), a sweep step, or the probe. With tensor parallelism every rank compiles the
@@ -36,6 +41,7 @@ class DrafterCheck:
     compiled: set[Graph] = field(default_factory=set)
     other: set[Graph] = field(default_factory=set)
     probe: list[str] = field(default_factory=list)
+    known_gaps: list[Graph] = field(default_factory=list)
 
     @property
     def verified(self) -> bool | None:
@@ -56,7 +62,8 @@ class DrafterCheck:
             return f"drafter: not verified: {self.reason}"
         return (
             f"drafter: the sweep compiled {len(self.compiled & self.expected)} of "
-            f"{len(self.expected)} planned graphs; {len(self.probe)} compile(s) in the probe"
+            f"{len(self.expected)} planned graphs; {len(self.probe)} unexpected compile(s) in the "
+            f"probe, {len(self.known_gaps)} of the undriven graphs"
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -73,6 +80,7 @@ class DrafterCheck:
             "other_sweep_graphs": [list(g) for g in sorted(self.other)],
             "steps": self.steps,
             "probe_compiles": self.probe,
+            "probe_known_gaps": [list(g) for g in self.known_gaps],
         }
 
     def summary(self) -> dict[str, Any]:
@@ -83,6 +91,7 @@ class DrafterCheck:
             "expected": len(self.expected),
             "driven": len(self.compiled & self.expected),
             "probe": len(self.probe),
+            "gaps": len(self.known_gaps),
         }
 
 
@@ -112,7 +121,10 @@ def check_drafter(
     graphs = {g for e in in_sweep if (g := _graph(e)) is not None}
     check.compiled = graphs
     check.other = graphs - check.expected
-    check.probe = _probe_reasons(in_probe)
+    undriven = {g for g, _ in sweep.undriven} if sweep is not None else set()
+    known = [e for e in in_probe if _graph(e) in undriven]
+    check.known_gaps = sorted({g for e in known if (g := _graph(e)) is not None})
+    check.probe = _probe_reasons([e for e in in_probe if e not in known])
     return check
 
 
@@ -186,7 +198,7 @@ def _probe_reasons(events: list[HookEvent]) -> list[str]:
     busiest = Counter[int]()
     steps = Counter[int]()
     for e in events:
-        if e.where == "step" and e.count > e.drafter:
+        if e.where == "step" and e.count > e.drafter:  # drafter counts include known gaps
             busiest[e.pid] += e.count - e.drafter
             steps[e.pid] += 1
     if busiest:

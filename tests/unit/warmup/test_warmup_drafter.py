@@ -137,8 +137,8 @@ SPEC = SweepSpec(
         SweepStepSpec("a", 2, 1, 30, (("decode", 2, 1, 8), ("decode", 8, 1, 8))),
         SweepStepSpec("b", 3, 1, 30, (("decode", 4, 1, 4),)),
     ),
-    targets=4,
-    undriven=(),
+    targets=5,
+    undriven=((("decode", 12, 1, 16), "partial drafts only"),),
     budget_s=60,
     seconds=(1.0, 2.0),
 )
@@ -173,7 +173,8 @@ def test_compiles_are_placed_in_sweep_steps_and_the_probe() -> None:
         drafter(111.5, ["decode", 4, 1, 4], pid=2),  # TP rank 1 compiles the same graph
         step(111.5, 1, 1, pid=2),
         drafter(131.0, ["decode", 8, 1, 8]),  # the graph step "a" planned, first seen in probe
-        step(131.0, 3, 1),
+        drafter(131.0, ["decode", 12, 1, 16]),  # a known gap: the sweep could not drive it
+        step(131.0, 4, 2),
     ]
     check = check_drafter(events, HookSpec(enabled=True), SPEC, RUN, probe_began=130.0)
     assert (check.hook, check.drafter_named, check.warmup) == (
@@ -193,6 +194,7 @@ def test_compiles_are_placed_in_sweep_steps_and_the_probe() -> None:
         "2 graph compilation(s) outside the drafter in 1 probe step(s): target or sampler "
         "graphs the warmup did not compile",
     ]
+    assert check.known_gaps == [("decode", 12, 1, 16)]
     assert check.verified is False
     assert check.summary() == {
         "hook": "attached",
@@ -200,6 +202,7 @@ def test_compiles_are_placed_in_sweep_steps_and_the_probe() -> None:
         "expected": 3,
         "driven": 2,
         "probe": 2,
+        "gaps": 1,
     }
 
 
