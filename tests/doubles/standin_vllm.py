@@ -52,8 +52,10 @@ import math
 import os
 import random
 import re
+import select
 import shutil
 import signal
+import socket
 import sys
 import threading
 import time
@@ -518,9 +520,11 @@ class Engine:
 # compile hook vLLM loads as a general plugin, exactly as in the real engine. The shapes follow
 # the engine's call sequence (docs/coverage.md, "Drafter graphs": decode call 1 on the target's
 # (B*T, 1, C), calls 2..k on (B, 1, find_decode_bucket(B, X)[2]), prefill calls on the prompt's
-# shape then (1, 1, ...)); non-contiguous PA only. A test double's simplification: when the
-# engine is idle, a burst of requests is admitted together once arrivals pause for
-# ARRIVAL_SETTLE_S (the sweep assumes they reach the scheduler within two engine steps).
+# shape then (1, 1, ...)). Modelled only with non-contiguous PA and one prompt per prefill batch
+# (otherwise completions are answered at once, as before). A test double's simplification: when the
+# engine is idle, a burst of requests is admitted together once no connection is pending in the
+# listen backlog or being read, and none arrived for ARRIVAL_SETTLE_S (the sweep assumes they
+# reach the scheduler within two engine steps; a loaded test machine spreads them further).
 ARRIVAL_SETTLE_S = 0.05
 ENGINE_STEP_S = 0.0005
 DRAFT_METHODS = ("eagle", "eagle3", "mtp")
@@ -823,6 +827,8 @@ class EngineLoop:
         self.cv = threading.Condition()
         self.arrived: list[Request] = []
         self.last_arrival = 0.0
+        self.connections = 0  # accepted and not closed: being read, waiting for tokens, replying
+        self.listener: socket.socket | None = None
         self.waiting: list[Request] = []
         self.running: list[Request] = []
         threading.Thread(target=self.loop, daemon=True).start()
@@ -835,14 +841,30 @@ class EngineLoop:
             self.cv.notify()
         req.done.wait()
 
+    def connection(self, change: int) -> None:
+        """The server accepted (+1) or closed (-1) a connection."""
+        with self.cv:
+            self.connections += change
+            self.last_arrival = time.monotonic()
+
+    def settled(self) -> bool:
+        """No request still on its way: none arrived lately, none being read, none in the
+        kernel's listen backlog (every submitted one holds its connection)."""
+        if time.monotonic() - self.last_arrival < ARRIVAL_SETTLE_S:
+            return False
+        if self.connections > len(self.arrived):
+            return False
+        listener = self.listener
+        return listener is None or not select.select([listener], [], [], 0)[0]
+
     def loop(self) -> None:
         while True:
             with self.cv:
                 while not (self.arrived or self.waiting or self.running):
                     self.cv.wait()
-                if not (self.waiting or self.running):  # idle: let the burst arrive
-                    while time.monotonic() - self.last_arrival < ARRIVAL_SETTLE_S:
-                        self.cv.wait(ARRIVAL_SETTLE_S)
+                if not (self.waiting or self.running):  # idle: let the whole burst arrive
+                    while not self.settled():
+                        self.cv.wait(0.01)
                 self.waiting += self.arrived
                 self.arrived = []
             self.step()
@@ -898,7 +920,9 @@ def start_drafter(engine: Engine, lists: dict[str, list[Bucket]]) -> EngineLoop 
     sys.meta_path.insert(0, FakeModules(fake_modules(engine, runtime)))
     load_general_plugins(engine)
     module = importlib.import_module("vllm_gaudi.v1.worker.hpu_model_runner")
-    drafts = engine.method in DRAFT_METHODS and engine.k > 0
+    shapes = Shapes(engine.args)  # modelled: one prompt per prefill batch, non-contiguous PA
+    modelled = not shapes.contiguous and not shapes.merged and shapes.prefill_seqs == 1
+    drafts = engine.method in DRAFT_METHODS and engine.k > 0 and modelled
     runner = module.HPUModelRunner(drafts)
     look = Lookups(engine, lists)
     calls = DraftCalls(look, engine.k)
@@ -906,6 +930,22 @@ def start_drafter(engine: Engine, lists: dict[str, list[Bucket]]) -> EngineLoop 
     decode = [("decode", b, q, c) for b, q, c in look.decode]
     runner.warmup_model(prompt, decode, calls.warmup() if drafts else [])
     return EngineLoop(engine, runner, calls) if drafts else None
+
+
+class Server(ThreadingHTTPServer):
+    """The HTTP server; it tells the engine loop about connections (see EngineLoop.settled)."""
+
+    loop: EngineLoop | None = None
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if self.loop is not None:
+            self.loop.connection(+1)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        super().shutdown_request(request)
+        if self.loop is not None:
+            self.loop.connection(-1)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -1057,10 +1097,12 @@ def serve_or_hang(engine: Engine, lists: dict[str, list[Bucket]]) -> int:
         return 0
     Handler.loop = start_drafter(engine, lists)
     Handler.engine, Handler.served_name = engine, engine.args.served_model_name or engine.args.model
-    # A backlog of 128, like uvicorn's default (2048 is vLLM's); http.server's 5 would reset the
-    # probe's concurrent bursts before the handler threads accept them.
-    ThreadingHTTPServer.request_queue_size = 128
-    server = ThreadingHTTPServer((engine.args.host, engine.args.port), Handler)
+    # A backlog of 1024 (uvicorn's default is 2048, vLLM's too); http.server's 5 would reset the
+    # probe's and the sweep's concurrent bursts (up to max_num_seqs) before they are accepted.
+    Server.request_queue_size = 1024
+    server = Server((engine.args.host, engine.args.port), Handler)
+    if Handler.loop is not None:
+        Handler.loop.listener, server.loop = server.socket, Handler.loop
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
     server.serve_forever(poll_interval=0.05)
     server.server_close()
