@@ -77,6 +77,14 @@ class PlanSummary(ApiModel):
     estimated_warmup_seconds: int | None = Field(
         default=None, ge=0, description="Predicted warmup duration without a cache hit."
     )
+    drafter_shapes: int | None = Field(
+        default=None,
+        ge=0,
+        description="Draft-model graphs the engine's warmup never compiles (eagle, eagle3, mtp).",
+    )
+    drafter_swept: int | None = Field(
+        default=None, ge=0, description="Of those, the graphs the planned warmup sweep drives."
+    )
 
 
 class WarmupProgress(ApiModel):
@@ -126,6 +134,18 @@ class WarmupSummary(ApiModel):
         default=None,
         ge=0,
         description="KV-cache blocks the verified warmup measured; serving pins this count.",
+    )
+    drafter_driven: int | None = Field(
+        default=None,
+        ge=0,
+        description="Draft-model graphs the warmup sweep compiled, as the compile hook saw.",
+    )
+    drafter_verified: bool | None = Field(
+        default=None,
+        description=(
+            "True when the compile hook saw no graph compile during the probe after the sweep; "
+            "false when it could not attach."
+        ),
     )
 
 
