@@ -42,8 +42,9 @@ VOLUME_RUNNER: Final = "runner"
 # A ConfigMap holds at most 1 MiB (etcd's object limit); a plan above it cannot be mounted.
 CONFIGMAP_LIMIT: Final = 1024 * 1024
 # Exit codes that a retry cannot change (docs/runner.md, "Exit codes"): plan_invalid,
-# unwarmed_shapes, plan_mismatch. They fail the Job at once instead of burning retries.
-PERMANENT_EXIT_CODES: Final = (2, 3, 4)
+# unwarmed_shapes, plan_mismatch, drafter_unverified (a required compile hook that cannot attach
+# to this image). They fail the Job at once instead of burning retries.
+PERMANENT_EXIT_CODES: Final = (2, 3, 4, 11)
 # Copies warmgate/__init__.py and warmgate/warmup/*.py (standard library only) out of the
 # operator image into the emptyDir the vLLM image puts on PYTHONPATH (docs/runner.md).
 _COPY_RUNNER: Final = """\
