@@ -1,4 +1,4 @@
-"""Scenario i: an eagle3 SDD whose warmup Job drives the drafter sweep and verifies it (issue 16).
+"""Scenario j: an eagle3 SDD whose warmup Job drives the drafter sweep and verifies it (issue 16).
 
 The operator plans the drafter's graphs and their sweep; the real Job runs the runner in the
 stand-in engine image (a test double), which loads the runner's compile hook through vLLM's
