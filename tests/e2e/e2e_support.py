@@ -59,14 +59,18 @@ def sdd(
     cache_claim: bool = False,
     pending_timeout: int | None = None,
     run_as_user: int | None = None,
+    method: str = "ngram",
 ) -> Manifest:
     """A small SpecDecodeDeployment whose image is the stand-in engine (a test double)."""
+    speculative: Manifest = {"method": method, "numSpeculativeTokens": k}
+    if method in ("eagle", "eagle3"):
+        speculative["draftModel"] = {"name": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"}
     spec: Manifest = {
         "model": {"name": "Qwen/Qwen2.5-0.5B-Instruct"},
         "image": image,
         "device": "gaudi2",
         "engine": {"maxModelLen": 2048, "maxNumSeqs": 32, "maxNumBatchedTokens": 2048},
-        "speculative": {"method": "ngram", "numSpeculativeTokens": k},
+        "speculative": speculative,
         "warmup": {"timeoutSeconds": 300, "retries": 2},
         "serving": {"replicas": replicas},
     }

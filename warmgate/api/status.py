@@ -94,6 +94,14 @@ class PlanSummary(StatusModel):
     estimated_warmup_seconds: int | None = Field(
         default=None, ge=0, description="Predicted warmup duration without a cache hit."
     )
+    drafter_shapes: int | None = Field(
+        default=None,
+        ge=0,
+        description="Draft-model graphs the engine's warmup never compiles (eagle, eagle3, mtp).",
+    )
+    drafter_swept: int | None = Field(
+        default=None, ge=0, description="Of those, the graphs the planned warmup sweep drives."
+    )
 
 
 class WarmupProgress(StatusModel):
@@ -149,6 +157,18 @@ class WarmupSummary(StatusModel):
         description=(
             "UID of the recipe-cache claim the verified entry was published on; a replaced "
             "claim means the entry is gone and the plan is warmed again."
+        ),
+    )
+    drafter_driven: int | None = Field(
+        default=None,
+        ge=0,
+        description="Draft-model graphs the warmup sweep compiled, as the compile hook saw.",
+    )
+    drafter_verified: bool | None = Field(
+        default=None,
+        description=(
+            "True when the compile hook saw no graph compile during the probe after the sweep; "
+            "false when it could not attach."
         ),
     )
 

@@ -30,6 +30,8 @@ from warmgate.buckets import (
     prove_coverage,
 )
 from warmgate.buckets.strategies import decode_ranges, prompt_ranges
+from warmgate.buckets.sweep import DEFAULT_BUDGET_S
+from warmgate.reconcile.drafter_plan import DrafterPlan, plan_drafter, sweep_budget
 
 # spec.buckets.coverage.maxExtraBuckets' default (warmgate.api.bucketing.CoveragePolicy).
 DEFAULT_MAX_EXTRA_BUCKETS: Final = 64
@@ -119,16 +121,22 @@ class PlanPolicy:
     prefix_caching: bool | None = None
     complete: bool = True
     max_extra_buckets: int = DEFAULT_MAX_EXTRA_BUCKETS
+    # The speculative method (None: unknown, no drafter proof) and the drafter sweep's budget.
+    method: str | None = None
+    sweep_budget_s: float = DEFAULT_BUDGET_S
 
     @classmethod
     def of(cls, sdd: SpecDecodeDeployment) -> PlanPolicy:
-        """The policy a SpecDecodeDeployment states (the engine's prefix-caching switch too)."""
+        """The policy a SpecDecodeDeployment states (the engine's prefix-caching switch, the
+        speculative method, and a sweep budget from spec.warmup.timeoutSeconds too)."""
         coverage = sdd.spec.buckets.coverage
         return cls(
             partial_drafts=coverage.partial_drafts,
             prefix_caching=sdd.spec.engine.enable_prefix_caching,
             complete=coverage.complete,
             max_extra_buckets=coverage.max_extra_buckets,
+            method=sdd.spec.speculative.method,
+            sweep_budget_s=sweep_budget(sdd.spec.warmup.timeout_seconds),
         )
 
 
@@ -184,6 +192,14 @@ class PlanEvaluation:
         return prove_coverage(
             self.effective, policy.partial_drafts, prefix_caching=policy.prefix_caching
         )
+
+    @cached_property
+    def drafter(self) -> DrafterPlan:
+        """The drafter graphs of the plan warmgate warms, in the target proof's scope, and the
+        warmup sweep that drives them (none for ngram, k = 0 or an unknown method)."""
+        policy = self.policy
+        space = self.report.space
+        return plan_drafter(self.effective, space, policy.method, policy.sweep_budget_s, self.model)
 
     def cost(self, plan: BucketPlan, *, recipe_cache: bool = False) -> CostEstimate:
         """The warmup time estimate of ``plan`` for this evaluation's model."""

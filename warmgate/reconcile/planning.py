@@ -50,7 +50,8 @@ class PlanningResult:
         if self.plan is None or not self.may_warm:
             return None
         estimate = self.summary.estimated_warmup_seconds if self.summary else None
-        return PlanToRun(self.plan, float(estimate or 0), kv_blocks)
+        sweep = self.evaluation.drafter.document() if self.evaluation is not None else None
+        return PlanToRun(self.plan, float(estimate or 0), kv_blocks, drafter_sweep=sweep)
 
 
 def evaluate(sdd: SpecDecodeDeployment) -> PlanningResult:
@@ -131,6 +132,7 @@ def _result(
 ) -> PlanningResult:
     plan = evaluation.effective
     cost = evaluation.cost(plan)
+    drafter = evaluation.drafter
     gaps = [] if evaluation.covered else evaluation.report.uncovered
     summary = PlanSummary(
         hash=plan.digest,
@@ -141,12 +143,21 @@ def _result(
         extra_buckets=evaluation.extra_buckets if evaluation.completion_applies else 0,
         uncovered_count=len(gaps),
         uncovered_shapes=[str(g.engine_config) for g in gaps[:MAX_UNCOVERED_LISTED]] or None,
-        # The upper end of the estimated range: later stages size probe budgets from it.
-        estimated_warmup_seconds=round(cost.high_s),
+        # The upper end of the estimated range (the drafter sweep included): later stages size
+        # probe budgets from it.
+        estimated_warmup_seconds=round(cost.high_s + drafter.seconds[1]),
+        drafter_shapes=drafter.runtime_shapes if drafter.has_drafter else None,
+        drafter_swept=drafter.swept if drafter.has_drafter else None,
     )
     if coverage.holds:
         estimate = f"warmup {cost}, {size.describe()}"
-        coverage = Verdict(coverage.status, coverage.reason, f"{coverage.message}; {estimate}")
+        message = f"{coverage.message}; {estimate}"
+        if drafter.status_line():
+            message = f"target: {coverage.message}; {drafter.status_line()}; {estimate}"
+        coverage = Verdict(coverage.status, coverage.reason, message)
+    elif coverage.reason == Reason.UNCOVERED_SHAPES_ALLOWED and drafter.status_line():
+        message = f"target: {coverage.message}; {drafter.status_line()}"
+        coverage = Verdict(coverage.status, coverage.reason, message)
     planned = Verdict("True", Reason.PLANNED, _plan_message(evaluation.engine_plan))
     return PlanningResult(plan, planned, coverage, summary, stalled, evaluation)
 

@@ -17,12 +17,46 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from warmgate.api import Manifest
 from warmgate.api.constants import ANNOTATION_WARMUP_FAILED, Reason
 from warmgate.api.status import REASON_PATTERN, Condition, WarmupSummary
 from warmgate.reconcile.pending import time_of, why_pending
 from warmgate.reconcile.verdict import MESSAGE_LIMIT, Verdict
+
+
+@dataclass(frozen=True)
+class DrafterRun:
+    """The runner summary's ``drafter``: hook state, planned and driven graphs, probe compiles."""
+
+    hook: str
+    verified: bool | None
+    expected: int
+    driven: int
+
+    @classmethod
+    def parse(cls, data: Any) -> DrafterRun | None:
+        """None when the run had no drafter check (or the field is not the runner's)."""
+        if not isinstance(data, dict) or not isinstance(data.get("hook"), str):
+            return None
+        verified = data.get("verified")
+        counts = [data.get(k) for k in ("expected", "driven")]
+        expected, driven = (c if isinstance(c, int) and c >= 0 else 0 for c in counts)
+        return cls(data["hook"], verified if isinstance(verified, bool) else None, expected, driven)
+
+    def describe(self) -> str:
+        """'; drafter: 77 of 77 planned graphs compiled in the sweep, none in the probe'."""
+        if self.hook == "off":
+            return (
+                f"; drafter: the sweep ran, {self.expected} planned graphs, not verified (no hook)"
+            )
+        if self.verified is not True:
+            return "; drafter not verified: the compile hook did not attach (see the report)"
+        return (
+            f"; drafter: {self.driven} of {self.expected} planned graphs compiled in the sweep, "
+            "none in the probe"
+        )
 
 
 @dataclass(frozen=True)
@@ -34,6 +68,8 @@ class RunnerSummary:
     key: str | None
     unwarmed: tuple[str, ...]
     kv_blocks: int | None
+    # The compile hook's check of the drafter's graphs (runner summary "drafter", issue 16).
+    drafter: DrafterRun | None = None
 
     @classmethod
     def parse(cls, text: str) -> RunnerSummary | None:
@@ -52,6 +88,7 @@ class RunnerSummary:
             key=data.get("key") if isinstance(data.get("key"), str) else None,
             unwarmed=tuple(str(u) for u in unwarmed) if isinstance(unwarmed, list) else (),
             kv_blocks=kv if isinstance(kv, int) else None,
+            drafter=DrafterRun.parse(data.get("drafter")),
         )
 
 
@@ -227,7 +264,11 @@ def _completed(summary: WarmupSummary, run: RunnerSummary | None, key: str) -> W
     )
     if run.kv_blocks is not None:
         message += f"; KV blocks {run.kv_blocks}"
-    summary = summary.model_copy(update={"kv_blocks": run.kv_blocks})
+    update: dict[str, Any] = {"kv_blocks": run.kv_blocks}
+    if run.drafter is not None:
+        message += run.drafter.describe()
+        update.update(drafter_driven=run.drafter.driven, drafter_verified=run.drafter.verified)
+    summary = summary.model_copy(update=update)
     return WarmupState(Verdict("True", Reason.WARMUP_SUCCEEDED, message), summary, False, run)
 
 

@@ -56,7 +56,9 @@ def desired_children(sdd: SpecDecodeDeployment, plan: PlanToRun, settings: Setti
     buckets = plan.buckets
     key = cache_key(sdd, buckets)
     warmup_engine = engine_launch(sdd, buckets)
-    runner_plan = build_runner_plan(sdd, buckets, key=key, engine=warmup_engine)
+    runner_plan = build_runner_plan(
+        sdd, buckets, key=key, engine=warmup_engine, sweep=plan.drafter_sweep
+    )
     image = settings.operator_image
     warmup = build_warmup(
         sdd,

@@ -53,8 +53,9 @@ BACKOFF_MAX_S: Final = 600
 # Room for the Job controller's own resync and API latency in the Job's deadline.
 CONTROLLER_SLACK_S: Final = 60
 # Exit codes that a retry cannot change (docs/runner.md, "Exit codes"): plan_invalid,
-# unwarmed_shapes, plan_mismatch. They fail the Job at once instead of burning retries.
-PERMANENT_EXIT_CODES: Final = (2, 3, 4)
+# unwarmed_shapes, plan_mismatch, drafter_unverified (a required compile hook that cannot attach
+# to this image). They fail the Job at once instead of burning retries.
+PERMANENT_EXIT_CODES: Final = (2, 3, 4, 11)
 # Copies warmgate/__init__.py and warmgate/warmup/*.py (standard library only) out of the
 # operator image into the emptyDir the vLLM image puts on PYTHONPATH (docs/runner.md).
 _COPY_RUNNER: Final = """\

@@ -90,7 +90,12 @@ def test_the_policy_is_the_spec_s() -> None:
         buckets={"coverage": {"partialDrafts": False, "complete": False, "maxExtraBuckets": 5}},
     )
     assert PlanPolicy.of(sdd) == PlanPolicy(
-        partial_drafts=False, prefix_caching=None, complete=False, max_extra_buckets=5
+        partial_drafts=False,
+        prefix_caching=None,
+        complete=False,
+        max_extra_buckets=5,
+        method="eagle3",
+        sweep_budget_s=540.0,  # 15 % of the default warmup.timeoutSeconds 3600
     )
 
 
