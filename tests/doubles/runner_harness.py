@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from warmgate.buckets import EngineShapeConfig, plan_buckets
+from warmgate.buckets.drafter import prove_drafter
+from warmgate.buckets.sweep import plan_sweep
+from warmgate.resources.probe_workload import sweep_replay_steps
 from warmgate.warmup.plan import PLAN_FORMAT_VERSION, bucket_digest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -93,6 +96,46 @@ def make_plan(tmp: Path, *, k: int = 1, **top: Any) -> dict[str, Any]:
     }
     plan.update(top)
     return plan
+
+
+# The issue's example (docs/coverage.md, "Drafter graphs"): max_num_seqs 8, max_model_len 4096.
+DRAFTER_CONFIG = {"max_num_seqs": 8, "max_model_len": 4096, "max_num_batched_tokens": 2048}
+
+
+def make_drafter_plan(
+    tmp: Path, *, method: str = "eagle3", k: int = 3, hook: bool = True, **top: Any
+) -> dict[str, Any]:
+    """A plan for a draft-model method as the operator builds it: the drafter sweep of the
+    plan, the compile hook, and a probe that replays the sweep's steps after its own."""
+    config = EngineShapeConfig(**DRAFTER_CONFIG, num_gpu_blocks=8192, num_speculative_tokens=k)
+    plan = plan_buckets(config)
+    lists = {
+        "prompt": plan.prompt_buckets,
+        "seed_decode": plan.seed_decode_buckets,
+        "decode": plan.decode_buckets,
+    }
+    expected = {n: {"count": len(v), "digest": bucket_digest(v)} for n, v in lists.items()}
+    doc = make_plan(tmp, k=k)
+    doc["engine"]["max_model_len"] = DRAFTER_CONFIG["max_model_len"]
+    doc["engine"]["speculative_config"] = {"method": method, "num_speculative_tokens": k}
+    doc["engine"]["args"] = ["--max-num-seqs", "8", "--max-num-batched-tokens", "2048"]
+    doc["buckets"] = {"seed_file_text": plan.to_bucket_file(), "expected": expected}
+    sweep = plan_sweep(plan, prove_drafter(plan, method), budget_s=1800).to_dict()  # type: ignore[arg-type]
+    if sweep["steps"]:
+        doc["drafter_sweep"] = sweep
+    doc["drafter_hook"] = {"enabled": hook}
+    steps = [*DEFAULT_STEPS[:2], *sweep_replay_steps(sweep)]
+    doc["probe"]["steps"] = steps
+    doc["probe"]["max_requests"] = max(512, sum(s["concurrency"] for s in steps))
+    doc["timeouts"] = {
+        "total_s": 300,
+        "startup_s": 60,
+        "probe_s": 200,
+        "sweep_s": 200,
+        "stop_grace_s": 10,
+    }
+    doc.update(top)
+    return doc
 
 
 def stdlib_tree(dest: Path) -> Path:

@@ -31,6 +31,7 @@ Faults are injected with STANDIN_FAULTS, a comma list of:
                         of serving
   probe_http_500        answer every completion with HTTP 500
   exit_on_probe         exit 4 on the first completion request
+  slow_warmup=S         sleep S seconds before warming (a warmup long enough to interrupt)
 STANDIN_RECORD=<path> writes the argv and the runner-owned env variables there as JSON.
 
 Unwarmed lines on demand, while serving: `POST /standin/unwarmed` with
@@ -42,18 +43,27 @@ from __future__ import annotations
 
 import argparse
 import ast
+import bisect
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.metadata
 import json
 import math
 import os
+import random
 import re
+import select
 import shutil
 import signal
+import socket
 import sys
 import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 Bucket = tuple[int, int, int]
@@ -340,6 +350,7 @@ class Engine:
             else [Proc(f"Worker_TP{r}", pid0 + r, self.config, self.clock) for r in range(tp)]
         )
         self.k = spec_tokens(args)
+        self.method = spec_method(args)
         self.kv = int(faults().get("kv_blocks") or args.num_gpu_blocks_override or 8192)
         self.lock = threading.Lock()
 
@@ -444,6 +455,7 @@ class Engine:
         if "skip_warmup" in faults() or env_flag("VLLM_SKIP_WARMUP"):
             proc.log("INFO", "hpu_model_runner.py:6142", "Skipping warmup...")  # Gmain:6219
             return
+        time.sleep(float(faults().get("slow_warmup") or 0))
         if not self.args.enforce_eager:  # G26:6171 / Gmain:6246: graphs only without eager
             proc.log("INFO", "hpu_model_runner.py:5416", "Sampler warmup completed successfully")
             for phase, rows in (("Prompt", lists["prompt"]), ("Decode", lists["decode"])):
@@ -499,6 +511,445 @@ class Engine:
             )
 
 
+# ---- the drafter (issue 16): scheduling, vllm-gaudi's shape lookups, a fake HPU runtime ----
+#
+# For eagle, eagle3 and mtp the completions go through an engine loop: vLLM V1's scheduler
+# (running requests first, 1 + k tokens per decode trimmed to the token budget and to
+# max_model_len - 1; then waiting ones first come first served, prompts chunked to the budget)
+# drives a fake `vllm_gaudi` model runner whose forwards and drafter calls run "graphs" on a fake
+# HPU runtime. A graph compiles the first time its shape runs; the only thing that reports it is
+# Habana's `graph_compilation` metric (a fake `habana_frameworks.torch.hpu.metrics`), read by the
+# compile hook vLLM loads as a general plugin, exactly as in the real engine. The shapes follow
+# the engine's call sequence (docs/coverage.md, "Drafter graphs": decode call 1 on the target's
+# (B*T, 1, C), calls 2..k on (B, 1, find_decode_bucket(B, X)[2]), prefill calls on the prompt's
+# shape then (1, 1, ...)). Modelled only with non-contiguous PA and one prompt per prefill batch
+# (otherwise completions are answered at once, as before). A test double's simplification: when the
+# engine is idle, a burst of requests is admitted together once no connection is pending in the
+# listen backlog or being read, and none arrived for ARRIVAL_SETTLE_S (the sweep assumes they
+# reach the scheduler within two engine steps; a loaded test machine spreads them further).
+ARRIVAL_SETTLE_S = 0.05
+ENGINE_STEP_S = 0.0005
+DRAFT_METHODS = ("eagle", "eagle3", "mtp")
+Graph = tuple[str, int, int, int]
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def fallback_value(n: int, base: int) -> int:
+    """calc_fallback_value (G26 common.py): round up on a step growing with n's cube root."""
+    if n <= 1:
+        return n
+    step = math.ceil(math.pow(n, 1 / 3)) * base
+    return math.ceil(n / step) * step
+
+
+def first_fit(buckets: list[Bucket], target: Bucket) -> Bucket | None:
+    """find_equal_or_closest_greater_config: bisect, then the first bucket covering the target."""
+    for b in buckets[bisect.bisect_left(buckets, target) :]:
+        if b[0] >= target[0] and b[1] >= target[1] and b[2] >= target[2]:
+            return b
+    return None
+
+
+class Lookups:
+    """The bucketing manager's runtime lookups over the engine's lists (G26 common.py)."""
+
+    def __init__(self, engine: Engine, lists: dict[str, list[Bucket]]) -> None:
+        self.engine, self.args = engine, engine.args
+        self.prompt, self.seeds = sorted(lists["prompt"]), sorted(lists["seeds"])
+        self.decode = sorted(lists["decode"])
+        self.fmc = max((c for _, _, c in self.decode), default=0)
+
+    def find_decode(self, bs: int, blocks: int, seed: bool = False) -> Bucket:
+        """find_decode_bucket: blocks capped at the largest ctx, seeds first when asked, else
+        a fallback bucket the engine adds to its list (and logs)."""
+        blocks = min(blocks, self.fmc) if self.fmc > 0 else blocks
+        hit = (first_fit(self.seeds, (bs, 1, blocks)) if seed else None) or first_fit(
+            self.decode, (bs, 1, blocks)
+        )
+        if hit is not None:
+            return hit
+        ctx = min(fallback_value(blocks, 32), self.fmc) if self.fmc else fallback_value(blocks, 32)
+        added = (min(fallback_value(bs, 2), self.args.max_num_seqs), 1, ctx)
+        self.missed("Decode", (bs, 1, blocks), added, self.decode)
+        return added
+
+    def find_prompt(self, bs: int, query: int, ctx: int) -> Bucket:
+        """find_prompt_bucket, with the engine's fallback on a miss."""
+        hit = first_fit(self.prompt, (bs, query, ctx))
+        if hit is not None:
+            return hit
+        cap = math.ceil((self.args.max_model_len - 1) / self.args.block_size)
+        added = (
+            min(fallback_value(bs, 2), self.args.max_num_seqs),
+            min(fallback_value(query, 32), self.args.max_num_batched_tokens),
+            min(fallback_value(ctx, 32), cap),
+        )
+        self.missed("Prompt", (bs, query, ctx), added, self.prompt)
+        return added
+
+    def missed(self, phase: str, wanted: Bucket, added: Bucket, into: list[Bucket]) -> None:
+        """G26 common.py:287-288 / 313-314: the miss is logged and the fallback kept."""
+        bisect.insort(into, added)
+        text = f"{phase} bucket for {wanted} was not prepared. Adding new bucket: {added}"
+        self.engine.on_ranks(lambda p: p.log("WARNING", "common.py:313", text))
+
+    def decode_step(self, n: int, s: int, t: int) -> tuple[int, Bucket]:
+        """(padded batch B, target shape (B*T, 1, C)) of a decode step (non-contiguous PA)."""
+        padded = self.find_decode(n, s, seed=t > 1)[0]
+        return padded, (padded * t, 1, self.find_decode(padded * t, t * s)[2])
+
+
+class DraftCalls:
+    """The target's and the drafter's forwards of one engine step, as vllm-gaudi makes them."""
+
+    def __init__(self, lookups: Lookups, k: int) -> None:
+        args = lookups.args
+        self.look, self.k, self.block, self.mml = lookups, k, args.block_size, args.max_model_len
+        self.width = cdiv(self.mml, self.block)  # the block table's columns
+
+    def decode(self, seqs: list[tuple[int, int, int]]) -> tuple[Graph, list[Graph]]:
+        """seqs: (computed c, drafts d, accepted a): the target's graph, the drafter's calls."""
+        t = 1 + max(d for _, d, _ in seqs)
+        s = sum(cdiv(c + 1, self.block) for c, _, _ in seqs)
+        padded, shape = self.look.decode_step(len(seqs), s, t)
+        target: Graph = ("decode", *shape)
+        if t == 1:
+            return target, []  # no draft tokens: propose_eagle_decode returns zeros
+        calls = [target]
+        for j in range(2, self.k + 1):
+            blocks = [cdiv(c + a + j, self.block) for c, _, a in seqs]
+            if max(blocks) > self.width:
+                break  # prepare_attn_metadata's assert: the calls stop
+            calls.append(("decode", padded, 1, self.look.find_decode(padded, sum(blocks))[2]))
+        return target, calls
+
+    def prefill(
+        self, tokens_after: int, query: int, ctx: int, last: bool
+    ) -> tuple[Graph, list[Graph]]:
+        """A batch-1 prefill chunk; the drafter runs only when it completes the prompt."""
+        bs, q, c = self.look.find_prompt(1, query, ctx)
+        target: Graph = ("prompt", bs, q, bs * c)
+        if not last:
+            return target, []
+        calls = [target]
+        for j in range(2, self.k + 1):
+            x = cdiv(tokens_after + j - 1, self.block)
+            if x > self.width:
+                break
+            calls.append(("decode", 1, 1, self.look.find_decode(1, x)[2]))
+        return target, calls
+
+    def warmup(self) -> list[list[Graph]]:
+        """The drafter calls of warmup_graphs' prompt dummies (_prepare_dummy_scenario)."""
+        out = []
+        for _bs, query, bucket_ctx in self.look.prompt:
+            if query > self.look.args.max_num_batched_tokens:
+                continue
+            ctx, total = bucket_ctx, query + bucket_ctx * self.block
+            if total > self.mml:  # the dummy's context is cut to fit max_model_len
+                ctx = max(0, (self.mml - query) // self.block)
+                total = ctx * self.block + query
+            if query - self.k >= 1:
+                out.append(self.prefill(total - self.k, query - self.k, ctx, True)[1])
+        return out
+
+
+class HpuRuntime:
+    """The fake HPU: graphs compile on first use; `graph_compilation` counts them."""
+
+    def __init__(self) -> None:
+        self.compiles = 0
+        self.seen: set[tuple[str, Graph]] = set()
+
+    def run(self, model: str, graph: Graph) -> bool:
+        """Run ``graph`` of ``model``; True when it compiled now."""
+        if (model, graph) in self.seen:
+            return False
+        self.seen.add((model, graph))
+        self.compiles += 1
+        return True
+
+
+class _Tensor:
+    def __init__(self, *shape: int) -> None:
+        self.shape = shape
+
+
+class _AttnMetadata:
+    def __init__(self, graph: Graph) -> None:
+        self.is_prompt, self._blocks = graph[0] == "prompt", graph[3]
+
+    def num_blocks(self) -> int:
+        return self._blocks
+
+
+def fake_modules(engine: Engine, runtime: HpuRuntime) -> dict[str, ModuleType]:
+    """TEST DOUBLE modules: Habana's metrics and vllm_gaudi's runner and eagle proposer."""
+    mods = {
+        name: ModuleType(name)
+        for name in (
+            "habana_frameworks",
+            "habana_frameworks.torch",
+            "habana_frameworks.torch.hpu",
+            "habana_frameworks.torch.hpu.metrics",
+            "vllm_gaudi",
+            "vllm_gaudi.v1",
+            "vllm_gaudi.v1.worker",
+            "vllm_gaudi.v1.spec_decode",
+            "vllm_gaudi.v1.worker.hpu_model_runner",
+            "vllm_gaudi.v1.spec_decode.hpu_eagle",
+        )
+    }
+
+    class LocalContext:  # habana_frameworks.torch.hpu.metrics.metric_localcontext
+        def __init__(self, name: str) -> None:
+            self.name, self.start, self.end = name, 0, 0
+
+        def __enter__(self) -> LocalContext:
+            self.start = runtime.compiles
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.end = runtime.compiles
+
+        def stats(self) -> list[list[Any]]:
+            return [["TotalNumber", self.end - self.start], ["TotalTime", 0], ["AvgTime", 0]]
+
+    class DraftModel:  # the HPU-graph-wrapped drafter: hpu_eagle.py 40, 109 call it so
+        def __call__(self, *, input_ids: _Tensor, attn_metadata: _AttnMetadata) -> None:
+            phase = "prompt" if attn_metadata.is_prompt else "decode"
+            runtime.run("drafter", (phase, *input_ids.shape, attn_metadata.num_blocks()))
+
+    class HpuEagleProposer:
+        def __init__(self) -> None:
+            self.model = DraftModel()
+
+        def propose(self, calls: list[Graph]) -> None:
+            for g in calls:
+                self.model(input_ids=_Tensor(g[1], g[2]), attn_metadata=_AttnMetadata(g))
+
+    class HPUModelRunner:
+        def __init__(self, drafts: bool) -> None:
+            self.drafter = None
+            self.scheduled: list[tuple[Graph, list[Graph]]] = []
+            if drafts:  # hpu_model_runner.py 1449-1450: imported only for eagle-type methods
+                eagle = importlib.import_module("vllm_gaudi.v1.spec_decode.hpu_eagle")
+                self.drafter = eagle.HpuEagleProposer()
+
+        def warmup_model(
+            self, prompt: list[Graph], decode: list[Graph], drafts: list[list[Graph]]
+        ) -> None:
+            for g in prompt + decode:
+                runtime.run("target", g)
+            for calls in drafts if self.drafter else []:
+                self.drafter.propose(calls)
+
+        def execute_model(self, scheduled: list[tuple[Graph, list[Graph]]]) -> None:
+            self.scheduled = scheduled  # like the real one: it only stores the step
+
+        def _sample(self, grammar_output: object) -> None:
+            for target, calls in self.scheduled:
+                if runtime.run("target", target):  # _check_config: hpu_model_runner.py 3588
+                    text = f"Configuration: {target} was not warmed-up!"
+                    engine.on_ranks(
+                        lambda p, text=text: p.log("WARNING", "hpu_model_runner.py:3588", text)
+                    )
+                if calls and self.drafter is not None:
+                    self.drafter.propose(calls)
+
+    metrics = mods["habana_frameworks.torch.hpu.metrics"]
+    metrics.metric_localcontext = LocalContext  # type: ignore[attr-defined]
+    mods["habana_frameworks.torch.hpu"].synchronize = lambda: None  # type: ignore[attr-defined]
+    mods["vllm_gaudi.v1.spec_decode.hpu_eagle"].HpuEagleProposer = HpuEagleProposer  # type: ignore[attr-defined]
+    if "hook_targets_moved" not in faults():  # an engine whose code moved: nothing to patch
+        HPUModelRunner.sample_tokens = HPUModelRunner._sample  # type: ignore[attr-defined]
+    mods["vllm_gaudi.v1.worker.hpu_model_runner"].HPUModelRunner = HPUModelRunner  # type: ignore[attr-defined]
+    return mods
+
+
+class FakeModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Serves the fake modules through the import system, so a plugin's import hooks see them."""
+
+    def __init__(self, mods: dict[str, ModuleType]) -> None:
+        self.mods = mods
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname not in self.mods:
+            return None
+        package = any(name.startswith(fullname + ".") for name in self.mods)
+        return importlib.machinery.ModuleSpec(fullname, self, is_package=package)
+
+    def create_module(self, spec: Any) -> ModuleType:
+        return self.mods[spec.name]
+
+    def exec_module(self, module: ModuleType) -> None:
+        if any(name.startswith(module.__name__ + ".") for name in self.mods):
+            module.__path__ = []
+
+
+def load_general_plugins(engine: Engine) -> None:
+    """vllm/plugins/__init__.py load_general_plugins: every entry point of the group found
+    (VLLM_PLUGINS allow-list honoured), each called once; a failing plugin is logged."""
+    allowed = os.environ.get("VLLM_PLUGINS")
+    names = None if allowed is None else allowed.split(",")
+    for plugin in importlib.metadata.entry_points(group="vllm.general_plugins"):
+        if names is not None and plugin.name not in names:
+            continue
+        try:
+            plugin.load()()
+        except Exception as exc:
+            text = f"Failed to load plugin {plugin.name}: {exc}"
+            engine.on(engine.core, lambda p, text=text: p.log("ERROR", "__init__.py:60", text))
+
+
+class Request:
+    """One completion in the engine loop."""
+
+    def __init__(self, prompt: list[int], max_tokens: int) -> None:
+        self.prompt, self.max_tokens = len(prompt), max(1, max_tokens)
+        self.computed = self.output = 0
+        self.rng = random.Random(hash(tuple(prompt[:16])))  # how many drafts it accepts
+        self.done = threading.Event()
+
+
+class EngineLoop:
+    """vLLM V1's scheduler serving the fake model runner (see the section comment)."""
+
+    def __init__(self, engine: Engine, runner: Any, calls: DraftCalls) -> None:
+        args = engine.args
+        self.runner, self.calls, self.k = runner, calls, engine.k
+        self.mbt, self.mns, self.mml = (
+            args.max_num_batched_tokens,
+            args.max_num_seqs,
+            args.max_model_len,
+        )
+        self.cv = threading.Condition()
+        self.arrived: list[Request] = []
+        self.last_arrival = 0.0
+        self.connections = 0  # accepted and not closed: being read, waiting for tokens, replying
+        self.listener: socket.socket | None = None
+        self.waiting: list[Request] = []
+        self.running: list[Request] = []
+        threading.Thread(target=self.loop, daemon=True).start()
+
+    def submit(self, req: Request) -> None:
+        """Queue a request and wait until it has produced its tokens."""
+        with self.cv:
+            self.arrived.append(req)
+            self.last_arrival = time.monotonic()
+            self.cv.notify()
+        req.done.wait()
+
+    def connection(self, change: int) -> None:
+        """The server accepted (+1) or closed (-1) a connection."""
+        with self.cv:
+            self.connections += change
+            self.last_arrival = time.monotonic()
+
+    def settled(self) -> bool:
+        """No request still on its way: none arrived lately, none being read, none in the
+        kernel's listen backlog (every submitted one holds its connection)."""
+        if time.monotonic() - self.last_arrival < ARRIVAL_SETTLE_S:
+            return False
+        if self.connections > len(self.arrived):
+            return False
+        listener = self.listener
+        return listener is None or not select.select([listener], [], [], 0)[0]
+
+    def loop(self) -> None:
+        while True:
+            with self.cv:
+                while not (self.arrived or self.waiting or self.running):
+                    self.cv.wait()
+                if not (self.waiting or self.running):  # idle: let the whole burst arrive
+                    while not self.settled():
+                        self.cv.wait(0.01)
+                self.waiting += self.arrived
+                self.arrived = []
+            self.step()
+            time.sleep(ENGINE_STEP_S)
+
+    def step(self) -> None:
+        budget, planned = self.mbt, []
+        for req in self.running:
+            if budget <= 0:
+                break
+            want = req.prompt - req.computed if req.computed < req.prompt else 1 + self.k
+            tokens = min(want, budget, self.mml - 1 - req.computed)
+            if tokens > 0:
+                planned.append((req, tokens))
+                budget -= tokens
+        while self.waiting and budget > 0 and len(self.running) < self.mns:
+            req = self.waiting.pop(0)
+            self.running.append(req)
+            planned.append((req, min(req.prompt, budget)))
+            budget -= min(req.prompt, budget)
+        self.runner.execute_model(self.execute(planned))
+        sample = getattr(self.runner, "sample_tokens", None) or self.runner._sample
+        sample(None)
+        for req in [
+            r for r in self.running if r.output >= r.max_tokens or r.computed >= self.mml - 1
+        ]:
+            self.running.remove(req)
+            req.done.set()
+
+    def execute(self, planned: list[tuple[Request, int]]) -> list[tuple[Graph, list[Graph]]]:
+        """The step's forwards: the decode batch, then each prefill batch of one."""
+        out = []
+        decodes = [(r, t) for r, t in planned if r.computed >= r.prompt]
+        if decodes:
+            seqs = [(r.computed, t - 1, r.rng.randint(0, t - 1)) for r, t in decodes]
+            out.append(self.calls.decode(seqs))
+            for (req, _), (_, _, accepted) in zip(decodes, seqs, strict=True):
+                req.computed += 1 + accepted
+                req.output += 1 + accepted
+        for req, tokens in [(r, t) for r, t in planned if r.computed < r.prompt]:
+            before, req.computed = req.computed, req.computed + tokens
+            last = req.computed == req.prompt
+            out.append(
+                self.calls.prefill(req.computed, tokens, cdiv(before, self.calls.block), last)
+            )
+            req.output = 1 if last else 0
+        return out
+
+
+def start_drafter(engine: Engine, lists: dict[str, list[Bucket]]) -> EngineLoop | None:
+    """The runtime, plugins and model runner; the engine loop for eagle-type methods."""
+    runtime = HpuRuntime()
+    sys.meta_path.insert(0, FakeModules(fake_modules(engine, runtime)))
+    load_general_plugins(engine)
+    module = importlib.import_module("vllm_gaudi.v1.worker.hpu_model_runner")
+    shapes = Shapes(engine.args)  # modelled: one prompt per prefill batch, non-contiguous PA
+    modelled = not shapes.contiguous and not shapes.merged and shapes.prefill_seqs == 1
+    drafts = engine.method in DRAFT_METHODS and engine.k > 0 and modelled
+    runner = module.HPUModelRunner(drafts)
+    look = Lookups(engine, lists)
+    calls = DraftCalls(look, engine.k)
+    prompt = [("prompt", b, q, b * c) for b, q, c in look.prompt]
+    decode = [("decode", b, q, c) for b, q, c in look.decode]
+    runner.warmup_model(prompt, decode, calls.warmup() if drafts else [])
+    return EngineLoop(engine, runner, calls) if drafts else None
+
+
+class Server(ThreadingHTTPServer):
+    """The HTTP server; it tells the engine loop about connections (see EngineLoop.settled)."""
+
+    loop: EngineLoop | None = None
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if self.loop is not None:
+            self.loop.connection(+1)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        super().shutdown_request(request)
+        if self.loop is not None:
+            self.loop.connection(-1)
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     """The subset of `vllm serve` flags the runner passes; unknown flags are accepted."""
     p = argparse.ArgumentParser(prog="vllm")
@@ -517,6 +968,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--enforce-eager", action=argparse.BooleanOptionalAction, default=False)
     args, _unknown = p.parse_known_args(argv)
     return args
+
+
+def spec_method(args: argparse.Namespace) -> str:
+    """The speculative method of --speculative-config, "" without spec decode."""
+    if not args.speculative_config:
+        return ""
+    return str(json.loads(args.speculative_config).get("method", ""))
 
 
 def spec_tokens(args: argparse.Namespace) -> int:
@@ -542,6 +1000,7 @@ class Handler(BaseHTTPRequestHandler):
     """/health and /v1/completions of the OpenAI-compatible server."""
 
     engine: Engine
+    loop: EngineLoop | None = None
     served_name = "model"
     lock = threading.Lock()
     requests_seen = 0
@@ -578,6 +1037,10 @@ class Handler(BaseHTTPRequestHandler):
         if "probe_http_500" in faults():
             self._reply(500, {"error": "injected"})
             return
+        if self.loop is not None:
+            prompt = body.get("prompt") or [0]
+            ids = prompt if isinstance(prompt, list) else [ord(c) for c in str(prompt)]
+            self.loop.submit(Request([int(i) for i in ids], int(body.get("max_tokens", 16))))
         text = " tok" * int(body.get("max_tokens", 1))
         self._reply(200, {"object": "text_completion", "choices": [{"index": 0, "text": text}]})
 
@@ -634,11 +1097,14 @@ def serve_or_hang(engine: Engine, lists: dict[str, list[Bucket]]) -> int:
         if "unwarmed_on_probe" in faults():
             engine.on_ranks(engine.unwarmed)
         return 0
+    Handler.loop = start_drafter(engine, lists)
     Handler.engine, Handler.served_name = engine, engine.args.served_model_name or engine.args.model
-    # A backlog of 128, like uvicorn's default (2048 is vLLM's); http.server's 5 would reset the
-    # probe's concurrent bursts before the handler threads accept them.
-    ThreadingHTTPServer.request_queue_size = 128
-    server = ThreadingHTTPServer((engine.args.host, engine.args.port), Handler)
+    # A backlog of 1024 (uvicorn's default is 2048, vLLM's too); http.server's 5 would reset the
+    # probe's and the sweep's concurrent bursts (up to max_num_seqs) before they are accepted.
+    Server.request_queue_size = 1024
+    server = Server((engine.args.host, engine.args.port), Handler)
+    if Handler.loop is not None:
+        Handler.loop.listener, server.loop = server.socket, Handler.loop
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
     server.serve_forever(poll_interval=0.05)
     server.server_close()

@@ -57,14 +57,20 @@ def sdd(
     faults: str = "",
     node_selector: dict[str, str] | None = None,
     cache_claim: bool = False,
+    pending_timeout: int | None = None,
+    run_as_user: int | None = None,
+    method: str = "ngram",
 ) -> Manifest:
     """A small SpecDecodeDeployment whose image is the stand-in engine (a test double)."""
+    speculative: Manifest = {"method": method, "numSpeculativeTokens": k}
+    if method in ("eagle", "eagle3"):
+        speculative["draftModel"] = {"name": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"}
     spec: Manifest = {
         "model": {"name": "Qwen/Qwen2.5-0.5B-Instruct"},
         "image": image,
         "device": "gaudi2",
         "engine": {"maxModelLen": 2048, "maxNumSeqs": 32, "maxNumBatchedTokens": 2048},
-        "speculative": {"method": "ngram", "numSpeculativeTokens": k},
+        "speculative": speculative,
         "warmup": {"timeoutSeconds": 300, "retries": 2},
         "serving": {"replicas": replicas},
     }
@@ -74,6 +80,10 @@ def sdd(
         spec["warmup"]["placement"] = {"nodeSelector": node_selector}
     if cache_claim:
         spec["warmup"]["cache"] = {"claimTemplate": {"size": "1Gi"}, "maxSizeMB": 512}
+    if pending_timeout is not None:
+        spec["warmup"]["pendingTimeoutSeconds"] = pending_timeout
+    if run_as_user is not None:
+        spec["runAsUser"] = run_as_user
     return {
         "apiVersion": "warmgate.dev/v1alpha1",
         "kind": "SpecDecodeDeployment",

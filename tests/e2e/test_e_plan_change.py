@@ -2,8 +2,10 @@
 
 The new plan gets its own Job; the old plan keeps serving with Ready=True while it warms; the
 new Pods exist only once the new plan is verified and stay gated until the operator opens
-them; then the real Deployment controller completes the rollout. Changing replicas afterwards
-re-warms nothing.
+them; then the real Deployment controller completes the rollout. `kubectl wait
+--for=condition=Ready`, started right after the edit, returns only then (issue 11 item 1), and
+kstatus says InProgress until then. The old plan's Job, Pods and ConfigMaps are collected once
+the new plan serves (item 8). Changing replicas afterwards re-warms nothing.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 
 import pytest
 from e2e_support import E2ECluster, Sampler, condition, gate_open, is_true, pod_ready, sdd, wait_for
+from support.kstatus import kstatus
 
 NAME = "replan"
 PLAN_LABEL = "warmgate.dev/plan-hash"
@@ -34,15 +37,22 @@ def run(e2e: E2ECluster, namespace: str) -> dict[str, Any]:
     old = e2e.get("sdd", "-n", namespace, NAME)["status"]
 
     def probe() -> dict[str, Any]:
-        # Pods, then the SDD, then the Jobs: a Job not complete at the last read was not
-        # complete at the earlier ones, so the sample shows the new plan still warming.
-        pods = _serving_pods(e2e, namespace)
+        # The SDD, then the Pods, then the Jobs. What the SDD claims was true before the Pods
+        # were read (a Pod once ready and claimed stays in the later read); a Job not complete
+        # at the last read was not complete at the earlier ones, so the sample shows the new
+        # plan still warming.
         obj = e2e.get("sdd", "-n", namespace, NAME)
+        pods = _serving_pods(e2e, namespace)
         return {"pods": pods, "sdd": obj, "jobs": e2e.items("jobs", namespace, NAME)}
 
     with Sampler(probe) as sampler:
         patch = {"spec": {"speculative": {"numSpeculativeTokens": 3}}}
         e2e.kubectl("patch", "sdd", NAME, "-n", namespace, "--type=merge", "-p", json.dumps(patch))
+        waited = e2e.kubectl(
+            "wait", "-n", namespace, f"sdd/{NAME}", "--for=condition=Ready", "--timeout=300s",
+            check=False,
+        )  # fmt: skip
+        after_wait = probe()
 
         def rolled_out() -> dict[str, Any] | None:
             obj = e2e.get("sdd", "-n", namespace, NAME)
@@ -59,7 +69,19 @@ def run(e2e: E2ECluster, namespace: str) -> dict[str, Any]:
             return obj if done and is_true(obj, "Ready") else None
 
         final = wait_for("the rollout of the new plan", rolled_out, 300)
-    return {"old": old, "final": final, "samples": sampler.samples}
+        jobs_gone = wait_for(
+            "the old plan's Job to be collected",
+            lambda: len(e2e.items("jobs", namespace, NAME)) == 1,
+            60,
+        )
+    return {
+        "old": old,
+        "final": final,
+        "samples": sampler.samples,
+        "wait": waited,
+        "after_wait": after_wait,
+        "jobs_gone": jobs_gone,
+    }
 
 
 def _new_plan(run: dict[str, Any]) -> str:
@@ -76,10 +98,34 @@ def _warming_new(sample: dict[str, Any], run: dict[str, Any]) -> bool:
     return not any(is_true(j, "Complete") for j in jobs)
 
 
-def test_the_new_plan_got_its_own_job(e2e: E2ECluster, namespace: str, run: dict[str, Any]) -> None:
-    jobs = e2e.items("jobs", namespace, NAME)
-    assert len(jobs) == 2
-    assert all(is_true(j, "Complete") for j in jobs)
+def test_the_new_plan_got_its_own_job(run: dict[str, Any]) -> None:
+    keys = {
+        j["metadata"]["annotations"]["warmgate.dev/cache-key"]
+        for s in run["samples"]
+        for j in s.data["jobs"]
+    }
+    assert len(keys) == 2
+
+
+def test_the_old_plans_job_pods_and_configmaps_are_collected(
+    e2e: E2ECluster, namespace: str, run: dict[str, Any]
+) -> None:
+    """Issue 11 item 8: once the new plan serves, nothing of the old one is left."""
+    (job,) = e2e.items("jobs", namespace, NAME)
+    assert is_true(job, "Complete")
+    assert job["metadata"]["labels"][PLAN_LABEL] == _label(_new_plan(run))
+    old = _label(run["old"]["plan"]["hash"])
+    pods = [
+        p
+        for p in e2e.items("pods", namespace, NAME)
+        if p["metadata"]["labels"].get(PLAN_LABEL) == old
+    ]
+    configmaps = [
+        c
+        for c in e2e.items("configmaps", namespace, NAME)
+        if c["metadata"]["labels"].get(PLAN_LABEL) == old
+    ]
+    assert (pods, configmaps) == ([], [])
 
 
 def test_the_old_plan_serves_with_ready_true_while_the_new_one_warms(run: dict[str, Any]) -> None:
@@ -103,11 +149,6 @@ def test_the_rollout_completed_on_the_new_plan(run: dict[str, Any]) -> None:
     assert condition(run["final"], "Ready")["status"] == "True"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 11 item 1: Ready=True and status.serving.planHash claim the new plan before "
-    "any Pod of it is ready (rollout completion ignores updatedReplicas)",
-)
 def test_ready_claims_the_new_plan_only_once_one_of_its_pods_is_ready(run: dict[str, Any]) -> None:
     new = _new_plan(run)
     for sample in (s.data for s in run["samples"]):
@@ -123,6 +164,30 @@ def test_ready_claims_the_new_plan_only_once_one_of_its_pods_is_ready(run: dict[
             )
 
 
+def test_kubectl_wait_for_ready_waits_for_the_new_plan(run: dict[str, Any]) -> None:
+    """Issue 11 item 1: Ready stays True for the old plan, but its observedGeneration stays
+    behind, so `kubectl wait` (which compares it with metadata.generation) returns only when
+    every replica runs the new plan."""
+    assert run["wait"].returncode == 0, run["wait"].stderr
+    obj, pods = run["after_wait"]["sdd"], run["after_wait"]["pods"]
+    new = _new_plan(run)
+    assert obj["status"]["serving"]["planHash"] == new
+    assert condition(obj, "Ready")["observedGeneration"] == obj["metadata"]["generation"]
+    assert pods
+    assert all(p["metadata"]["labels"][PLAN_LABEL] == _label(new) and pod_ready(p) for p in pods)
+
+
+def test_kstatus_says_in_progress_until_the_new_plan_serves(run: dict[str, Any]) -> None:
+    """What Flux, Argo CD and kpt see: InProgress while the new plan warms and rolls out,
+    Current once it serves; never Failed."""
+    warming = [s.data for s in run["samples"] if _warming_new(s.data, run)]
+    assert warming
+    assert {kstatus(s["sdd"]) for s in warming} == {"InProgress"}
+    assert all(is_true(s["sdd"], "Ready") for s in warming)  # and traffic is served
+    assert "Failed" not in {kstatus(s.data["sdd"]) for s in run["samples"]}
+    assert kstatus(run["final"]) == "Current"
+
+
 def test_an_edit_outside_the_plan_rewarms_nothing(
     e2e: E2ECluster, namespace: str, run: dict[str, Any]
 ) -> None:
@@ -134,6 +199,6 @@ def test_an_edit_outside_the_plan_rewarms_nothing(
 
     wait_for("the second replica", scaled, 60)
     obj = e2e.get("sdd", "-n", namespace, NAME)
-    assert len(e2e.items("jobs", namespace, NAME)) == 2
+    assert len(e2e.items("jobs", namespace, NAME)) == 1
     assert obj["status"]["warmup"]["cacheKey"] == run["final"]["status"]["warmup"]["cacheKey"]
     assert is_true(obj, "Warmed")

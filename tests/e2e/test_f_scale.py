@@ -12,6 +12,8 @@ import pytest
 from e2e_support import E2ECluster, Sampler, condition, gate_open, pod_ready, sdd, wait_for
 
 NAME = "scale"
+# A hand-edited image on the machine's own (absent) registry: the pull fails on loopback.
+DRIFTED = "localhost/warmgate-drifted:1"
 
 
 @pytest.fixture(scope="module")
@@ -94,3 +96,32 @@ def test_only_ready_pods_are_ready_endpoints(run: dict[str, Any]) -> None:
     for name, i in first_endpoint.items():
         # Endpoints are read before Pods: the Pod read of the same sample (or the next) is later.
         assert first_ready.get(name, len(run["samples"])) <= i + 1, name
+
+
+def test_hand_edits_of_the_deployment_and_service_are_repaired(
+    e2e: E2ECluster, namespace: str, run: dict[str, Any]
+) -> None:
+    """Issue 11 item 12: `kubectl edit` of the operator's Deployment and Service is undone
+    within a resync or two, by the real API server's update and patch."""
+    name = f"{NAME}-serving"
+    deployment = e2e.get("deployment", "-n", namespace, name)
+    image = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
+    edit = [{"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": DRIFTED}]
+    e2e.kubectl("patch", "deployment", name, "-n", namespace, "--type=json", "-p", json.dumps(edit))
+    service = {"spec": {"type": "NodePort", "ports": [{"name": "http", "port": 9000}]}}
+    e2e.kubectl(
+        "patch", "service", name, "-n", namespace, "--type=merge", "-p", json.dumps(service)
+    )
+
+    def repaired() -> bool:
+        live = e2e.get("deployment", "-n", namespace, name)["spec"]["template"]["spec"]
+        svc = e2e.get("service", "-n", namespace, name)["spec"]
+        ports = [p["port"] for p in svc["ports"]]
+        return live["containers"][0]["image"] == image and (svc["type"], ports) == (
+            "ClusterIP",
+            [8000],
+        )
+
+    wait_for("the operator to repair the drift", repaired, 60)
+    events = e2e.get("events", "-n", namespace, "--field-selector", "reason=DriftRepaired")
+    assert len(events["items"]) >= 2

@@ -449,15 +449,25 @@ def test_operator_runs_as_the_namespaced_service_account(
         ("update", SDD, "--subresource=finalizers", "-n", namespace),
         ("create", "events", "-n", namespace),
         ("get", "jobs.batch", "-n", namespace),
+        ("list", "jobs.batch", "-n", namespace),
         ("create", "jobs.batch", "-n", namespace),
+        ("patch", "jobs.batch", "-n", namespace),
+        ("delete", "jobs.batch", "-n", namespace),
+        ("list", "configmaps", "-n", namespace),
         ("create", "configmaps", "-n", namespace),
+        ("delete", "configmaps", "-n", namespace),
+        ("get", "persistentvolumeclaims", "-n", namespace),
         ("create", "persistentvolumeclaims", "-n", namespace),
+        ("list", "events", "-n", namespace),
         ("list", "pods", "-n", namespace),
         ("get", "deployments.apps", "-n", namespace),
         ("create", "deployments.apps", "-n", namespace),
         ("update", "deployments.apps", "-n", namespace),
         ("patch", "deployments.apps", "--subresource=scale", "-n", namespace),
+        ("list", "replicasets.apps", "-n", namespace),
+        ("get", "services", "-n", namespace),
         ("create", "services", "-n", namespace),
+        ("patch", "services", "-n", namespace),
         ("patch", "pods", "--subresource=status", "-n", namespace),
         ("watch", "customresourcedefinitions"),
         ("list", "namespaces"),
@@ -470,9 +480,12 @@ def test_operator_runs_as_the_namespaced_service_account(
         ("get", "pods", "-n", namespace),
         ("get", "pods", "--subresource=log", "-n", namespace),
         ("create", "pods", "-n", namespace),
-        ("delete", "jobs.batch", "-n", namespace),
+        ("delete", "pods", "-n", namespace),
         ("patch", "configmaps", "-n", namespace),
+        ("delete", "persistentvolumeclaims", "-n", namespace),
+        ("delete", "services", "-n", namespace),
         ("delete", "deployments.apps", "-n", namespace),
+        ("delete", "jobs.batch", "-n", other_namespace),
         ("patch", "pods", "-n", namespace),
         ("create", "deployments.apps", "-n", other_namespace),
         ("delete", SDD, "-n", namespace),
@@ -497,7 +510,8 @@ def test_cluster_wide_service_account_rights(
         assert can_i(control_plane, sa, "patch", SDD, "--subresource=status", "-n", ns)
         assert can_i(control_plane, sa, "create", "events", "-n", ns)
         assert can_i(control_plane, sa, "create", "jobs.batch", "-n", ns)
-        assert not can_i(control_plane, sa, "delete", "jobs.batch", "-n", ns)
+        assert can_i(control_plane, sa, "delete", "jobs.batch", "-n", ns)
+        assert not can_i(control_plane, sa, "delete", "deployments.apps", "-n", ns)
         assert not can_i(control_plane, sa, "get", "secrets", "-n", ns)
         assert not can_i(control_plane, sa, "delete", SDD, "-n", ns)
     # kopf observes namespaces only when it serves a namespace list.

@@ -31,6 +31,6 @@ def test_demo_applies_plans_and_shows_a_refusal(
     assert "completed plan:" in out
     assert "proof holds again" in out
     assert "spec.speculative.draftModel: Required value" in out
-    assert "CoverageProven=True CoverageComplete: Completed the plan" in out  # by the operator
+    assert "CoverageProven=True CoverageComplete: target: Completed the plan" in out  # operator
     listed = json.loads(control_plane.kubectl("get", "sdd", "-n", namespace, "-o", "json").stdout)
     assert [item["metadata"]["name"] for item in listed["items"]] == ["llama31-8b-eagle3"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -68,3 +69,53 @@ def test_any_other_refusal_is_a_cluster_error(cluster: KubeCluster, namespace: s
     assert unprocessable.value.status == 422
     with pytest.raises(ClusterError):
         cluster.set_pod_condition(namespace, "absent", {"type": "x", "status": "True"})
+
+
+def config_map(namespace: str, name: str, labels: dict[str, str]) -> dict[str, Any]:
+    meta = {"name": name, "namespace": namespace, "labels": labels}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"a": "1"}}
+
+
+def test_lists_patches_and_deletes_exactly_the_object_read(
+    cluster: KubeCluster, namespace: str
+) -> None:
+    """The operations garbage collection and drift repair use (issue 11 items 4, 8, 12)."""
+    assert cluster.create(config_map(namespace, "one", {"app": "gc"}))
+    assert cluster.create(config_map(namespace, "two", {"app": "other"}))
+    (one,) = cluster.list_objects("ConfigMap", namespace, "app=gc")
+    assert one["metadata"]["name"] == "one"
+    uid = one["metadata"]["uid"]
+    assert cluster.delete("ConfigMap", namespace, "one", "not-" + uid) is False  # 409: precondition
+    assert cluster.delete("ConfigMap", namespace, "one", uid) is True
+    assert cluster.delete("ConfigMap", namespace, "one", uid) is False  # 404: already gone
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "svc", "namespace": namespace},
+        "spec": {"type": "NodePort", "selector": {"a": "b", "c": "d"}, "ports": [{"port": 80}]},
+    }
+    assert cluster.create(service)
+    body = {"spec": {"type": "ClusterIP", "ports": [{"port": 8000}], "selector": {"c": None}}}
+    assert cluster.patch("Service", namespace, "svc", body)  # a merge patch: lists replaced
+    patched = cluster.read("Service", namespace, "svc")
+    assert patched is not None
+    assert patched["spec"]["type"] == "ClusterIP"
+    assert [p["port"] for p in patched["spec"]["ports"]] == [8000]
+    assert "nodePort" not in patched["spec"]["ports"][0]
+    assert patched["spec"]["selector"] == {"a": "b"}
+    assert cluster.patch("Service", namespace, "absent", body) is False
+    assert cluster.read("PersistentVolumeClaim", namespace, "absent") is None
+    assert cluster.events(namespace, uid) == []
+
+
+def test_the_status_of_a_spec_decode_deployment_is_patched(
+    control_plane: ControlPlane, warmgate_crd: ControlPlane, namespace: str
+) -> None:
+    """The write before planning goes to the status subresource (issue 11 item 5)."""
+    from support.api_controllers import get, seeds_example
+
+    control_plane.kubectl("apply", "-f", "-", stdin=json.dumps(seeds_example(namespace, "s")))
+    cluster = KubeCluster(control_plane.api_client())
+    cluster.patch_status(namespace, "s", {"observedGeneration": 1, "phase": "Planning"})
+    status = get(control_plane, "-n", namespace, "sdd", "s")["status"]
+    assert status == {"observedGeneration": 1, "phase": "Planning"}

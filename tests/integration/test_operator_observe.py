@@ -21,7 +21,14 @@ from typing import Any
 
 import pytest
 from runner_harness import STANDIN, expected_lists, free_port, stdlib_tree
-from support.api_controllers import finish, get, rolled_out, runner_summary, started
+from support.api_controllers import (
+    finish,
+    get,
+    replica_set_of,
+    rolled_out,
+    runner_summary,
+    started,
+)
 from support.kube_objects import condition_map, serving_pod, warmup_pod
 
 from warmgate.controlplane import ControlPlane, OperatorProcess
@@ -85,7 +92,8 @@ def test_warmup_progress_reaches_the_status_at_most_every_ten_seconds(
     board.update(key=key, stage="engine", progress={"prompt": [4, 4], "decode": [1, 24]})
     server = serve_board(board, port, host="127.0.0.1")
     try:
-        _running_on_loopback(cp, ns, _with_status_port(warmup_pod(ns, job), port))
+        uid = get(cp, "-n", ns, "job", job)["metadata"]["uid"]
+        _running_on_loopback(cp, ns, _with_status_port(warmup_pod(ns, job, uid), port))
         first = _wait(lambda: _progress(cp, ns, "progress").get("warmedBuckets") == 5)
         assert first is True
         progress = _progress(cp, ns, "progress")
@@ -152,7 +160,8 @@ def test_unwarmed_shapes_while_serving_are_reported(
     proc = _serve_mode(tmp_path, engine_port, status_port)
     try:
         _wait(lambda: _healthy(engine_port))
-        pod = _with_status_port(serving_pod(ns, deployment, "drifting-a"), status_port)
+        rs = replica_set_of(cp, ns, deployment)
+        pod = _with_status_port(serving_pod(ns, rs, "drifting-a"), status_port)
         _running_on_loopback(cp, ns, pod)
         rolled_out(cp, ns, "drifting-serving", ready=1)
         cp.kubectl("wait", "-n", ns, "sdd/drifting", "--for=condition=Ready", "--timeout=60s")

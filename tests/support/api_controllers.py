@@ -13,6 +13,7 @@ from typing import Any
 from support.examples import example_doc
 from support.kube_objects import (
     job_status,
+    replica_set,
     rolled_out_status,
     runner_summary,
     serving_pod,
@@ -21,7 +22,16 @@ from support.kube_objects import (
 )
 from warmgate.controlplane import ControlPlane
 
-__all__ = ["finish", "get", "rolled_out", "runner_summary", "seeds_example", "serve", "started"]
+__all__ = [
+    "finish",
+    "get",
+    "replica_set_of",
+    "rolled_out",
+    "runner_summary",
+    "seeds_example",
+    "serve",
+    "started",
+]
 
 
 def get(cp: ControlPlane, *args: str) -> dict[str, Any]:
@@ -54,15 +64,26 @@ def _patch_status(cp: ControlPlane, ns: str, kind: str, name: str, status: dict[
 
 def finish(cp: ControlPlane, ns: str, job: str, summary: dict[str, Any] | None, ok: bool) -> None:
     """Play the kubelet and the Job controller: a terminated Pod, then the Job's condition."""
-    pod = warmup_pod(ns, job)
+    uid = get(cp, "-n", ns, "job", job)["metadata"]["uid"]
+    pod = warmup_pod(ns, job, uid)
     cp.kubectl("apply", "-f", "-", stdin=json.dumps(pod))
     _patch_status(cp, ns, "pod", pod["metadata"]["name"], terminated_status(summary, ok))
     _patch_status(cp, ns, "job", job, job_status(ok))
 
 
+def replica_set_of(cp: ControlPlane, ns: str, deployment: dict[str, Any]) -> dict[str, Any]:
+    """Play the Deployment controller: the ReplicaSet of the Deployment's current template,
+    owned by it, as the server stores it (with its UID)."""
+    rs_name = f"{deployment['metadata']['name']}-g{deployment['metadata']['generation']}"
+    cp.kubectl("apply", "-f", "-", stdin=json.dumps(replica_set(ns, deployment, rs_name)))
+    return get(cp, "-n", ns, "replicaset", rs_name)
+
+
 def serve(cp: ControlPlane, ns: str, deployment: dict[str, Any], name: str) -> None:
-    """Play the ReplicaSet controller: a Pod from the Deployment's template."""
-    cp.kubectl("apply", "-f", "-", stdin=json.dumps(serving_pod(ns, deployment, name)))
+    """Play the Deployment and ReplicaSet controllers: a ReplicaSet of the Deployment's
+    template (owned by it), and a Pod of that ReplicaSet."""
+    rs = replica_set_of(cp, ns, deployment)
+    cp.kubectl("apply", "-f", "-", stdin=json.dumps(serving_pod(ns, rs, name)))
 
 
 def rolled_out(cp: ControlPlane, ns: str, name: str, ready: int) -> None:

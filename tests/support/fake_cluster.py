@@ -1,10 +1,11 @@
 """An in-memory cluster for unit tests of the sync: the adapter's contract, no API server.
 
-It keeps objects by (kind, namespace, name), bumps resourceVersion and generation the way the
-API server does, answers a missing read with None and a taken name or a stale replace with
-False, as the real adapter does, and records every write. ``fail`` makes chosen operations
-(`"create"`, or one kind: `"read:Deployment"`) raise ClusterError, as an API server that
-refuses or times out would. The tests play the controllers by putting objects (and their
+It keeps objects by (kind, namespace, name), gives them a UID, bumps resourceVersion and
+generation the way the API server does, answers a missing read with None and a taken name or
+a stale replace with False, as the real adapter does, deletes a Job's Pods with it (the
+garbage collector's background propagation), and records every write. ``fail`` makes chosen
+operations (`"create"`, or one kind: `"read:Deployment"`) raise ClusterError, as an API server
+that refuses or times out would. The tests play the controllers by putting objects (and their
 status) in ``objects``.
 """
 
@@ -14,8 +15,17 @@ import copy
 import itertools
 from dataclasses import dataclass, field
 
+from support.bad_manifests import merge_patch
 from warmgate.api import Manifest
-from warmgate.reconcile.cluster import ClusterError, EventType, ReadKind
+from warmgate.api.conditions import now
+from warmgate.reconcile.cluster import (
+    ClusterError,
+    DeleteKind,
+    EventType,
+    ListKind,
+    PatchKind,
+    ReadKind,
+)
 
 Key = tuple[str, str, str]
 
@@ -37,14 +47,21 @@ class FakeCluster:
     objects: dict[Key, Manifest] = field(default_factory=dict)
     writes: list[tuple[str, str, str]] = field(default_factory=list)
     fail: dict[str, ClusterError] = field(default_factory=dict)
+    status_writes: list[Manifest] = field(default_factory=list)
+    # The creationTimestamp of objects stored from now on (tests move it with their clock);
+    # None: the wall clock, as for a sync run without an explicit time.
+    created: str | None = None
     _versions: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def put(self, manifest: Manifest) -> Manifest:
         """Store an object as a controller or another client would (no write recorded)."""
         stored = copy.deepcopy(manifest)
         meta = stored["metadata"]
-        meta["resourceVersion"] = str(next(self._versions))
+        version = next(self._versions)
+        meta["resourceVersion"] = str(version)
         meta.setdefault("generation", 1)
+        meta.setdefault("uid", f"uid-{stored['kind'].lower()}-{version}")
+        meta.setdefault("creationTimestamp", self.created or now().strftime("%Y-%m-%dT%H:%M:%SZ"))
         self.objects[_key(stored)] = stored
         return stored
 
@@ -75,6 +92,51 @@ class FakeCluster:
             if pod["metadata"]["namespace"] == namespace
             and _matches(pod["metadata"].get("labels") or {}, selector)
         ]
+
+    def list_objects(self, kind: ListKind, namespace: str, selector: str) -> list[Manifest]:
+        self._check("list", kind)
+        return [
+            copy.deepcopy(obj)
+            for obj in self.of_kind(kind)
+            if obj["metadata"]["namespace"] == namespace
+            and _matches(obj["metadata"].get("labels") or {}, selector)
+        ]
+
+    def events(self, namespace: str, uid: str) -> list[Manifest]:
+        self._check("events")
+        return [
+            copy.deepcopy(e)
+            for e in self.of_kind("Event")
+            if e["metadata"]["namespace"] == namespace and e["involvedObject"]["uid"] == uid
+        ]
+
+    def patch(self, kind: PatchKind, namespace: str, name: str, body: Manifest) -> bool:
+        self._check("patch", kind)
+        stored = self.objects.get((kind, namespace, name))
+        if stored is None:
+            return False
+        patched = merge_patch(stored, body)
+        patched["metadata"]["resourceVersion"] = str(next(self._versions))
+        self.objects[(kind, namespace, name)] = patched
+        self.writes.append(("patch", kind, name))
+        return True
+
+    def delete(self, kind: DeleteKind, namespace: str, name: str, uid: str) -> bool:
+        self._check("delete", kind)
+        stored = self.objects.get((kind, namespace, name))
+        if stored is None or stored["metadata"]["uid"] != uid:
+            return False
+        del self.objects[(kind, namespace, name)]
+        for pod in self.of_kind("Pod"):  # the garbage collector, in the background
+            owners = pod["metadata"].get("ownerReferences") or []
+            if any(o.get("uid") == uid for o in owners):
+                del self.objects[("Pod", namespace, pod["metadata"]["name"])]
+        self.writes.append(("delete", kind, name))
+        return True
+
+    def patch_status(self, namespace: str, name: str, body: Manifest) -> None:
+        self._check("patch_status")
+        self.status_writes.append(copy.deepcopy(body))
 
     def create(self, manifest: Manifest) -> bool:
         self._check("create", manifest["kind"])

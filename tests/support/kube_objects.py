@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from warmgate.reconcile.cluster import JOB_NAME_LABEL
+from warmgate.reconcile.cluster import CONTROLLER_UID_LABEL, JOB_NAME_LABEL
 
 NOW = "2026-11-29T12:00:00Z"
 LATER = "2026-11-29T12:07:30Z"
@@ -30,15 +30,28 @@ def runner_summary(outcome: str, key: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-def warmup_pod(namespace: str, job: str) -> dict[str, Any]:
-    """A Pod the Job controller would create for ``job``."""
+def owner(kind: str, name: str, uid: str, api_version: str) -> dict[str, Any]:
+    """A controller owner reference, as a controller writes it on what it creates."""
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": name,
+        "uid": uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def warmup_pod(namespace: str, job: str, job_uid: str, suffix: str = "x") -> dict[str, Any]:
+    """A Pod the Job controller would create for ``job``: its labels and owner reference."""
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
-            "name": f"{job[:50]}-x",
+            "name": f"{job[:50]}-{suffix}",
             "namespace": namespace,
-            "labels": {JOB_NAME_LABEL: job},
+            "labels": {JOB_NAME_LABEL: job, CONTROLLER_UID_LABEL: job_uid},
+            "ownerReferences": [owner("Job", job, job_uid, "batch/v1")],
         },
         "spec": {"containers": [{"name": "warmup", "image": "vllm-gaudi:test"}]},
     }
@@ -88,9 +101,37 @@ def job_status(ok: bool) -> dict[str, Any]:
     return {"startTime": NOW, "failed": 1, "conditions": [cond("FailureTarget"), cond("Failed")]}
 
 
-def serving_pod(namespace: str, deployment: dict[str, Any], name: str) -> dict[str, Any]:
-    """A Pod the ReplicaSet controller would create from the Deployment's template."""
+def replica_set(namespace: str, deployment: dict[str, Any], name: str) -> dict[str, Any]:
+    """The ReplicaSet the Deployment controller would create for the Deployment's template."""
+    meta = deployment["metadata"]
     template = deployment["spec"]["template"]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": template["metadata"]["labels"],
+            "ownerReferences": [owner("Deployment", meta["name"], meta["uid"], "apps/v1")],
+        },
+        "spec": {
+            "replicas": deployment["spec"]["replicas"],
+            "selector": deployment["spec"]["selector"],
+            "template": {
+                "metadata": template["metadata"],
+                "spec": {
+                    "containers": [{"name": "vllm", "image": "vllm-gaudi:test"}],
+                    "readinessGates": template["spec"]["readinessGates"],
+                },
+            },
+        },
+    }
+
+
+def serving_pod(namespace: str, rs: dict[str, Any], name: str) -> dict[str, Any]:
+    """A Pod the ReplicaSet controller would create from its template."""
+    template = rs["spec"]["template"]
+    meta = rs["metadata"]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -98,20 +139,22 @@ def serving_pod(namespace: str, deployment: dict[str, Any], name: str) -> dict[s
             "name": name,
             "namespace": namespace,
             "labels": template["metadata"]["labels"],
+            "annotations": template["metadata"].get("annotations") or {},
+            "ownerReferences": [owner("ReplicaSet", meta["name"], meta["uid"], "apps/v1")],
         },
-        "spec": {
-            "containers": [{"name": "vllm", "image": "vllm-gaudi:test"}],
-            "readinessGates": template["spec"]["readinessGates"],
-        },
+        "spec": template["spec"],
     }
 
 
-def rolled_out_status(generation: int, ready: int) -> dict[str, Any]:
-    """The Deployment controller's status: this generation observed, ``ready`` replicas ready."""
+def rolled_out_status(
+    generation: int, ready: int, updated: int | None = None, replicas: int | None = None
+) -> dict[str, Any]:
+    """The Deployment controller's status: this generation observed, ``ready`` replicas ready
+    and available, ``updated`` of them on the current template (default: all)."""
     return {
         "observedGeneration": generation,
-        "replicas": ready,
-        "updatedReplicas": ready,
+        "replicas": ready if replicas is None else replicas,
+        "updatedReplicas": ready if updated is None else updated,
         "readyReplicas": ready,
         "availableReplicas": ready,
     }

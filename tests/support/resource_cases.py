@@ -38,11 +38,17 @@ class Case:
 
 
 def planned(sdd: SpecDecodeDeployment) -> PlanToRun:
-    """What the operator builds the children from: evaluate(sdd)'s plan and estimate."""
+    """What the operator builds the children from: evaluate(sdd)'s plan, estimate and drafter
+    sweep."""
     result = evaluate(sdd)
     assert result.plan is not None, f"{sdd.metadata.name}: the planner found no plan"
     assert result.summary is not None
-    return PlanToRun(result.plan, float(result.summary.estimated_warmup_seconds or 0))
+    to_run = result.to_run(kv_blocks=None)
+    if to_run is None:  # a plan the spec may not warm: the builders are still asked about it
+        sweep = result.evaluation.drafter.document() if result.evaluation else None
+        estimate = float(result.summary.estimated_warmup_seconds or 0)
+        to_run = PlanToRun(result.plan, estimate, drafter_sweep=sweep)
+    return to_run
 
 
 def make_case(path: Path, namespace: str = "llm", uid: str = UID) -> Case:

@@ -37,7 +37,7 @@ class Rule:
         return entry
 
 
-def _add_rules(schema: dict[str, Any], cls: type[Any]) -> None:
+def add_rules(schema: dict[str, Any], cls: type[Any]) -> None:
     """Attach the class's CEL rules to its JSON schema (pydantic json_schema_extra hook)."""
     rules: tuple[Rule, ...] = getattr(cls, "cel_rules", ())
     if rules:
@@ -58,7 +58,7 @@ class ApiModel(BaseModel):
         validate_by_name=True,
         validate_by_alias=True,
         serialize_by_alias=True,
-        json_schema_extra=_add_rules,
+        json_schema_extra=add_rules,
     )
 
     cel_rules: ClassVar[tuple[Rule, ...]] = ()

@@ -31,6 +31,18 @@ READINESS_GATE: Final = f"{PREFIX}warmed"
 # /metrics): progress and unwarmed shapes reach the operator through it (docs/operator.md).
 RUNNER_STATUS_PORT_NAME: Final = "warmgate-status"
 RUNNER_STATUS_PORT: Final = 9464
+# On the SpecDecodeDeployment, set by the user: any new value warms the plan again from an
+# empty cache entry (it joins the cache key), like `kubectl rollout restart`'s restartedAt.
+ANNOTATION_REWARM: Final = f"{PREFIX}rewarm"
+# On a warmup Job the operator stopped (suspended): the Warmed reason and message it failed
+# with, e.g. "Unschedulable: 0/3 nodes are available: ...".
+ANNOTATION_WARMUP_FAILED: Final = f"{PREFIX}warmup-failed"
+# On a warmup Job: the UID of the recipe-cache claim it publishes to (part of its content).
+ANNOTATION_CACHE_CLAIM_UID: Final = f"{PREFIX}cache-claim-uid"
+# The finalizer the operator (kopf) puts on every SpecDecodeDeployment it handles, so it can
+# stop the object's resync timer before the object goes (docs/operator.md says how to remove
+# it when the operator is gone).
+FINALIZER: Final = f"{PREFIX}finalizer"
 COMPONENT_WARMUP: Final = "warmup"
 COMPONENT_SERVING: Final = "serving"
 
@@ -51,6 +63,9 @@ class Reason:
     """Stable CamelCase reasons for the conditions (clients may switch on them)."""
 
     PENDING: Final = "Pending"
+    PLANNING: Final = "Planning"
+    PLAN_TOO_LARGE: Final = "PlanTooLarge"
+    WARMUP_TOO_LONG: Final = "WarmupTooLong"
     INVALID_SPEC: Final = "InvalidSpec"
     PLANNED: Final = "Planned"
     PLAN_FAILED: Final = "PlanFailed"
@@ -62,12 +77,22 @@ class Reason:
     WARMUP_RUNNING: Final = "WarmupRunning"
     WARMUP_SUCCEEDED: Final = "WarmupSucceeded"
     WARMUP_FAILED: Final = "WarmupFailed"
+    # The warmup children cannot be built for this plan (e.g. plan files over 1 MiB).
+    BUILD_FAILED: Final = "BuildFailed"
+    # Why a warmup Pod is Pending, as Kubernetes says it (scheduler, kubelet, Job controller).
+    UNSCHEDULABLE: Final = "Unschedulable"
+    FAILED_CREATE: Final = "FailedCreate"
+    # Pending past spec.warmup.pendingTimeoutSeconds without a more specific reason.
+    PENDING_TIMEOUT: Final = "PendingTimeout"
     SERVING_PROGRESSING: Final = "ServingProgressing"
     REPLICAS_READY: Final = "ReplicasReady"
     SCALED_TO_ZERO: Final = "ScaledToZero"
     # Ready stays True (the replicas serve) with this reason while the serving engines have
     # logged shapes the verified plan did not warm (post-serve drift, field.md §4 item 3).
     UNWARMED_SHAPE_OBSERVED: Final = "UnwarmedShapeObserved"
+    ROLLING_OUT: Final = "RollingOut"
+    PROGRESS_DEADLINE_EXCEEDED: Final = "ProgressDeadlineExceeded"
+    NOT_OWNED: Final = "NotOwned"
 
 
 class Phase:

@@ -56,6 +56,10 @@ def _resolve(node: Any, defs: dict[str, Schema]) -> Any:
         node.pop(key, None)
     if node.get("additionalProperties") is False:
         del node["additionalProperties"]
+    if node.get("additionalProperties") is True and node.get(
+        "x-kubernetes-preserve-unknown-fields"
+    ):
+        del node["additionalProperties"]  # pydantic's extra="allow"; the CRD says it this way
     if "const" in node:
         node["enum"] = [node.pop("const")]
     ordered = sorted(node.items(), key=lambda item: _key_rank(item[0]))

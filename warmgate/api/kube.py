@@ -18,6 +18,22 @@ _QUANTITY_RE = re.compile(QUANTITY_PATTERN)
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 STORAGE_SIZE = r"^[1-9][0-9]{0,8}(Mi|Gi|Ti)$"
 ENV_NAME = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
+# A qualified name (label and annotation keys, resource names): an optional DNS-subdomain
+# prefix and "/", then a name of at most 63 characters (k8s.io/apimachinery
+# pkg/util/validation/validation.go, IsQualifiedName). `[.]` instead of an escaped dot: the
+# same text is a CEL string, a Go RE2 and a Python regex.
+QUALIFIED_NAME = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+# A label value (IsValidLabelValue): empty, or at most 63 alphanumerics, '-', '_', '.' with
+# alphanumeric ends.
+LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$"
+# One word: no whitespace and no control character. Model ids, revisions and paths become
+# single argv elements and Hub URLs; a space in them is always a mistake.
+WORD = r"^[^\x00-\x20\x7f]+$"
+# A ConfigMap or Secret key (IsConfigMapKey).
+CONFIG_KEY = r"^[-._a-zA-Z0-9]+$"
 GAUDI_RESOURCE = "habana.ai/gaudi"
 # A Kubernetes object, or a part of one, as the plain JSON the API server reads and writes.
 Manifest = dict[str, Any]
@@ -42,8 +58,10 @@ Quantity = Annotated[
     ),
 ]
 Name = Annotated[str, StringConstraints(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)]
-LabelValue = Annotated[str, StringConstraints(max_length=63)]
+LabelValue = Annotated[str, StringConstraints(max_length=63, pattern=LABEL_VALUE)]
 AnnotationValue = Annotated[str, StringConstraints(max_length=4096)]
+# Map keys: the CRD cannot put a pattern on them (structural schemas have no propertyNames),
+# so each map of qualified names carries a `keys_rule` instead.
 MapKey = Annotated[str, StringConstraints(min_length=1, max_length=317)]
 # An opaque Kubernetes object kept as the user wrote it (the apiserver validates it on the
 # child Pod): x-kubernetes-preserve-unknown-fields in the CRD.
@@ -53,19 +71,36 @@ KubeObject = Annotated[
 ]
 
 
+def keys_rule(field: str, what: str) -> Rule:
+    """Every key of the map ``field`` is a qualified name (a label key, annotation key or
+    resource name): refused at admission, not later when the API server refuses the child
+    Pod, Job or Deployment the operator builds from it."""
+    return Rule(
+        cel=f"!has(self.{field}) || self.{field}.all(k, k.matches('{QUALIFIED_NAME}'))",
+        message=f"{field} keys must be {what}: [prefix/]name, the name at most 63 "
+        "alphanumerics, '-', '_' or '.' with alphanumeric ends",
+        check=lambda s: all(re.match(QUALIFIED_NAME, k) for k in getattr(s, _snake(field)) or {}),
+        field_path=f".{field}",
+    )
+
+
+def _snake(camel: str) -> str:
+    return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), camel)
+
+
 class SecretKeyRef(ApiModel):
     """A key of a Secret in the SpecDecodeDeployment's namespace."""
 
     name: Name = Field(description="Name of the Secret.")
-    key: Annotated[str, StringConstraints(min_length=1, max_length=253)] = Field(
-        default="token", description="Key inside the Secret whose value is used."
+    key: Annotated[str, StringConstraints(min_length=1, max_length=253, pattern=CONFIG_KEY)] = (
+        Field(default="token", description="Key inside the Secret whose value is used.")
     )
 
 
 class Toleration(ApiModel):
     """A Pod toleration (core/v1 Toleration)."""
 
-    key: Annotated[str, StringConstraints(max_length=317)] | None = Field(
+    key: Annotated[str, StringConstraints(max_length=317, pattern=QUALIFIED_NAME)] | None = Field(
         default=None, description="Taint key the toleration applies to; empty matches all keys."
     )
     operator: Literal["Exists", "Equal"] = Field(
@@ -96,6 +131,8 @@ class Placement(ApiModel):
         description="A core/v1 Affinity, copied to the PodSpec unchanged (validated there).",
     )
 
+    cel_rules = (keys_rule("nodeSelector", "node label keys"),)
+
 
 class Resources(ApiModel):
     """Compute resources of the vLLM container (core/v1 ResourceRequirements)."""
@@ -110,6 +147,11 @@ class Resources(ApiModel):
             f"Maximum resources. When `{GAUDI_RESOURCE}` is absent the operator sets it to "
             "spec.engine.tensorParallelSize; when present it must equal it."
         ),
+    )
+
+    cel_rules = (
+        keys_rule("requests", "resource names"),
+        keys_rule("limits", "resource names"),
     )
 
     def gaudi_count(self) -> int | str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -18,6 +19,16 @@ from warmgate.api.vllm_spec import EngineSpec, ModelSpec, SpeculativeSpec
 from warmgate.api.workload import ServingSpec, WarmupSpec
 
 Device = Literal["gaudi2", "gaudi3"]
+# A container image reference, [registry[:port]/]path[:tag][@algorithm:digest], after the
+# grammar of github.com/distribution/reference (regexp.go; IPv6 registries left out). No
+# backslash: the same text is a CEL string, a Go RE2 and a Python regex.
+_DOMAIN_PART = "([a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_PATH_PART = "[a-z0-9]+(([._]|__|[-]+)[a-z0-9]+)*"
+IMAGE_REFERENCE = (
+    f"^({_DOMAIN_PART}([.]{_DOMAIN_PART})*(:[0-9]+)?/)?{_PATH_PART}(/{_PATH_PART})*"
+    "(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
+    "(@[A-Za-z][A-Za-z0-9]*([-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$"
+)
 
 
 def _gaudi_rule(section: str) -> Rule:
@@ -65,7 +76,28 @@ class SpecDecodeDeploymentSpec(ApiModel):
     warmup: WarmupSpec = Field(default_factory=WarmupSpec, description="The warmup Job.")
     serving: ServingSpec = Field(default_factory=ServingSpec, description="Serving workload.")
 
+    run_as_user: int | None = Field(
+        default=None,
+        ge=1,
+        le=2147483647,
+        description=(
+            "Run every container of the warmup and serving Pods as this non-root user id (and "
+            "fsGroup), so they meet the Pod Security 'restricted' profile; the vLLM image and "
+            "the node's Gaudi device files must allow it. Unset: the image's own user, which "
+            "meets 'baseline'."
+        ),
+    )
+
     cel_rules = (
+        Rule(
+            cel=f"self.image.matches('{IMAGE_REFERENCE}')",
+            message=(
+                "image must be a container image reference without spaces: "
+                "[registry[:port]/]name[:tag][@sha256:digest], lowercase name"
+            ),
+            check=lambda s: re.fullmatch(IMAGE_REFERENCE, s.image) is not None,
+            field_path=".image",
+        ),
         Rule(
             cel=(
                 "!has(self.buckets) || !has(self.buckets.seeds) || "

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, PlainSerializer, Strict, StringConstraints
 
-from warmgate.api.base import ApiModel
+from warmgate.api.base import ApiModel, add_rules
 
 # metav1.Condition validation, copied from k8s.io/apimachinery/pkg/apis/meta/v1/types.go.
 CONDITION_TYPE_PATTERN = (
@@ -34,6 +34,23 @@ def _message_required(schema: dict[str, Any], cls: type[Any]) -> None:
     schema["required"] = [*schema.get("required", []), "message"]
 
 
+def _tolerant(schema: dict[str, Any], cls: type[Any]) -> None:
+    add_rules(schema, cls)
+    schema["x-kubernetes-preserve-unknown-fields"] = True
+
+
+class StatusModel(ApiModel):
+    """A status object that keeps fields it does not know.
+
+    A newer operator may write status fields this one lacks (an upgrade rolled back, two
+    versions during a rolling upgrade). Refusing them would make the object unreadable, so
+    every sync would fail; pydantic keeps them (``extra="allow"``, written back unchanged) and
+    the CRD keeps them too (``x-kubernetes-preserve-unknown-fields``) instead of pruning them.
+    """
+
+    model_config = ConfigDict(extra="allow", json_schema_extra=_tolerant)
+
+
 class Condition(ApiModel):
     """One aspect of the object's state (metav1.Condition)."""
 
@@ -55,7 +72,7 @@ class Condition(ApiModel):
     )
 
 
-class PlanSummary(ApiModel):
+class PlanSummary(StatusModel):
     """The bucket plan and its coverage proof."""
 
     hash: Hash | None = Field(default=None, description="Digest of the planned bucket set.")
@@ -77,9 +94,17 @@ class PlanSummary(ApiModel):
     estimated_warmup_seconds: int | None = Field(
         default=None, ge=0, description="Predicted warmup duration without a cache hit."
     )
+    drafter_shapes: int | None = Field(
+        default=None,
+        ge=0,
+        description="Draft-model graphs the engine's warmup never compiles (eagle, eagle3, mtp).",
+    )
+    drafter_swept: int | None = Field(
+        default=None, ge=0, description="Of those, the graphs the planned warmup sweep drives."
+    )
 
 
-class WarmupProgress(ApiModel):
+class WarmupProgress(StatusModel):
     """How far the running warmup is, as its runner reports it (at most one write per ~10 s)."""
 
     stage: Annotated[str, StringConstraints(max_length=64)] | None = Field(
@@ -106,7 +131,7 @@ class WarmupProgress(ApiModel):
     update_time: Time | None = Field(default=None, description="When the operator read it.")
 
 
-class WarmupSummary(ApiModel):
+class WarmupSummary(StatusModel):
     """The warmup Job of the current plan."""
 
     job_name: ObjectName | None = Field(default=None, description="Name of the warmup Job.")
@@ -127,9 +152,28 @@ class WarmupSummary(ApiModel):
         ge=0,
         description="KV-cache blocks the verified warmup measured; serving pins this count.",
     )
+    cache_claim_uid: Annotated[str, StringConstraints(max_length=64)] | None = Field(
+        default=None,
+        description=(
+            "UID of the recipe-cache claim the verified entry was published on; a replaced "
+            "claim means the entry is gone and the plan is warmed again."
+        ),
+    )
+    drafter_driven: int | None = Field(
+        default=None,
+        ge=0,
+        description="Draft-model graphs the warmup sweep compiled, as the compile hook saw.",
+    )
+    drafter_verified: bool | None = Field(
+        default=None,
+        description=(
+            "True when the compile hook saw no graph compile during the probe after the sweep; "
+            "false when it could not attach."
+        ),
+    )
 
 
-class ServingSummary(ApiModel):
+class ServingSummary(StatusModel):
     """The serving Deployment (scale subresource reads replicas and selector here)."""
 
     plan_hash: Hash | None = Field(default=None, description="Plan hash the replicas serve.")
@@ -145,7 +189,7 @@ class ServingSummary(ApiModel):
 SeedRow = Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=3, max_length=3)]
 
 
-class ProposedSeeds(ApiModel):
+class ProposedSeeds(StatusModel):
     """Seed buckets that would make the engine warm the shapes observed unwarmed."""
 
     prompt: list[SeedRow] | None = Field(
@@ -156,7 +200,7 @@ class ProposedSeeds(ApiModel):
     )
 
 
-class DriftSummary(ApiModel):
+class DriftSummary(StatusModel):
     """Shapes the serving engines ran without having warmed them (post-serve drift)."""
 
     plan_hash: Hash | None = Field(default=None, description="Plan the serving Pods ran.")
@@ -182,7 +226,7 @@ class DriftSummary(ApiModel):
     )
 
 
-class SpecDecodeDeploymentStatus(ApiModel):
+class SpecDecodeDeploymentStatus(StatusModel):
     """Observed state, written by the operator only."""
 
     observed_generation: int | None = Field(

@@ -8,13 +8,13 @@ from typing import Annotated, Final, Literal
 from pydantic import Field, StringConstraints, field_validator
 
 from warmgate.api.base import ApiModel, Rule
-from warmgate.api.kube import EnvVar, Name, SecretKeyRef
+from warmgate.api.kube import WORD, EnvVar, Name, SecretKeyRef
 
 TensorParallelSize = Literal[1, 2, 4, 8]
 Method = Literal["eagle", "eagle3", "mtp", "ngram"]
 Profile = Literal["v0.26.0", "main-2026-08"]
-ModelId = Annotated[str, StringConstraints(min_length=1, max_length=512)]
-Revision = Annotated[str, StringConstraints(min_length=1, max_length=256)]
+ModelId = Annotated[str, StringConstraints(min_length=1, max_length=512, pattern=WORD)]
+Revision = Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=WORD)]
 Arg = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
 # A positive count in millions, billions or trillions: "500M", "8B", "70.6B", "1.5T".
 ParameterCount = Annotated[
@@ -70,13 +70,40 @@ LOGGING_ENV_PREFIX: Final = "VLLM_LOGGING_"
 REFUSED_ARGS: Final = ("--enforce-eager",)
 
 
+# A flag element with whitespace or a control character before its first "=": vLLM's argparse
+# reads "--max-model-len 1024" as one positional word, not as the flag (so it slips past the
+# reserved-flag rule and breaks `vllm serve`).
+SPACED_FLAG: Final = r"^-[^=]*[\x00-\x20\x7f]"
+# The flag of an element as argparse matches it: the part before "=", "_" read as "-". A flag
+# that is a prefix of a reserved one counts as that flag: argparse expands unambiguous
+# abbreviations (allow_abbrev), so "--max-model=1024" would set --max-model-len.
+_CEL_FLAG: Final = "(a.contains('=') ? a.substring(0, a.indexOf('=')) : a).replace('_', '-')"
+
+
 def _cel_list(items: tuple[str, ...]) -> str:
     return "[" + ", ".join(f"'{item}'" for item in items) + "]"
 
 
+def _cel_sets(flags: tuple[str, ...]) -> str:
+    """CEL: no element of extraArgs is one of ``flags``, a prefix of one, or one with a value."""
+    return (
+        "!has(self.extraArgs) || self.extraArgs.all(a, !a.startsWith('-') || "
+        f"!{_cel_list(flags)}.exists(r, r.startsWith({_CEL_FLAG})))"
+    )
+
+
+def _flag(arg: str) -> str | None:
+    """The flag an extraArgs element sets (before "=", "_" as "-"), None for a value."""
+    return arg.split("=", 1)[0].replace("_", "-") if arg.startswith("-") else None
+
+
+def _sets(arg: str, flags: tuple[str, ...]) -> bool:
+    flag = _flag(arg)
+    return flag is not None and any(r.startswith(flag) for r in flags)
+
+
 def _reserved_arg(arg: str) -> bool:
-    flag = arg.replace("_", "-")
-    return any(flag == r or flag.startswith(r + "=") for r in RESERVED_ARGS)
+    return _sets(arg, RESERVED_ARGS)
 
 
 def _reserved_env(name: str) -> bool:
@@ -88,8 +115,7 @@ def _logging_env(name: str) -> bool:
 
 
 def _refused_arg(arg: str) -> bool:
-    flag = arg.replace("_", "-")
-    return any(flag == r or flag.startswith(r + "=") for r in REFUSED_ARGS)
+    return _sets(arg, REFUSED_ARGS)
 
 
 class WeightsVolume(ApiModel):
@@ -228,11 +254,17 @@ class EngineSpec(ApiModel):
             field_path=".maxNumBatchedTokens",
         ),
         Rule(
-            cel=(
-                "!has(self.extraArgs) || self.extraArgs.all(a, !"
-                f"{_cel_list(RESERVED_ARGS)}.exists(r, a.replace('_', '-') == r || "
-                "a.replace('_', '-').startsWith(r + '=')))"
+            cel=(f"!has(self.extraArgs) || self.extraArgs.all(a, !a.matches(r'{SPACED_FLAG}'))"),
+            message=(
+                "extraArgs: write a flag and its value as two elements or as one --flag=value "
+                'element; a flag element must not contain whitespace (e.g. "--max-model-len '
+                '1024" is one word to vLLM)'
             ),
+            check=lambda s: not any(re.match(SPACED_FLAG, a) for a in s.extra_args or ()),
+            field_path=".extraArgs",
+        ),
+        Rule(
+            cel=_cel_sets(RESERVED_ARGS),
             message=(
                 "extraArgs must not set flags the operator derives from typed fields: "
                 + ", ".join(RESERVED_ARGS)
@@ -269,11 +301,7 @@ class EngineSpec(ApiModel):
             reason="FieldValueForbidden",
         ),
         Rule(
-            cel=(
-                "!has(self.extraArgs) || self.extraArgs.all(a, !"
-                f"{_cel_list(REFUSED_ARGS)}.exists(r, a.replace('_', '-') == r || "
-                "a.replace('_', '-').startsWith(r + '=')))"
-            ),
+            cel=_cel_sets(REFUSED_ARGS),
             message=(
                 "extraArgs must not set --enforce-eager: vllm-gaudi then skips graph warmup, "
                 "so nothing would be warmed"

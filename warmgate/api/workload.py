@@ -16,6 +16,7 @@ from warmgate.api.kube import (
     Name,
     Placement,
     Resources,
+    keys_rule,
     quantity_value,
 )
 
@@ -46,6 +47,15 @@ class RecipeCache(ApiModel):
         le=1048576,
         alias="maxSizeMB",
         description="Recipe cache size cap in MiB (max_MB of PT_HPU_RECIPE_CACHE_CONFIG).",
+    )
+    retain_entries: int = Field(
+        default=3,
+        ge=1,
+        le=64,
+        description=(
+            "Cache entries (one per verified plan) this object keeps on the claim: after "
+            "publishing, the runner deletes this object's older entries beyond the count."
+        ),
     )
 
     cel_rules = (
@@ -81,6 +91,16 @@ class WarmupSpec(ApiModel):
     )
     timeout_seconds: int = Field(
         default=3600, ge=60, le=86400, description="activeDeadlineSeconds of one warmup attempt."
+    )
+    pending_timeout_seconds: int = Field(
+        default=1800,
+        ge=60,
+        le=86400,
+        description=(
+            "How long a warmup Pod may stay Pending (not created, not scheduled, pulling its "
+            "image, waiting for a Secret or volume) before the warmup fails with the reason it "
+            "waited for."
+        ),
     )
     retries: int = Field(
         default=2, ge=0, le=10, description="Attempts after the first (the Job's backoffLimit)."
@@ -126,6 +146,8 @@ class ServingSpec(ApiModel):
     )
 
     cel_rules = (
+        keys_rule("podLabels", "label keys"),
+        keys_rule("podAnnotations", "annotation keys"),
         Rule(
             cel=f"!has(self.podLabels) || self.podLabels.all(k, !k.startsWith('{PREFIX}'))",
             message=f"podLabels must not use the operator's {PREFIX} prefix",

@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     if args.write_bucket_file is not None:
         args.write_bucket_file.write_text(evaluation.effective.to_bucket_file())
     extra = figures(evaluation, args.optimum)
-    drafter = drafter_summary(args, evaluation)
+    drafter = drafter_summary(evaluation)
     if args.output == "json":
         document = render_json(evaluation, args.top, recipe_cache=args.recipe_cache)
         document = {**document, **extra, "drafter": drafter.to_dict(args.top)}
@@ -137,5 +137,7 @@ def _inputs(args: argparse.Namespace) -> tuple[EngineShapeConfig, PlanPolicy, Mo
         "prefix_caching": args.prefix_caching,
         "complete": args.complete,
         "max_extra_buckets": args.max_extra_buckets,
+        "method": args.method,
+        "sweep_budget_s": args.sweep_budget_s,
     }
     return config, replace(stated, **{k: v for k, v in flags.items() if v is not None}), size

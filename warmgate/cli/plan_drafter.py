@@ -1,8 +1,9 @@
 """The drafter lines of ``warmgate plan``: the draft model's own graphs and the sweep to warm them.
 
-Self-contained so that ``warmgate plan`` calls it in one place (issue 16, phase 1). It proves the
-drafter graphs of the plan warmgate would warm (the completed one when completion applies), with
-the same partial-draft and prefix-caching scope as the target proof, and plans the sweep.
+The plan pipeline (``PlanEvaluation.drafter``, issue 16) proves the drafter graphs of the plan
+warmgate would warm (the completed one when completion applies), with the same partial-draft and
+prefix-caching scope as the target proof, and plans the sweep; this module adds the flags and
+renders the result.
 """
 
 from __future__ import annotations
@@ -12,12 +13,12 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, get_args
 
-from warmgate.api import load_manifest
 from warmgate.buckets.cost import format_seconds, format_span
-from warmgate.buckets.drafter import DrafterModelError, DrafterReport, DraftMethod, prove_drafter
-from warmgate.buckets.sweep import DEFAULT_BUDGET_S, REASONS, SweepPlan, plan_sweep
+from warmgate.buckets.drafter import DraftMethod
+from warmgate.buckets.sweep import DEFAULT_BUDGET_S, REASONS
 
 if TYPE_CHECKING:
+    from warmgate.reconcile.drafter_plan import DrafterPlan
     from warmgate.reconcile.plan_evaluation import PlanEvaluation
 
 __all__ = ["DrafterSummary", "add_drafter_arguments", "drafter_summary"]
@@ -34,23 +35,23 @@ SHORT = {
 
 
 def add_drafter_arguments(parser: argparse.ArgumentParser) -> None:
-    """--method (manifest wins when unset) and the sweep's time budget."""
+    """--method and the sweep's time budget (the manifest's when unset)."""
     g = parser.add_argument_group("drafter", "the draft model's own graphs (docs/coverage.md)")
     g.add_argument("--method", choices=get_args(DraftMethod), default=None,
                    help="speculative method (default: the manifest's)")  # fmt: skip
-    budget = f"time budget of the drafter warmup sweep (default {DEFAULT_BUDGET_S:g})"
-    g.add_argument("--sweep-budget-s", type=float, default=DEFAULT_BUDGET_S, metavar="S",
-                   help=budget)  # fmt: skip
+    budget = (
+        "time budget of the drafter warmup sweep (default: 15%% of the manifest's "
+        f"warmup.timeoutSeconds, at most {DEFAULT_BUDGET_S:g}; without a manifest "
+        f"{DEFAULT_BUDGET_S:g})"
+    )
+    g.add_argument("--sweep-budget-s", type=float, default=None, metavar="S", help=budget)
 
 
 @dataclass(frozen=True)
 class DrafterSummary:
     """The drafter proof and sweep of one ``warmgate plan`` run, or why there is none."""
 
-    method: str | None
-    report: DrafterReport | None = None
-    sweep: SweepPlan | None = None
-    error: str | None = None
+    plan: DrafterPlan
 
     def render(self) -> str:
         """The text lines appended to the table."""
@@ -58,9 +59,9 @@ class DrafterSummary:
 
     def lines(self) -> list[str]:
         """'drafter    eagle3 k=3: N shapes the engine will compile at runtime; ...'."""
-        if self.error is not None:
-            return [f"drafter    {self.error}"]
-        report, sweep = self.report, self.sweep
+        if self.plan.error is not None:
+            return [f"drafter    {self.plan.error}"]
+        report, sweep = self.plan.report, self.plan.sweep
         if report is None or sweep is None:
             return ["drafter    method unknown: pass --method or a manifest"]
         if not report.has_drafter:
@@ -83,27 +84,15 @@ class DrafterSummary:
 
     def to_dict(self, top: int | None = None) -> dict[str, Any]:
         """JSON-ready form: the drafter report and the sweep document."""
+        report, sweep = self.plan.report, self.plan.sweep
         return {
-            "method": self.method,
-            "error": self.error,
-            "report": None if self.report is None else self.report.to_dict(top),
-            "sweep": None if self.sweep is None else self.sweep.to_dict(),
+            "method": self.plan.method,
+            "error": self.plan.error,
+            "report": None if report is None else report.to_dict(top),
+            "sweep": None if sweep is None else sweep.to_dict(),
         }
 
 
-def drafter_summary(args: argparse.Namespace, result: PlanEvaluation) -> DrafterSummary:
-    """Prove the drafter graphs of ``result.effective`` and plan their sweep."""
-    method = args.method
-    if method is None and args.manifest is not None:
-        method = load_manifest(args.manifest).spec.speculative.method
-    if method is None:
-        return DrafterSummary(None)
-    space = result.report.space
-    try:
-        report = prove_drafter(
-            result.effective, method, space.partial_drafts, prefix_caching=space.prefix_caching
-        )
-    except DrafterModelError as exc:
-        return DrafterSummary(method, error=f"{method}: not modelled: {exc}")
-    sweep = plan_sweep(result.effective, report, budget_s=args.sweep_budget_s, model=result.model)
-    return DrafterSummary(method, report, sweep)
+def drafter_summary(result: PlanEvaluation) -> DrafterSummary:
+    """The pipeline's drafter proof and sweep of ``result.effective``."""
+    return DrafterSummary(result.drafter)

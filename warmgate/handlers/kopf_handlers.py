@@ -14,6 +14,7 @@ from typing import Any
 import kopf
 
 from warmgate.api import GROUP, PLURAL, VERSION, ManifestError, SpecDecodeDeployment, parse_manifest
+from warmgate.api.constants import FINALIZER
 from warmgate.handlers import metrics
 from warmgate.handlers.kube_cluster import KubeCluster
 from warmgate.handlers.runner_endpoints import HttpRunnerEndpoints
@@ -61,7 +62,9 @@ def kopf_settings() -> kopf.OperatorSettings:
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=GROUP, key="last-handled-configuration"
     )
-    settings.persistence.finalizer = f"{GROUP}/kopf-finalizer"
+    # kopf puts it on every object because of the resync timer (docs/operator.md says how to
+    # remove it when the operator is gone).
+    settings.persistence.finalizer = FINALIZER
     # kopf turns object-log records at this level into Events: INFO would post "Timer 'resync'
     # succeeded" for every object on every resync. kopf.info also obeys this level, so the
     # handlers post their own Normal Events with kopf.event, which does not.
@@ -79,6 +82,8 @@ def registry(settings: Settings) -> kopf.OperatorRegistry:
     kopf.on.resume(*resource, id="reconcile", registry=handlers)(reconcile)
     kopf.on.create(*resource, id="reconcile", registry=handlers)(reconcile)
     kopf.on.update(*resource, id="reconcile", registry=handlers)(reconcile)
+    # Optional: no finalizer of its own; kopf calls it while it removes the timer's finalizer.
+    kopf.on.delete(*resource, id="forget", optional=True, registry=handlers)(forget)
     interval = settings.resync_seconds
     kopf.timer(
         *resource, id="resync", interval=interval, initial_delay=interval, registry=handlers
@@ -102,6 +107,13 @@ def resync(
     sdd = _parse(body, report=False)  # the change handler already reported an unreadable object
     if sdd is not None:
         _sync(sdd, body, patch, logger, memo)
+
+
+def forget(body: kopf.Body, memo: Runtime, **_: Any) -> None:
+    """A deleted object: drop its metrics series and its retry count."""
+    meta = body.get("metadata") or {}
+    metrics.forget(str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+    memo.backoff.forget(str(meta.get("uid") or ""))
 
 
 def _parse(body: kopf.Body, *, report: bool) -> SpecDecodeDeployment | None:
@@ -129,6 +141,9 @@ def _sync(
     namespace, name = sdd.metadata.namespace or "", sdd.metadata.name or ""
     metrics.record(namespace, name, outcome.result)
     metrics.record_status(namespace, name, outcome.status)
+    if outcome.retry_after is not None:
+        # kopf still writes the status patch, then calls the handler again after the delay.
+        raise kopf.TemporaryError("the cluster did not answer; retrying", delay=outcome.retry_after)
 
 
 class _KopfEvents:
@@ -146,4 +161,4 @@ def _timed_evaluate(sdd: SpecDecodeDeployment) -> PlanningResult:
         return evaluate(sdd)
 
 
-__all__ = ["kopf_settings", "reconcile", "registry", "resync", "run"]
+__all__ = ["forget", "kopf_settings", "reconcile", "registry", "resync", "run"]

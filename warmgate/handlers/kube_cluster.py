@@ -1,8 +1,9 @@
 """The cluster adapter over the official client: one API client, one connection pool.
 
 Every call goes through `_call`, the one place where an HTTP status becomes an answer: a 404
-on a read is "absent" (None), a 409 on a create or replace is "someone else wrote" (False).
-Any other API error becomes a `ClusterError` the reconcile reports and retries.
+on a read is "absent" (None), a 409 on a create or replace is "someone else wrote" (False), a
+404 on a delete or patch is "already gone" (False). Any other API error becomes a
+`ClusterError` (with the server's Retry-After, if any) that the reconcile reports and retries.
 """
 
 from __future__ import annotations
@@ -16,25 +17,36 @@ from kubernetes import config as kube_config
 from kubernetes.client.exceptions import ApiException
 
 from warmgate.api import Manifest
-from warmgate.reconcile.cluster import ClusterError, ReadKind
+from warmgate.api.constants import GROUP, PLURAL, VERSION
+from warmgate.reconcile.cluster import ClusterError, DeleteKind, ListKind, PatchKind, ReadKind
 
 HTTP_NOT_FOUND: Final = 404
 HTTP_CONFLICT: Final = 409
+MERGE_PATCH: Final = "application/merge-patch+json"
+
+
+def _retry_after(exc: ApiException) -> float | None:
+    """The Retry-After header of a 429 or 503, in seconds (the server sends whole seconds)."""
+    value = (exc.headers or {}).get("Retry-After")
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
 
 
 def _call(
-    call: Callable[..., Any], *args: Any, tolerate: int | None = None, **kwargs: Any
+    call: Callable[..., Any], *args: Any, tolerate: tuple[int, ...] = (), **kwargs: Any
 ) -> Manifest | None:
     """Call without the client's model conversion (the reconcile works on plain JSON dicts).
 
-    None when the API answered ``tolerate``; any other API error raises ClusterError.
+    None when the API answered one of ``tolerate``; any other API error raises ClusterError.
     """
     try:
         response = call(*args, _preload_content=False, **kwargs)
     except ApiException as exc:
-        if exc.status == tolerate:
+        if exc.status in tolerate:
             return None
-        raise ClusterError(str(exc), status=exc.status) from exc
+        raise ClusterError(str(exc), status=exc.status, retry_after=_retry_after(exc)) from exc
     data = response.data
     found: Manifest = json.loads(data) if data else {}
     return found
@@ -44,19 +56,36 @@ class KubeCluster:
     """The operations of `warmgate.reconcile.cluster.Cluster` against a real API server."""
 
     def __init__(self, api: client.ApiClient) -> None:
-        self._core = client.CoreV1Api(api)
-        self._batch = client.BatchV1Api(api)
+        core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
+        self._core, self._batch = core, batch
         self._apps: Any = client.AppsV1Api(api)  # plain-dict bodies: validated at call time
+        self._custom = client.CustomObjectsApi(api)
         self._creators: dict[str, Callable[..., Any]] = {
-            "ConfigMap": self._core.create_namespaced_config_map,
-            "PersistentVolumeClaim": self._core.create_namespaced_persistent_volume_claim,
-            "Service": self._core.create_namespaced_service,
-            "Job": self._batch.create_namespaced_job,
+            "ConfigMap": core.create_namespaced_config_map,
+            "PersistentVolumeClaim": core.create_namespaced_persistent_volume_claim,
+            "Service": core.create_namespaced_service,
+            "Job": batch.create_namespaced_job,
             "Deployment": self._apps.create_namespaced_deployment,
         }
         self._readers: dict[str, Callable[..., Any]] = {
-            "Job": self._batch.read_namespaced_job,
+            "Job": batch.read_namespaced_job,
             "Deployment": self._apps.read_namespaced_deployment,
+            "Service": core.read_namespaced_service,
+            "PersistentVolumeClaim": core.read_namespaced_persistent_volume_claim,
+        }
+        self._listers: dict[str, Callable[..., Any]] = {
+            "Job": batch.list_namespaced_job,
+            "ConfigMap": core.list_namespaced_config_map,
+            "Pod": core.list_namespaced_pod,
+            "ReplicaSet": self._apps.list_namespaced_replica_set,
+        }
+        self._patchers: dict[str, Callable[..., Any]] = {
+            "Job": batch.patch_namespaced_job,
+            "Service": core.patch_namespaced_service,
+        }
+        self._deleters: dict[str, Callable[..., Any]] = {
+            "Job": batch.delete_namespaced_job,
+            "ConfigMap": core.delete_namespaced_config_map,
         }
 
     @classmethod
@@ -70,25 +99,56 @@ class KubeCluster:
 
     def read(self, kind: ReadKind, namespace: str, name: str) -> Manifest | None:
         """The object, or None when it does not exist (404)."""
-        return _call(self._readers[kind], name, namespace, tolerate=HTTP_NOT_FOUND)
+        return _call(self._readers[kind], name, namespace, tolerate=(HTTP_NOT_FOUND,))
 
     def list_pods(self, namespace: str, selector: str) -> list[Manifest]:
         """The Pods matching a label selector."""
-        found = _call(self._core.list_namespaced_pod, namespace, label_selector=selector) or {}
+        return self.list_objects("Pod", namespace, selector)
+
+    def list_objects(self, kind: ListKind, namespace: str, selector: str) -> list[Manifest]:
+        """The objects of ``kind`` matching a label selector."""
+        found = _call(self._listers[kind], namespace, label_selector=selector) or {}
+        return list(found.get("items") or [])
+
+    def events(self, namespace: str, uid: str) -> list[Manifest]:
+        """The Events about one object, e.g. the Job controller's FailedCreate."""
+        selector = f"involvedObject.uid={uid}"
+        found = _call(self._core.list_namespaced_event, namespace, field_selector=selector) or {}
         return list(found.get("items") or [])
 
     def create(self, manifest: Manifest) -> bool:
         """Create the object; False when one of that name already exists (409)."""
         create = self._creators[manifest["kind"]]
         namespace = manifest["metadata"]["namespace"]
-        return _call(create, namespace, manifest, tolerate=HTTP_CONFLICT) is not None
+        return _call(create, namespace, manifest, tolerate=(HTTP_CONFLICT,)) is not None
 
     def replace(self, manifest: Manifest) -> bool:
         """Replace a Deployment at its resourceVersion; False when a newer write won (409)."""
         meta = manifest["metadata"]
         replace = self._apps.replace_namespaced_deployment
         args = (meta["name"], meta["namespace"], manifest)
-        return _call(replace, *args, tolerate=HTTP_CONFLICT) is not None
+        return _call(replace, *args, tolerate=(HTTP_CONFLICT,)) is not None
+
+    def patch(self, kind: PatchKind, namespace: str, name: str, body: Manifest) -> bool:
+        """A JSON merge patch (lists are replaced whole); False when the object is gone."""
+        patch = self._patchers[kind]
+        found = _call(
+            patch, name, namespace, body, _content_type=MERGE_PATCH, tolerate=(HTTP_NOT_FOUND,)
+        )
+        return found is not None
+
+    def delete(self, kind: DeleteKind, namespace: str, name: str, uid: str) -> bool:
+        """Delete exactly this object (UID precondition); dependents go in the background."""
+        body = {"propagationPolicy": "Background", "preconditions": {"uid": uid}}
+        delete = self._deleters[kind]
+        tolerate = (HTTP_NOT_FOUND, HTTP_CONFLICT)
+        return _call(delete, name, namespace, body=body, tolerate=tolerate) is not None
+
+    def patch_status(self, namespace: str, name: str, body: Manifest) -> None:
+        """Merge-patch a SpecDecodeDeployment's status subresource (``body`` is the status)."""
+        patch = self._custom.patch_namespaced_custom_object_status
+        args = (GROUP, VERSION, namespace, PLURAL, name, {"status": body})
+        _call(patch, *args, _content_type=MERGE_PATCH)
 
     def scale(self, namespace: str, name: str, replicas: int) -> None:
         """Follow spec.serving.replicas without touching the plan the Deployment serves."""

@@ -1,7 +1,8 @@
-"""Prometheus metrics of the operator: plan sizes, coverage verdicts and planning time."""
+"""Prometheus metrics of the operator: plan sizes, verdicts and planning time, per object."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
 
 from prometheus_client import REGISTRY, Gauge, Histogram, start_http_server
@@ -120,6 +121,24 @@ def record(namespace: str, name: str, result: PlanningResult) -> None:
     UNCOVERED.labels(namespace, name).set(summary.uncovered_count or 0)
     COVERAGE_PROVEN.labels(namespace, name).set(1 if result.coverage.status == "True" else 0)
     WARMUP_ESTIMATE.labels(namespace, name).set(summary.estimated_warmup_seconds or 0)
+
+
+def forget(namespace: str, name: str) -> None:
+    """Remove every series of a deleted object, so dashboards and alerts stop seeing it."""
+    for gauge in (EXTRA_BUCKETS, UNCOVERED, COVERAGE_PROVEN, WARMUP_ESTIMATE, WARMED):
+        _remove(gauge, namespace, name)
+    for gauge in (WARMUP_DURATION, SERVING_READY, READY, WARMUP_PROGRESS, WARMUP_REMAINING):
+        _remove(gauge, namespace, name)
+    for gauge in (WARMUP_ELAPSED, UNWARMED_SERVING, NOT_PREPARED_SERVING):
+        _remove(gauge, namespace, name)
+    for phase in ("prompt", "decode"):
+        _remove(BUCKETS, namespace, name, phase)
+
+
+def _remove(gauge: Gauge, *labels: str) -> None:
+    # KeyError: never recorded (e.g. an object the operator could not read).
+    with contextlib.suppress(KeyError):
+        gauge.remove(*labels)
 
 
 def serve(port: int) -> None:

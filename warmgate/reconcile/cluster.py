@@ -3,7 +3,8 @@
 The operator passes an adapter over the official client (`warmgate.handlers.kube_cluster`);
 unit tests pass an in-memory one. The adapter answers the expected outcomes itself: a read of
 a missing object is None (404), a create of an existing name or a replace that lost a race is
-False (409). Any other failure is a ClusterError, which the stages report and retry.
+False (409), a delete or patch of an object already gone is False (404). Any other failure is
+a ClusterError, which the stages report and retry.
 """
 
 from __future__ import annotations
@@ -13,20 +14,35 @@ from typing import Any, Literal, Protocol
 
 from warmgate.api import Manifest
 
-ReadKind = Literal["Job", "Deployment"]
+ReadKind = Literal["Job", "Deployment", "Service", "PersistentVolumeClaim"]
+ListKind = Literal["Job", "ConfigMap", "Pod", "ReplicaSet"]
+# What the sync may delete (superseded warmups) and patch (a stopped Job, a drifted Service).
+DeleteKind = Literal["Job", "ConfigMap"]
+PatchKind = Literal["Job", "Service"]
 EventType = Literal["Normal", "Warning"]
 # kopf's per-object logger is a LoggerAdapter; a plain Logger does as well.
 Logger = logging.Logger | logging.LoggerAdapter[Any]
-# The Job controller labels its Pods with the Job's name (batch/v1, since 1.27).
+# The Job controller labels its Pods with the Job's name and UID (batch/v1, since 1.27).
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"
+# HTTP statuses a retry can fix: too many requests, and the server or a proxy failing.
+TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
 
 
 class ClusterError(Exception):
     """An API call failed for another reason than a missing object or a lost race."""
 
-    def __init__(self, message: str, status: int | None = None) -> None:
+    def __init__(
+        self, message: str, status: int | None = None, retry_after: float | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
+        self.retry_after = retry_after
+
+    @property
+    def transient(self) -> bool:
+        """A retry can succeed: a timeout or lost connection (no status), 429 or a 5xx."""
+        return self.status is None or self.status in TRANSIENT_STATUSES
 
 
 class Cluster(Protocol):
@@ -38,11 +54,27 @@ class Cluster(Protocol):
     def list_pods(self, namespace: str, selector: str) -> list[Manifest]:
         """The Pods matching a label selector."""
 
+    def list_objects(self, kind: ListKind, namespace: str, selector: str) -> list[Manifest]:
+        """The objects of ``kind`` matching a label selector."""
+
+    def events(self, namespace: str, uid: str) -> list[Manifest]:
+        """The Events about one object (``involvedObject.uid``)."""
+
     def create(self, manifest: Manifest) -> bool:
         """Create a ConfigMap, PVC, Service, Job or Deployment; False when the name exists."""
 
     def replace(self, manifest: Manifest) -> bool:
         """Replace a Deployment at ``metadata.resourceVersion``; False when another write won."""
+
+    def patch(self, kind: PatchKind, namespace: str, name: str, body: Manifest) -> bool:
+        """Apply a JSON merge patch; False when the object is gone (404)."""
+
+    def delete(self, kind: DeleteKind, namespace: str, name: str, uid: str) -> bool:
+        """Delete the object with this UID, its dependents in the background; False when it is
+        gone or another object holds the name now (404, 409)."""
+
+    def patch_status(self, namespace: str, name: str, body: Manifest) -> None:
+        """Merge-patch a SpecDecodeDeployment's status (a write ahead of long work)."""
 
     def scale(self, namespace: str, name: str, replicas: int) -> None:
         """Set a Deployment's replicas through the scale subresource."""

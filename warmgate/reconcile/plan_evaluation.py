@@ -8,6 +8,7 @@ only.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Final
@@ -22,14 +23,88 @@ from warmgate.buckets import (
     ModelProfile,
     PlanDiff,
     complete_plan,
+    estimate_buckets,
     estimate_plan,
     plan_buckets,
     plan_diff,
     prove_coverage,
 )
+from warmgate.buckets.strategies import decode_ranges, prompt_ranges
+from warmgate.buckets.sweep import DEFAULT_BUDGET_S
+from warmgate.reconcile.drafter_plan import DrafterPlan, plan_drafter, sweep_budget
 
 # spec.buckets.coverage.maxExtraBuckets' default (warmgate.api.bucketing.CoveragePolicy).
 DEFAULT_MAX_EXTRA_BUCKETS: Final = 64
+# Plans above this many buckets are refused before planning: planning 22,372 buckets takes 1 to
+# 2.5 s on the project's 2-core machine (benchmarks/bench_plan_size.py), so this bound keeps
+# planning within seconds, and a warmup that compiles 50,000 graphs takes at least 5.5 h at
+# the cost model's fastest 0.4 s per graph of an 8B model.
+MAX_PLAN_BUCKETS: Final = 50_000
+
+
+@dataclass(frozen=True)
+class PlanSize:
+    """How many buckets a configuration generates, counted without generating them.
+
+    ``prompt`` and ``decode_seeds`` apply the engine's filters and the decode corrector to the
+    strategy's ranges (not the long-context edge rule, which moves a ctx value rather than
+    adding one); the spec-decode expansion then adds up to two buckets per seed, so the plan
+    has between ``low`` and ``high`` buckets.
+    """
+
+    prompt: int
+    decode_seeds: int
+    expands: bool
+
+    @property
+    def low(self) -> int:
+        """Buckets at least: prompt plus seed decode buckets."""
+        return self.prompt + self.decode_seeds
+
+    @property
+    def high(self) -> int:
+        """Buckets at most, with every seed expanded twice."""
+        return self.prompt + self.decode_seeds * (3 if self.expands else 1)
+
+    def warmup_low_s(self, model: ModelProfile) -> float:
+        """The fewest seconds its warmup can take: each graph at least the smallest one's."""
+        return self.low * estimate_buckets([], [(1, 1, 1)], model, overhead=False).low_s
+
+
+def _prompt_count(config: EngineShapeConfig) -> int:
+    ranges = prompt_ranges(config)
+    ctx = sorted(ranges.ctx)
+    mml, block, mbt = config.max_model_len, config.block_size, config.max_num_batched_tokens
+    if config.merged_prefill:
+        mnps = config.max_num_prefill_seqs
+        fits = (bisect.bisect_right(ctx, mnps * ((mml - q // mnps) // block)) for q in ranges.query)
+        return len(set(ranges.bs)) * sum(fits)
+    max_ctx = -(-(mml - 1) // block)
+    pairs = sum(1 for bs in set(ranges.bs) for q in set(ranges.query) if q <= mml and bs * q <= mbt)
+    return pairs * bisect.bisect_right(ctx, max_ctx)
+
+
+def _decode_count(config: EngineShapeConfig) -> int:
+    ranges = decode_ranges(config)
+    ctx = sorted(set(ranges.ctx))
+    if config.contiguous_pa:
+        extra = 1 if config.num_gpu_blocks and ctx and ctx[-1] < config.num_gpu_blocks else 0
+        return len(set(ranges.bs)) * (len(ctx) + extra)
+    count = 0
+    for bs in set(ranges.bs):
+        cap = bs * config.max_blocks_per_seq
+        below = bisect.bisect_left(ctx, cap) - bisect.bisect_left(ctx, bs)
+        count += max(below, 0) + (1 if ctx and ctx[-1] >= max(bs, cap) else 0)
+    return count
+
+
+def plan_size(config: EngineShapeConfig) -> PlanSize:
+    """The bucket counts of ``config``, in time proportional to its ranges, not their product."""
+    expands = config.num_speculative_tokens > 0
+    if config.bucket_file is not None:
+        lines = [line for line in config.bucket_file.splitlines() if line.strip()]
+        return PlanSize(len(lines), 0, expands)
+    return PlanSize(_prompt_count(config), _decode_count(config), expands)
 
 
 def total_buckets(plan: BucketPlan) -> int:
@@ -46,16 +121,22 @@ class PlanPolicy:
     prefix_caching: bool | None = None
     complete: bool = True
     max_extra_buckets: int = DEFAULT_MAX_EXTRA_BUCKETS
+    # The speculative method (None: unknown, no drafter proof) and the drafter sweep's budget.
+    method: str | None = None
+    sweep_budget_s: float = DEFAULT_BUDGET_S
 
     @classmethod
     def of(cls, sdd: SpecDecodeDeployment) -> PlanPolicy:
-        """The policy a SpecDecodeDeployment states (the engine's prefix-caching switch too)."""
+        """The policy a SpecDecodeDeployment states (the engine's prefix-caching switch, the
+        speculative method, and a sweep budget from spec.warmup.timeoutSeconds too)."""
         coverage = sdd.spec.buckets.coverage
         return cls(
             partial_drafts=coverage.partial_drafts,
             prefix_caching=sdd.spec.engine.enable_prefix_caching,
             complete=coverage.complete,
             max_extra_buckets=coverage.max_extra_buckets,
+            method=sdd.spec.speculative.method,
+            sweep_budget_s=sweep_budget(sdd.spec.warmup.timeout_seconds),
         )
 
 
@@ -111,6 +192,14 @@ class PlanEvaluation:
         return prove_coverage(
             self.effective, policy.partial_drafts, prefix_caching=policy.prefix_caching
         )
+
+    @cached_property
+    def drafter(self) -> DrafterPlan:
+        """The drafter graphs of the plan warmgate warms, in the target proof's scope, and the
+        warmup sweep that drives them (none for ngram, k = 0 or an unknown method)."""
+        policy = self.policy
+        space = self.report.space
+        return plan_drafter(self.effective, space, policy.method, policy.sweep_budget_s, self.model)
 
     def cost(self, plan: BucketPlan, *, recipe_cache: bool = False) -> CostEstimate:
         """The warmup time estimate of ``plan`` for this evaluation's model."""

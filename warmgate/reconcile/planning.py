@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pydantic import ValidationError
 
@@ -10,11 +10,15 @@ from warmgate.api import SpecDecodeDeployment, engine_shape_config
 from warmgate.api.constants import Reason
 from warmgate.api.status import MAX_UNCOVERED_LISTED, PlanSummary
 from warmgate.buckets import BucketPlan, BucketPlanError, CoverageReport
+from warmgate.buckets.cost import format_seconds
 from warmgate.reconcile.model_size import ModelSize, model_size
 from warmgate.reconcile.plan_evaluation import (
+    MAX_PLAN_BUCKETS,
     PlanEvaluation,
     PlanPolicy,
+    PlanSize,
     evaluate_plan,
+    plan_size,
     total_buckets,
 )
 from warmgate.reconcile.verdict import Verdict, one_line
@@ -31,33 +35,73 @@ class PlanningResult:
     summary: PlanSummary | None = None
     stalled: bool = False
     evaluation: PlanEvaluation | None = None
+    # The Warmed verdict of a plan that cannot warm in time (Stalled, no Job is created).
+    refused: Verdict | None = None
 
     @property
     def may_warm(self) -> bool:
         """Warm a proven plan, or one whose holes the spec explicitly allows."""
         allowed = self.coverage.reason == Reason.UNCOVERED_SHAPES_ALLOWED
-        return self.plan is not None and not self.stalled and (self.coverage.holds or allowed)
+        proven = self.coverage.holds or allowed
+        return self.plan is not None and not self.stalled and self.refused is None and proven
 
     def to_run(self, kv_blocks: int | None) -> PlanToRun | None:
         """The plan to build children for, with its estimate; None when nothing may warm."""
         if self.plan is None or not self.may_warm:
             return None
         estimate = self.summary.estimated_warmup_seconds if self.summary else None
-        return PlanToRun(self.plan, float(estimate or 0), kv_blocks)
+        sweep = self.evaluation.drafter.document() if self.evaluation is not None else None
+        return PlanToRun(self.plan, float(estimate or 0), kv_blocks, drafter_sweep=sweep)
 
 
 def evaluate(sdd: SpecDecodeDeployment) -> PlanningResult:
     """Run the plan pipeline with the spec's policy and turn it into the planning verdicts."""
+    waiting = Verdict("Unknown", Reason.PENDING, "Waiting for a bucket plan")
     try:
         config = engine_shape_config(sdd)
         size = model_size(sdd)
+        too_large = _too_large(plan_size(config), size)
+        if too_large is not None:
+            return PlanningResult(None, too_large, waiting, stalled=True)
         evaluation = evaluate_plan(config, PlanPolicy.of(sdd), size.profile)
     except (ValueError, ValidationError, BucketPlanError) as exc:
         reason = Reason.PLAN_FAILED if isinstance(exc, BucketPlanError) else Reason.INVALID_SPEC
         failed = Verdict("False", reason, one_line(exc))
-        waiting = Verdict("Unknown", Reason.PENDING, "Waiting for a bucket plan")
         return PlanningResult(None, failed, waiting, stalled=True)
-    return _result(evaluation, size, *_coverage(evaluation))
+    result = _result(evaluation, size, *_coverage(evaluation))
+    return _in_time(result, size, sdd.spec.warmup.timeout_seconds)
+
+
+def _too_large(plan: PlanSize, size: ModelSize) -> Verdict | None:
+    """A plan too large to compute in seconds or warm in a day, refused before planning it."""
+    if plan.low <= MAX_PLAN_BUCKETS:
+        return None
+    low = format_seconds(plan.warmup_low_s(size.profile))
+    message = (
+        f"The engine would generate {plan.low:,} to {plan.high:,} buckets ({plan.prompt:,} "
+        f"prompt, {plan.decode_seeds:,} decode seeds before the spec-decode expansion), more "
+        f"than the {MAX_PLAN_BUCKETS:,} warmgate plans; warming them would take at least {low} "
+        f"({size.describe()}). Narrow spec.buckets' ranges, lower engine.maxModelLen or "
+        "maxNumSeqs, or use strategy exp"
+    )
+    return Verdict("False", Reason.PLAN_TOO_LARGE, message)
+
+
+def _in_time(result: PlanningResult, size: ModelSize, timeout_s: int) -> PlanningResult:
+    """Refuse to warm a plan whose fastest estimated warmup exceeds one attempt's deadline."""
+    evaluation = result.evaluation
+    if evaluation is None or result.plan is None:
+        return result
+    cost = evaluation.cost(result.plan)
+    if cost.low_s <= timeout_s:
+        return result
+    message = (
+        f"Warming the plan's {cost.graphs:,} buckets would take {cost} ({size.describe()}), "
+        f"at least {format_seconds(cost.low_s)}: more than spec.warmup.timeoutSeconds="
+        f"{timeout_s}, so every attempt would time out. Raise spec.warmup.timeoutSeconds "
+        "(at most 86400) or narrow spec.buckets' ranges"
+    )
+    return replace(result, refused=Verdict("False", Reason.WARMUP_TOO_LONG, message))
 
 
 def _coverage(evaluation: PlanEvaluation) -> tuple[Verdict, bool]:
@@ -88,6 +132,7 @@ def _result(
 ) -> PlanningResult:
     plan = evaluation.effective
     cost = evaluation.cost(plan)
+    drafter = evaluation.drafter
     gaps = [] if evaluation.covered else evaluation.report.uncovered
     summary = PlanSummary(
         hash=plan.digest,
@@ -98,12 +143,21 @@ def _result(
         extra_buckets=evaluation.extra_buckets if evaluation.completion_applies else 0,
         uncovered_count=len(gaps),
         uncovered_shapes=[str(g.engine_config) for g in gaps[:MAX_UNCOVERED_LISTED]] or None,
-        # The upper end of the estimated range: later stages size probe budgets from it.
-        estimated_warmup_seconds=round(cost.high_s),
+        # The upper end of the estimated range (the drafter sweep included): later stages size
+        # probe budgets from it.
+        estimated_warmup_seconds=round(cost.high_s + drafter.seconds[1]),
+        drafter_shapes=drafter.runtime_shapes if drafter.has_drafter else None,
+        drafter_swept=drafter.swept if drafter.has_drafter else None,
     )
     if coverage.holds:
         estimate = f"warmup {cost}, {size.describe()}"
-        coverage = Verdict(coverage.status, coverage.reason, f"{coverage.message}; {estimate}")
+        message = f"{coverage.message}; {estimate}"
+        if drafter.status_line():
+            message = f"target: {coverage.message}; {drafter.status_line()}; {estimate}"
+        coverage = Verdict(coverage.status, coverage.reason, message)
+    elif coverage.reason == Reason.UNCOVERED_SHAPES_ALLOWED and drafter.status_line():
+        message = f"target: {coverage.message}; {drafter.status_line()}"
+        coverage = Verdict(coverage.status, coverage.reason, message)
     planned = Verdict("True", Reason.PLANNED, _plan_message(evaluation.engine_plan))
     return PlanningResult(plan, planned, coverage, summary, stalled, evaluation)
 

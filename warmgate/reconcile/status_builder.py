@@ -1,4 +1,14 @@
-"""The whole status of a SpecDecodeDeployment from the stages' verdicts (conditions, kstatus)."""
+"""The whole status of a SpecDecodeDeployment from the stages' verdicts (conditions, kstatus).
+
+kstatus (sigs.k8s.io/cli-utils pkg/kstatus, what Flux, Argo CD and kpt read): Reconciling is
+True while the current generation is not fully realised (planning, a warmup that waits or
+runs, a rollout in progress) and Stalled is True only when nothing progresses until something
+changes; they are never both True. Ready keeps describing the last realised generation while
+a new one is realised: its observedGeneration stays there, so `kubectl wait
+--for=condition=Ready` waits for the new generation, while Ready=True still says the Pods of
+the last verified plan serve. A stage the sync could not read this time (a transient API
+error) keeps what the status said before.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +19,7 @@ from warmgate.api import (
     SpecDecodeDeployment,
     SpecDecodeDeploymentStatus,
     derive_phase,
+    get_condition,
     set_condition,
 )
 from warmgate.api.conditions import remove_condition
@@ -39,22 +50,22 @@ def build_status(
     drift: DriftState | None = None,
 ) -> SpecDecodeDeploymentStatus:
     """The whole status from the planning result and, once they ran, the warmup and serving
-    (Ready says so when the serving engines ran unwarmed shapes: ``drift``)."""
+    (Ready says so when the serving engines ran unwarmed shapes: ``drift``).
+
+    ``serving`` None: the serving stage could not read the Deployment; Ready, status.serving
+    and Reconciling keep their last known values.
+    """
     old = sdd.status or SpecDecodeDeploymentStatus()
     gen = sdd.metadata.generation
     conditions: list[Condition] | None = old.conditions
     for type_, verdict in ((BUCKETS_PLANNED, result.planned), (COVERAGE_PROVEN, result.coverage)):
         conditions = _set(conditions, type_, verdict, gen, at)
-    warmed = (
-        warmup.verdict
-        if warmup
-        else Verdict("Unknown", Reason.WARMUP_PENDING, "The warmup stage has not run")
-    )
+    warmed = _warmed(result, warmup)
     conditions = _set(conditions, WARMED, warmed, gen, at)
-    ready = with_drift(serving.verdict if serving else _ready(warmed), drift)
-    conditions = _set(conditions, READY, ready, gen, at)
-    stalled = result.stalled or (warmup is not None and warmup.stalled)
-    conditions = _kstatus(conditions, _cause(result, warmup) if stalled else None, warmed, gen, at)
+    conditions = _ready(conditions, serving, warmed, gen, at, drift=drift)
+    stalled = _stalled(result, warmup, serving)
+    reconciling = None if stalled else _reconciling(warmed, serving)
+    conditions = _kstatus(conditions, stalled, reconciling, keep=serving is None, gen=gen, at=at)
     return old.model_copy(
         update={
             "observed_generation": gen,
@@ -68,21 +79,96 @@ def build_status(
     )
 
 
-def _ready(warmed: Verdict) -> Verdict:
+def planning_notice(
+    sdd: SpecDecodeDeployment, at: datetime | None = None
+) -> SpecDecodeDeploymentStatus | None:
+    """The status written before planning a generation the status does not describe yet:
+    BucketsPlanned=Unknown (Planning) and Reconciling, so a long plan never leaves the object
+    without a status. None when the status already describes this generation."""
+    old = sdd.status or SpecDecodeDeploymentStatus()
+    gen = sdd.metadata.generation
+    if old.observed_generation == gen and old.conditions:
+        return None
+    planning = Verdict(
+        "Unknown", Reason.PLANNING, "Planning the buckets and proving coverage of this spec"
+    )
+    conditions = _set(old.conditions, BUCKETS_PLANNED, planning, gen, at)
+    conditions = remove_condition(conditions, STALLED)
+    work = Verdict("True", planning.reason, planning.message)
+    conditions = _set(conditions, RECONCILING, work, gen, at)
+    return old.model_copy(
+        update={
+            "observed_generation": gen,
+            "conditions": conditions,
+            "phase": derive_phase(conditions),
+        }
+    )
+
+
+def _warmed(result: PlanningResult, warmup: WarmupState | None) -> Verdict:
+    if warmup is not None:
+        return warmup.verdict
+    if result.refused is not None:
+        return result.refused
+    return Verdict("Unknown", Reason.WARMUP_PENDING, "The warmup stage has not run")
+
+
+def _ready(
+    conditions: list[Condition],
+    serving: ServingState | None,
+    warmed: Verdict,
+    gen: int | None,
+    at: datetime | None,
+    *,
+    drift: DriftState | None,
+) -> list[Condition]:
+    old = get_condition(conditions, READY)
+    if serving is None:
+        return conditions if old is not None else _set(conditions, READY, _waiting(warmed), gen, at)
+    ready = with_drift(serving.verdict, drift)
+    return _set(conditions, READY, ready, _ready_generation(old, serving, gen), at)
+
+
+def _ready_generation(old: Condition | None, serving: ServingState, gen: int | None) -> int | None:
+    """The generation Ready describes: the current one once realised (or when Ready is False);
+    while Pods of an earlier generation's plan serve, that earlier generation."""
+    if gen is None or serving.realised or serving.verdict.status != "True":
+        return gen
+    if old is not None and old.status == "True" and old.observed_generation is not None:
+        return min(old.observed_generation, gen)
+    return max(gen - 1, 0)  # no record of which one: an earlier generation, not this one
+
+
+def _waiting(warmed: Verdict) -> Verdict:
     if warmed.status == "True":
-        # The serving stage (Deployment gated on the warmed readiness gate) is the next step.
-        return Verdict(
-            "False", Reason.SERVING_PROGRESSING, "Warmup verified; serving is not managed yet"
-        )
+        return Verdict("False", Reason.SERVING_PROGRESSING, "Warmup verified; serving starts")
     return Verdict("False", Reason.WARMUP_PENDING, "Serving waits for a verified warmup")
 
 
-def _cause(result: PlanningResult, warmup: WarmupState | None) -> Verdict:
-    if result.planned.status != "True":
+def _stalled(
+    result: PlanningResult, warmup: WarmupState | None, serving: ServingState | None
+) -> Verdict | None:
+    """Why the object cannot progress until something changes, or None."""
+    if result.planned.status != "True" and result.stalled:
         return result.planned
-    if result.stalled or warmup is None:
+    if result.stalled:
         return result.coverage
-    return warmup.verdict
+    if result.refused is not None:
+        return result.refused
+    if warmup is not None and warmup.stalled:
+        return warmup.verdict
+    if serving is not None and serving.stalled:
+        return serving.verdict
+    return None
+
+
+def _reconciling(warmed: Verdict, serving: ServingState | None) -> Verdict | None:
+    """What the operator is still doing for this generation, or None when it is done."""
+    if not warmed.holds:
+        return warmed
+    if serving is not None and not serving.realised:
+        return Verdict("True", Reason.ROLLING_OUT, serving.verdict.message)
+    return None
 
 
 def _set(
@@ -95,19 +181,25 @@ def _set(
 def _kstatus(
     conditions: list[Condition],
     stalled: Verdict | None,
-    warmed: Verdict,
+    reconciling: Verdict | None,
+    *,
+    keep: bool,
     gen: int | None,
     at: datetime | None,
 ) -> list[Condition]:
-    """kstatus: Stalled while the spec cannot progress, Reconciling while a warmup runs."""
-    if warmed.reason == Reason.WARMUP_RUNNING:
-        conditions = _set(
-            conditions, RECONCILING, Verdict("True", warmed.reason, warmed.message), gen, at
-        )
-    else:
+    """kstatus: Stalled while the spec cannot progress, Reconciling while work goes on.
+
+    ``keep``: a stage could not be read, so an existing Reconciling stays as it was when
+    nothing else is in progress.
+    """
+    if reconciling is not None:
+        work = Verdict("True", reconciling.reason, reconciling.message)
+        conditions = _set(conditions, RECONCILING, work, gen, at)
+    elif not keep:
         conditions = remove_condition(conditions, RECONCILING)
     if stalled is None:
         return remove_condition(conditions, STALLED)
+    conditions = remove_condition(conditions, RECONCILING)
     return _set(conditions, STALLED, Verdict("True", stalled.reason, stalled.message), gen, at)
 
 

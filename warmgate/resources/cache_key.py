@@ -7,6 +7,7 @@ import json
 from typing import Final
 
 from warmgate.api import SpecDecodeDeployment
+from warmgate.api.constants import ANNOTATION_REWARM
 from warmgate.buckets import BucketPlan
 from warmgate.resources.vllm_engine import (
     bucket_env,
@@ -27,6 +28,8 @@ def cache_key(sdd: SpecDecodeDeployment, plan: BucketPlan) -> str:
     vllm-gaudi profile, spec method, k and the draft model, the model name and revision, the
     pinned KV block count, the engine flags and environment, and the plan digest (the bucket
     set). Replica count, placement, resources and timeouts are not in it: they change no graph.
+    The `warmgate.dev/rewarm` annotation's value is, when set: a re-warm asked for by the user
+    starts from an empty cache entry, and serving rolls to it once it is verified.
     """
     spec = sdd.spec
     identity = {
@@ -43,6 +46,9 @@ def cache_key(sdd: SpecDecodeDeployment, plan: BucketPlan) -> str:
         "engine_env_from": env_from(sdd),
         "plan": plan.digest,
     }
+    rewarm = (sdd.metadata.annotations or {}).get(ANNOTATION_REWARM)
+    if rewarm is not None:
+        identity["rewarm"] = rewarm
     text = json.dumps(identity, sort_keys=True, separators=(",", ":"))
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:40]
     return f"{spec.device}-tp{spec.engine.tensor_parallel_size}-{digest}"

@@ -17,19 +17,24 @@ from warmgate.resources.vllm_engine import engine_launch
 from warmgate.resources.warmup_children import (
     build_cache_claim,
     build_plan_configmap,
-    build_warmup_job,
+    build_warmup,
 )
 from warmgate.settings import Settings
 
 
 @dataclass(frozen=True)
 class Children:
-    """The manifests the operator wants for one plan, and the cache key they share."""
+    """The manifests the operator wants for one plan, and the cache key they share.
+
+    ``plan_configmap`` holds the seed file (one per cache key, mounted by serving);
+    ``warmup_configmap`` holds plan.json and is named like ``warmup_job`` after their content.
+    """
 
     cache_key: str
     runner_plan: Manifest
     cache_claim: Manifest | None
     plan_configmap: Manifest
+    warmup_configmap: Manifest
     warmup_job: Manifest
     serving_deployment: Manifest
     service: Manifest
@@ -38,7 +43,7 @@ class Children:
     def warmup(self) -> tuple[Manifest, ...]:
         """The children a warmup needs, in the order they are created (the Job last)."""
         claim = (self.cache_claim,) if self.cache_claim is not None else ()
-        return (*claim, self.plan_configmap, self.warmup_job)
+        return (*claim, self.plan_configmap, self.warmup_configmap, self.warmup_job)
 
 
 def desired_children(sdd: SpecDecodeDeployment, plan: PlanToRun, settings: Settings) -> Children:
@@ -51,14 +56,25 @@ def desired_children(sdd: SpecDecodeDeployment, plan: PlanToRun, settings: Setti
     buckets = plan.buckets
     key = cache_key(sdd, buckets)
     warmup_engine = engine_launch(sdd, buckets)
-    runner_plan = build_runner_plan(sdd, buckets, key=key, engine=warmup_engine)
+    runner_plan = build_runner_plan(
+        sdd, buckets, key=key, engine=warmup_engine, sweep=plan.drafter_sweep
+    )
     image = settings.operator_image
+    warmup = build_warmup(
+        sdd,
+        buckets,
+        key=key,
+        runner_plan=runner_plan,
+        operator_image=image,
+        cache_claim_uid=plan.cache_claim_uid,
+    )
     return Children(
         cache_key=key,
         runner_plan=runner_plan,
         cache_claim=build_cache_claim(sdd),
-        plan_configmap=build_plan_configmap(sdd, buckets, key=key, runner_plan=runner_plan),
-        warmup_job=build_warmup_job(sdd, buckets, key=key, operator_image=image),
+        plan_configmap=build_plan_configmap(sdd, buckets, key=key),
+        warmup_configmap=warmup.configmap,
+        warmup_job=warmup.job,
         serving_deployment=build_serving_deployment(
             sdd, plan, key=key, launch=serving_launch(plan, warmup_engine), operator_image=image
         ),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from warmgate.api import Manifest
 from warmgate.buckets import BucketPlan
 
 
@@ -15,8 +16,15 @@ class PlanToRun:
     status.plan.estimatedWarmupSeconds); it sizes serving's startup probe.
     ``kv_blocks``: the KV block count this plan's verified warmup measured (the runner's
     summary, status.warmup.kvBlocks); serving pins it when the plan does not fix one.
+    ``cache_claim_uid``: the UID of the recipe-cache claim the warmup publishes to (None
+    without a claim, or before it exists); part of the warmup Job's content, so a replaced
+    claim gets a new Job.
+    ``drafter_sweep``: the warmup sweep of the drafter's graphs (format warmgate-drafter-sweep/1,
+    docs/runner.md), None for methods without a draft model or nothing to drive.
     """
 
     buckets: BucketPlan
     estimated_warmup_s: float
     kv_blocks: int | None = None
+    cache_claim_uid: str | None = None
+    drafter_sweep: Manifest | None = None

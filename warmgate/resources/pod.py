@@ -27,13 +27,26 @@ INIT_RESOURCES: Final = {
 }
 
 
-def pod_defaults() -> Manifest:
-    """PodSpec fields both pods set: no Service environment links.
+def pod_defaults(sdd: SpecDecodeDeployment) -> Manifest:
+    """PodSpec fields both pods set: no Service links, no API token, the runtime's seccomp.
 
     vLLM reads every `VLLM_*` variable; a Service named `vllm` in the namespace would inject
     VLLM_PORT=tcp://... and the engine refuses to start (vLLM's Kubernetes deployment docs).
+    Neither Pod talks to the API server, so no ServiceAccount token is mounted. The seccomp
+    profile RuntimeDefault is what Pod Security "restricted" asks; "baseline" is met without
+    it. With ``spec.runAsUser`` every container runs as that user, and volumes that support
+    it (emptyDir, most claims) are group-owned by it (fsGroup), so the non-root engine can
+    write the recipe cache the init containers restored.
     """
-    return {"enableServiceLinks": False}
+    security: Manifest = {"seccompProfile": {"type": "RuntimeDefault"}}
+    user = sdd.spec.run_as_user
+    if user is not None:
+        security.update(runAsNonRoot=True, runAsUser=user, fsGroup=user)
+    return {
+        "enableServiceLinks": False,
+        "automountServiceAccountToken": False,
+        "securityContext": security,
+    }
 
 
 def placement_fields(placement: Placement | None) -> Manifest:
@@ -107,9 +120,17 @@ def cache_mount(*, read_only: bool) -> Manifest:
     return {"name": VOLUME_CACHE, "mountPath": CACHE_DIR, "readOnly": read_only}
 
 
-def engine_security() -> Manifest:
-    """The vLLM container: no privilege escalation; the user id stays the image's own."""
-    return {"allowPrivilegeEscalation": False}
+def engine_security(sdd: SpecDecodeDeployment) -> Manifest:
+    """The vLLM container: no privilege escalation (Pod Security "baseline" and more).
+
+    Without ``spec.runAsUser`` the user stays the image's own (root in the vLLM-Gaudi images
+    we know of) with the runtime's default capabilities, which "baseline" allows. With it the
+    container also drops every capability and must run as non-root: "restricted".
+    """
+    security: Manifest = {"allowPrivilegeEscalation": False}
+    if sdd.spec.run_as_user is not None:
+        security.update(runAsNonRoot=True, capabilities={"drop": ["ALL"]})
+    return security
 
 
 def operator_security() -> Manifest:

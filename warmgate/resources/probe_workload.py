@@ -79,9 +79,29 @@ def probe_steps(sdd: SpecDecodeDeployment, plan: BucketPlan) -> list[Manifest]:
     return steps
 
 
-def probe_section(sdd: SpecDecodeDeployment, plan: BucketPlan) -> Manifest:
-    """The runner plan's `probe` object; no steps when spec.warmup.probeWorkload is false."""
-    steps = probe_steps(sdd, plan) if sdd.spec.warmup.probe_workload else []
+def sweep_replay_steps(sweep: Manifest | None) -> list[Manifest]:
+    """The drafter sweep's steps again, as probe steps: after the sweep they must compile
+    nothing, so a graph the sweep missed shows up named in the verdict (docs/runner.md)."""
+    steps = (sweep or {}).get("steps") or []
+    return [
+        {
+            "name": f"replay-{s['name']}",
+            "concurrency": s["concurrency"],
+            "prompt_tokens": s["prompt_tokens"],
+            "max_tokens": s["max_tokens"],
+            "token_pattern": "varied",
+        }
+        for s in steps
+    ]
+
+
+def probe_section(
+    sdd: SpecDecodeDeployment, plan: BucketPlan, sweep: Manifest | None = None
+) -> Manifest:
+    """The runner plan's `probe` object; no steps when spec.warmup.probeWorkload is false.
+    With a drafter sweep the probe replays its steps after the planned ones."""
+    probe = sdd.spec.warmup.probe_workload
+    steps = [*probe_steps(sdd, plan), *sweep_replay_steps(sweep)] if probe else []
     total = sum(int(s["concurrency"]) for s in steps)
     return {
         "steps": steps,

@@ -6,6 +6,7 @@ from typing import Final
 
 from warmgate.api import Manifest, SpecDecodeDeployment
 from warmgate.buckets import BucketPlan
+from warmgate.buckets.drafter import DRAFT_MODEL_METHODS
 from warmgate.resources.mounts import CACHE_DIR, RECIPE_DIR, WORK_DIR
 from warmgate.resources.names import parent_name
 from warmgate.resources.probe_workload import probe_section
@@ -13,6 +14,8 @@ from warmgate.resources.vllm_engine import EngineLaunch, engine_document
 from warmgate.warmup.plan import PLAN_FORMAT_VERSION, bucket_digest
 
 TERMINATION_LOG: Final = "/dev/termination-log"
+# The sweep's deadline is its budget with this margin: its steps are sized by estimates.
+SWEEP_MARGIN: Final = 1.5
 
 
 def _expected(plan: BucketPlan) -> Manifest:
@@ -25,27 +28,47 @@ def _expected(plan: BucketPlan) -> Manifest:
     return {n: {"count": len(rows), "digest": bucket_digest(rows)} for n, rows in lists.items()}
 
 
-def _timeouts(sdd: SpecDecodeDeployment) -> Manifest:
+def _timeouts(sdd: SpecDecodeDeployment, sweep: Manifest | None) -> Manifest:
     """Runner deadlines inside the Pod's activeDeadlineSeconds, so the runner ends first and
-    still writes its report: 95 % of it, split facts 10 % / probe 25 % / stop 5 % (capped)."""
+    still writes its report: 95 % of it, split facts 10 % / probe 25 % / stop 5 % (capped).
+    A drafter sweep gets its budget (at most 15 % of the attempt, drafter_plan.sweep_budget)
+    times SWEEP_MARGIN, and the probe its estimate again for replaying it; the engine's
+    start-up and warmup keep the rest."""
     total = sdd.spec.warmup.timeout_seconds * 0.95
     facts = min(300.0, total * 0.1)
     probe = min(1800.0, total * 0.25)
     grace = min(60.0, total * 0.05)
-    startup = total - facts - probe - grace
-    return {
-        "total_s": total,
-        "facts_s": facts,
-        "startup_s": startup,
-        "probe_s": probe,
-        "stop_grace_s": grace,
-    }
+    doc: Manifest = {"total_s": total, "facts_s": facts, "stop_grace_s": grace}
+    if sweep is not None:
+        doc["sweep_s"] = max(1.0, float(sweep["budget_s"]) * SWEEP_MARGIN)
+        probe += float(sweep["seconds"][1])
+    doc["probe_s"] = probe
+    doc["startup_s"] = max(1.0, total - facts - probe - grace - doc.get("sweep_s", 0.0))
+    return doc
+
+
+def _drafter(sdd: SpecDecodeDeployment, sweep: Manifest | None) -> Manifest:
+    """The sweep and the compile hook, for methods with a draft model whose graphs the planner
+    models (a sweep document, possibly without steps); without one the hook stays off: every
+    drafter graph would compile in the probe (docs/runner.md)."""
+    speculative = sdd.spec.speculative
+    drafts = speculative.method in DRAFT_MODEL_METHODS and speculative.num_speculative_tokens > 0
+    doc: Manifest = {"drafter_hook": {"enabled": drafts and sweep is not None, "required": False}}
+    if drafts and sweep is not None:
+        doc["drafter_sweep"] = sweep
+    return doc
 
 
 def build_runner_plan(
-    sdd: SpecDecodeDeployment, plan: BucketPlan, *, key: str, engine: EngineLaunch
+    sdd: SpecDecodeDeployment,
+    plan: BucketPlan,
+    *,
+    key: str,
+    engine: EngineLaunch,
+    sweep: Manifest | None = None,
 ) -> Manifest:
-    """The runner's plan document, format v1, exactly as `warmgate.warmup.plan` validates it."""
+    """The runner's plan document, format v1, exactly as `warmgate.warmup.plan` validates it;
+    ``sweep`` is the drafter sweep (``PlanToRun.drafter_sweep``)."""
     return {
         "format_version": PLAN_FORMAT_VERSION,
         "plan_id": f"{parent_name(sdd)}-{plan.digest[:12]}",
@@ -63,10 +86,14 @@ def build_runner_plan(
             "local_dir": RECIPE_DIR,
             "size_mb": sdd.spec.warmup.cache.max_size_mb,
             "reuse_existing": True,
+            # Entries are published per owner; the runner keeps this object's newest ones.
+            "owner": sdd.metadata.uid,
+            "retain": sdd.spec.warmup.cache.retain_entries,
         },
-        "probe": probe_section(sdd, plan),
-        "timeouts": _timeouts(sdd),
+        "probe": probe_section(sdd, plan, sweep),
+        "timeouts": _timeouts(sdd, sweep),
         "report": {"dir": f"{CACHE_DIR}/reports", "termination_log": TERMINATION_LOG},
         "work_dir": WORK_DIR,
         "require_device": True,
+        **_drafter(sdd, sweep),
     }

@@ -155,7 +155,7 @@ def _vllm_container(sdd: SpecDecodeDeployment, plan: PlanToRun, launch: EngineLa
         "startupProbe": _probe("/health", PROBE_PERIOD_S, math.ceil(budget / PROBE_PERIOD_S)),
         "readinessProbe": _probe("/health", PROBE_PERIOD_S, 3),
         "livenessProbe": _probe("/health", 30, 5),
-        "securityContext": engine_security(),
+        "securityContext": engine_security(sdd),
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
 
@@ -186,7 +186,7 @@ def _pod_spec(
         # Ready only once the operator sets this Pod condition (docs/resources.md).
         "readinessGates": [{"conditionType": READINESS_GATE}],
         **placement_fields(serving.placement),
-        **pod_defaults(),
+        **pod_defaults(sdd),
         "containers": [_vllm_container(sdd, plan, launch)],
         "volumes": volumes,
         "terminationGracePeriodSeconds": 60,

@@ -1,12 +1,15 @@
-"""The warmup children: the plan ConfigMap, the warmup Job and the recipe-cache claim."""
+"""The warmup children: the plan ConfigMaps, the warmup Job and the recipe-cache claim."""
 
 from __future__ import annotations
 
+import copy
 import json
+from dataclasses import dataclass
 from typing import Final
 
-from warmgate.api import Manifest, SpecDecodeDeployment, container_resources
+from warmgate.api import Manifest, SpecDecodeDeployment, WarmupSpec, container_resources
 from warmgate.api.constants import (
+    ANNOTATION_CACHE_CLAIM_UID,
     ANNOTATION_CACHE_KEY,
     ANNOTATION_PLAN_HASH,
     COMPONENT_WARMUP,
@@ -22,6 +25,7 @@ from warmgate.resources.names import (
     child_name,
     metadata,
     parent_name,
+    short_hash,
 )
 from warmgate.resources.pod import (
     cache_mount,
@@ -41,9 +45,17 @@ CONTAINER: Final = "warmup"
 VOLUME_RUNNER: Final = "runner"
 # A ConfigMap holds at most 1 MiB (etcd's object limit); a plan above it cannot be mounted.
 CONFIGMAP_LIMIT: Final = 1024 * 1024
+# Seconds a warmup Pod may take to stop after SIGTERM (the runner writes its report first).
+TERMINATION_GRACE_S: Final = 90
+# The Job controller's pod-failure backoff (see pod_failure_backoff_s).
+BACKOFF_BASE_S: Final = 10
+BACKOFF_MAX_S: Final = 600
+# Room for the Job controller's own resync and API latency in the Job's deadline.
+CONTROLLER_SLACK_S: Final = 60
 # Exit codes that a retry cannot change (docs/runner.md, "Exit codes"): plan_invalid,
-# unwarmed_shapes, plan_mismatch. They fail the Job at once instead of burning retries.
-PERMANENT_EXIT_CODES: Final = (2, 3, 4)
+# unwarmed_shapes, plan_mismatch, drafter_unverified (a required compile hook that cannot attach
+# to this image). They fail the Job at once instead of burning retries.
+PERMANENT_EXIT_CODES: Final = (2, 3, 4, 11)
 # Copies warmgate/__init__.py and warmgate/warmup/*.py (standard library only) out of the
 # operator image into the emptyDir the vLLM image puts on PYTHONPATH (docs/runner.md).
 _COPY_RUNNER: Final = """\
@@ -75,34 +87,37 @@ STATUS_PORT: Final = {
 }
 
 
-def job_name(sdd: SpecDecodeDeployment, key: str) -> str:
-    """`<parent>-warmup-<hash>`: one Job per cache key (stack identity + plan digest)."""
-    return child_name(parent_name(sdd), COMPONENT_WARMUP, key_hash(key))
-
-
 def configmap_name(sdd: SpecDecodeDeployment, key: str) -> str:
-    """`<parent>-plan-<hash>`: the plan files of one cache key."""
+    """`<parent>-plan-<hash>`: the seed bucket file of one cache key (what serving mounts)."""
     return child_name(parent_name(sdd), COMPONENT_PLAN, key_hash(key))
+
+
+def job_name(sdd: SpecDecodeDeployment, content: str) -> str:
+    """`<parent>-warmup-<hash>`: one Job (and its plan.json ConfigMap) per warmup content."""
+    return child_name(parent_name(sdd), COMPONENT_WARMUP, content)
 
 
 def _annotations(plan: BucketPlan, key: str) -> dict[str, str]:
     return {ANNOTATION_PLAN_HASH: plan.digest, ANNOTATION_CACHE_KEY: key}
 
 
-def build_plan_configmap(
-    sdd: SpecDecodeDeployment, plan: BucketPlan, *, key: str, runner_plan: Manifest
-) -> Manifest:
-    """The ConfigMap with plan.json (the Job's runner) and buckets.txt (serving's seed file)."""
-    data = {
-        PLAN_FILE: json.dumps(runner_plan, indent=2, sort_keys=True) + "\n",
-        BUCKET_FILE: runner_plan["buckets"]["seed_file_text"],
-    }
+def _checked(data: dict[str, str]) -> dict[str, str]:
     size = sum(len(v.encode("utf-8")) for v in data.values())
     if size > CONFIGMAP_LIMIT:
         raise ValueError(f"the plan files take {size} bytes, over a ConfigMap's 1 MiB")
-    annotations = _annotations(plan, key)
-    name = configmap_name(sdd, key)
-    meta = metadata(sdd, name, COMPONENT_PLAN, plan_digest=plan.digest, annotations=annotations)
+    return data
+
+
+def build_plan_configmap(sdd: SpecDecodeDeployment, plan: BucketPlan, *, key: str) -> Manifest:
+    """The ConfigMap with buckets.txt, the seed file serving reads (one per cache key)."""
+    data = _checked({BUCKET_FILE: plan.to_bucket_file()})
+    meta = metadata(
+        sdd,
+        configmap_name(sdd, key),
+        COMPONENT_PLAN,
+        plan_digest=plan.digest,
+        annotations=_annotations(plan, key),
+    )
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}
 
 
@@ -126,16 +141,16 @@ def _warmup_container(sdd: SpecDecodeDeployment) -> Manifest:
             sdd.spec.warmup.resources, sdd.spec.engine.tensor_parallel_size
         ),
         "volumeMounts": mounts,
-        "securityContext": engine_security(),
+        "securityContext": engine_security(sdd),
         # The runner writes its compact JSON summary here; the handler reads it from the Pod.
         "terminationMessagePath": TERMINATION_LOG,
         "terminationMessagePolicy": "File",
     }
 
 
-def _pod_spec(sdd: SpecDecodeDeployment, key: str, operator_image: str) -> Manifest:
+def _pod_spec(sdd: SpecDecodeDeployment, configmap: str, operator_image: str) -> Manifest:
     volumes = [
-        plan_volume(configmap_name(sdd, key), plan=True),
+        plan_volume(configmap, plan=True),
         {"name": VOLUME_RUNNER, "emptyDir": {}},
         cache_volume(sdd, read_only=False),
         *shared_volumes(sdd),
@@ -145,9 +160,9 @@ def _pod_spec(sdd: SpecDecodeDeployment, key: str, operator_image: str) -> Manif
         # One attempt's limit (docs/api.md, warmup.timeoutSeconds); SIGTERM ends the runner
         # with outcome timed_out and a report.
         "activeDeadlineSeconds": sdd.spec.warmup.timeout_seconds,
-        "terminationGracePeriodSeconds": 90,
+        "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
         **placement_fields(sdd.spec.warmup.placement),
-        **pod_defaults(),
+        **pod_defaults(sdd),
         "initContainers": [runner_copy(operator_image)],
         "containers": [_warmup_container(sdd)],
         "volumes": volumes,
@@ -174,24 +189,84 @@ def _failure_policy() -> Manifest:
     }
 
 
-def build_warmup_job(
-    sdd: SpecDecodeDeployment, plan: BucketPlan, *, key: str, operator_image: str
-) -> Manifest:
-    """The Job that runs `python3 -m warmgate.warmup` in the user's vLLM image on Gaudi nodes."""
-    warmup = sdd.spec.warmup
+def pod_failure_backoff_s(failures: int) -> int:
+    """Seconds the Job controller waits before the Pod that follows ``failures`` failures.
+
+    10 s, doubled per consecutive failure, capped at 10 min (k8s.io/kubernetes v1.37
+    pkg/controller/job: DefaultJobPodFailureBackOff, MaxJobPodFailureBackOff, and
+    backoff_utils.go getRemainingTimeForFailuresCount).
+    """
+    if failures <= 0:
+        return 0
+    return int(min(BACKOFF_BASE_S * 2 ** (failures - 1), BACKOFF_MAX_S))
+
+
+def job_deadline_s(warmup: WarmupSpec) -> int:
+    """The Job's activeDeadlineSeconds: every attempt at its worst, the backoffs between them.
+
+    The Job's clock runs from its start, so it must hold, for each of the retries + 1 attempts,
+    the time the Pod may stay Pending (the operator fails the warmup after
+    pendingTimeoutSeconds), the attempt's own deadline and the termination grace, plus the
+    controller's backoff after each failed attempt and some slack for its resyncs. e.g. the
+    defaults (3600 s, 2 retries, 1800 s pending): 3 * (1800 + 3600 + 90) + 10 + 20 + 60 =
+    16560 s; with retries 6 the backoffs alone are 10 + 20 + ... + 320 = 630 s.
+    """
+    attempts = warmup.retries + 1
+    attempt = warmup.pending_timeout_seconds + warmup.timeout_seconds + TERMINATION_GRACE_S
+    backoff = sum(pod_failure_backoff_s(failures) for failures in range(1, attempts))
+    return attempts * attempt + backoff + CONTROLLER_SLACK_S
+
+
+@dataclass(frozen=True)
+class Warmup:
+    """The warmup of one plan: the Job, its plan.json ConfigMap and their shared content hash."""
+
+    configmap: Manifest
+    job: Manifest
+    content: str
+
+
+def build_warmup(
+    sdd: SpecDecodeDeployment,
+    plan: BucketPlan,
+    *,
+    key: str,
+    runner_plan: Manifest,
+    operator_image: str,
+    cache_claim_uid: str | None = None,
+) -> Warmup:
+    """The Job that runs `python3 -m warmgate.warmup` in the user's vLLM image on Gaudi nodes,
+    and the ConfigMap with its plan.json.
+
+    Both are named after a hash of everything they contain (the runner plan, the whole Job
+    spec, the recipe-cache claim's UID), so a changed timeout, retry count, placement or
+    resource gets a new Job instead of the old one, and a new Job never mounts an old plan.
+    """
+    data = _checked({PLAN_FILE: json.dumps(runner_plan, indent=2, sort_keys=True) + "\n"})
     annotations = _annotations(plan, key)
-    meta = metadata(
-        sdd, job_name(sdd, key), COMPONENT_WARMUP, plan_digest=plan.digest, annotations=annotations
-    )
-    template_meta = {"labels": meta["labels"], "annotations": annotations}
-    spec: Manifest = {
+    if cache_claim_uid is not None:
+        annotations[ANNOTATION_CACHE_CLAIM_UID] = cache_claim_uid
+    unnamed = _job_spec(sdd, "", operator_image)
+    content = short_hash(json.dumps([data, unnamed, annotations], sort_keys=True))
+    name = job_name(sdd, content)
+    meta = metadata(sdd, name, COMPONENT_WARMUP, plan_digest=plan.digest, annotations=annotations)
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": copy.deepcopy(meta)}
+    configmap["data"] = data
+    spec = _job_spec(sdd, name, operator_image)
+    spec["template"]["metadata"] = {"labels": meta["labels"], "annotations": annotations}
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
+    return Warmup(configmap=configmap, job=job, content=content)
+
+
+def _job_spec(sdd: SpecDecodeDeployment, configmap: str, operator_image: str) -> Manifest:
+    warmup = sdd.spec.warmup
+    return {
         "backoffLimit": warmup.retries,
         # Bounds all attempts together; each Pod has its own activeDeadlineSeconds.
-        "activeDeadlineSeconds": warmup.timeout_seconds * (warmup.retries + 1) + 300,
+        "activeDeadlineSeconds": job_deadline_s(warmup),
         "podFailurePolicy": _failure_policy(),
-        "template": {"metadata": template_meta, "spec": _pod_spec(sdd, key, operator_image)},
+        "template": {"spec": _pod_spec(sdd, configmap, operator_image)},
     }
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
 
 
 def build_cache_claim(sdd: SpecDecodeDeployment) -> Manifest | None:

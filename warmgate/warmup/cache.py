@@ -210,3 +210,30 @@ def _restore_into(source: Path, staging: Path, manifest: dict[str, Any]) -> Rest
         if size != entry.get("size") or sha != entry.get("sha256"):
             problems.append(f"{rel}: size or sha256 differs from the manifest")
     return RestoreResult(manifest, len(manifest.get("files", [])), total, problems)
+
+
+def prune(volume_dir: Path, owner: str, retain: int, keep: str) -> list[str]:
+    """Delete ``owner``'s older entries so at most ``retain`` remain (``keep`` always stays).
+
+    Only complete entries whose manifest names ``owner`` are considered, newest first by
+    ``created_unix``: a volume shared by several owners (an existing claim) loses nothing of
+    the others. An entry is renamed away before it is removed, so a reader never sees half of
+    it. Returns the pruned keys.
+    """
+    mine: list[tuple[int, str]] = []
+    for folder in volume_dir.iterdir() if volume_dir.is_dir() else ():
+        if folder.name.startswith(TMP_PREFIX) or not KEY_RE.match(folder.name):
+            continue
+        manifest = find_published(volume_dir, folder.name)
+        if manifest is not None and manifest.get("owner") == owner and folder.name != keep:
+            mine.append((int(manifest.get("created_unix") or 0), folder.name))
+    mine.sort(reverse=True)
+    pruned = [key for _, key in mine[max(retain - 1, 0) :]]
+    for key in pruned:
+        doomed = volume_dir / f"{TMP_PREFIX}pruned-{key}-{uuid.uuid4().hex[:12]}"
+        try:
+            os.rename(volume_dir / key, doomed)
+        except OSError:
+            continue  # another runner pruned it first
+        shutil.rmtree(doomed, ignore_errors=True)
+    return pruned

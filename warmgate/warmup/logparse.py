@@ -7,12 +7,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from warmgate.warmup import logformat as fmt
+from warmgate.warmup.hooklog import HookEvent, parse_hook_line
 from warmgate.warmup.logformat import Bucket
 
 ProgressCallback = Callable[[str, int, int], None]
 
 # A stream that never ends a line must not grow memory without bound (16 MiB per line).
 MAX_LINE_CHARS = 16 * 1024 * 1024
+# The hook logs a line per compile outside warmup; a runaway engine must not exhaust memory.
+MAX_HOOK_EVENTS = 100_000
 _EOL = re.compile(r"\r\n|\r|\n")
 
 
@@ -87,6 +90,7 @@ class EngineLog:
     info_records: int = 0
     list_fragments: int = 0
     problems: list[str] = field(default_factory=list)
+    hook_events: list[HookEvent] = field(default_factory=list)
 
     @property
     def warmup_finished(self) -> bool:
@@ -153,6 +157,7 @@ class LogParser:
         self._unwarmed(line)
         self._not_prepared(line)
         self._scalars(line)
+        self._hook(line)
 
     def _list(self, line: str) -> None:
         headers = list(fmt.LIST_HEADER.finditer(line))
@@ -202,6 +207,16 @@ class LogParser:
                 continue  # every TP rank logs its own miss
             entry = NotPrepared(phase, requested, added, self.state.warmup_finished)
             self.state.not_prepared.append(entry)
+
+    def _hook(self, line: str) -> None:
+        event = parse_hook_line(line)
+        if event is None:
+            return
+        if len(self.state.hook_events) < MAX_HOOK_EVENTS:
+            self.state.hook_events.append(event)
+        elif len(self.state.hook_events) == MAX_HOOK_EVENTS:
+            self.state.problems.append(f"more than {MAX_HOOK_EVENTS} hook lines: the rest dropped")
+            self.state.hook_events.append(event)
 
     def _scalars(self, line: str) -> None:
         state = self.state

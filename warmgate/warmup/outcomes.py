@@ -21,6 +21,9 @@ class Outcome(enum.IntEnum):
     # Every copy of a line the verdict needs was garbled by interleaved writes of the engine's
     # processes (tensor parallelism): nothing is known to be wrong, and a retry can tell.
     LOG_UNREADABLE = 10
+    # The plan requires the compile hook (drafter_hook.required) and it did not attach, so the
+    # drafter's graphs could not be verified; everything else was verified.
+    DRAFTER_UNVERIFIED = 11
 
     @property
     def label(self) -> str:

@@ -6,11 +6,12 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from warmgate.warmup.schema import Fields, PlanError
+from warmgate.warmup.sweepplan import HookSpec, SweepSpec, parse_hook, parse_sweep
 
 PLAN_FORMAT_VERSION = 1
 DIGEST_ALGORITHM = "sha256-canonical-json-v1"
@@ -75,6 +76,9 @@ class CacheSpec:
     local_dir: Path
     size_mb: int
     reuse_existing: bool
+    # Entries this owner keeps after publishing (0: prune nothing); see cache.prune.
+    owner: str | None = None
+    retain: int = 0
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,7 @@ class Timeouts:
     startup_s: float
     probe_s: float
     stop_grace_s: float
+    sweep_s: float = 1800.0
 
 
 @dataclass(frozen=True)
@@ -126,6 +131,8 @@ class Plan:
     work_dir: Path
     require_device: bool
     plan_hash: str
+    drafter_sweep: SweepSpec | None = None
+    drafter_hook: HookSpec = field(default_factory=HookSpec)
 
 
 def load_plan(path: Path) -> Plan:
@@ -186,6 +193,8 @@ def _build(top: Fields, plan_hash: str) -> Plan:
         work_dir=work_dir,
         require_device=top.boolean("require_device", True),
         plan_hash=plan_hash,
+        drafter_sweep=parse_sweep(top.obj("drafter_sweep", required=False), engine.max_model_len),
+        drafter_hook=parse_hook(top.obj("drafter_hook", required=False)),
     )
     report.finish()
     return plan
@@ -292,6 +301,8 @@ def _cache(f: Fields) -> CacheSpec:
         local_dir=_owned_dir(f, "local_dir", "/tmp/warmgate/recipe_cache"),
         size_mb=f.integer("size_mb", 8192, lo=1),
         reuse_existing=f.boolean("reuse_existing", True),
+        owner=f.text("owner", None) or None,
+        retain=f.integer("retain", 0, lo=0, hi=1024),
     )
     f.finish()
     return result
@@ -336,6 +347,7 @@ def _timeouts(f: Fields) -> Timeouts:
         startup_s=f.number("startup_s", 3 * 3600.0, lo=1.0),
         probe_s=f.number("probe_s", 1800.0, lo=1.0),
         stop_grace_s=f.number("stop_grace_s", 60.0, lo=0.1),
+        sweep_s=f.number("sweep_s", 1800.0, lo=1.0),
     )
     f.finish()
     return result

@@ -1,16 +1,14 @@
-"""A bounded probe workload over vLLM's OpenAI-compatible HTTP API, sent with urllib."""
+"""A bounded probe workload over vLLM's OpenAI-compatible HTTP API (bursts: burst.py)."""
 
 from __future__ import annotations
 
-import json
 import time
-import urllib.error
 import urllib.request
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from warmgate.warmup.burst import send_burst
 from warmgate.warmup.plan import ProbeSpec, ProbeStep
 
 Alive = Callable[[], bool]
@@ -118,9 +116,7 @@ def _run_step(
 ) -> StepResult:
     timeout = max(0.1, min(spec.request_timeout_s, deadline - time.monotonic()))
     bodies = [_body(model, spec, step, i) for i in range(step.concurrency)]
-    with ThreadPoolExecutor(max_workers=step.concurrency) as pool:
-        errors = list(pool.map(lambda b: _complete(base_url, b, timeout), bodies))
-    failed = [e for e in errors if e is not None]
+    failed = [e for e in send_burst(base_url, bodies, timeout) if e is not None]
     return StepResult(step.name, len(bodies), len(bodies) - len(failed), failed[:20])
 
 
@@ -133,22 +129,3 @@ def _body(model: str, spec: ProbeSpec, step: ProbeStep, index: int) -> dict[str,
         "temperature": 0.0,
         "ignore_eos": True,  # vLLM extension: keep every request decoding for max_tokens steps.
     }
-
-
-def _complete(base_url: str, body: dict[str, Any], timeout: float) -> str | None:
-    """POST /v1/completions; None on success, else a short error description."""
-    request = urllib.request.Request(
-        base_url + "/v1/completions",
-        data=json.dumps(body).encode("utf-8"),
-        headers={"Content-Type": "application/json"},
-        method="POST",
-    )
-    try:
-        with _OPENER.open(request, timeout=timeout) as response:
-            payload = json.loads(response.read().decode("utf-8"))
-    except urllib.error.HTTPError as exc:
-        return f"HTTP {exc.code}: {exc.read(300).decode('utf-8', 'replace')}"
-    except (OSError, ValueError) as exc:
-        return f"{type(exc).__name__}: {exc}"
-    choices = payload.get("choices") if isinstance(payload, dict) else None
-    return None if isinstance(choices, list) and choices else "response without choices"

@@ -10,14 +10,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from warmgate.warmup.drafter_check import DrafterCheck
 from warmgate.warmup.logparse import EngineLog
 from warmgate.warmup.outcomes import Outcome
 from warmgate.warmup.plan import DIGEST_ALGORITHM
 from warmgate.warmup.probe import ProbeResult
 from warmgate.warmup.statusboard import Board
+from warmgate.warmup.sweep import SweepRun
 from warmgate.warmup.verdict import Verdict
 
-REPORT_VERSION = 2  # 2: engine_log.omitted records, list_copies, unreadable (issue 12)
+# 2: engine_log.omitted records, list_copies, unreadable (issue 12); 3: drafter (issue 16)
+REPORT_VERSION = 3
 SUMMARY_LIMIT = 4096  # Kubernetes keeps at most 4096 bytes of a container's termination message.
 PROGRESS_PREFIX = "warmgate-progress"
 
@@ -41,6 +44,9 @@ class RunRecord:
     engine_argv: list[str] = field(default_factory=list)
     engine_exit_code: int | None = None
     timings: dict[str, float] = field(default_factory=dict)
+    sweep: SweepRun | None = None
+    probe_began: float | None = None
+    drafter: DrafterCheck | None = None
 
 
 class Progress:
@@ -111,6 +117,25 @@ def _probe_section(probe: ProbeResult | None) -> dict[str, Any] | None:
     }
 
 
+def _drafter_section(record: RunRecord) -> dict[str, Any] | None:
+    """The compile hook's check and the sweep's run (None when the plan had neither)."""
+    check, run = record.drafter, record.sweep
+    if run is None and (check is None or check.hook == "off"):
+        return None
+    doc = check.to_json() if check is not None else {}
+    if run is not None:
+        doc["sweep"] = {
+            "seconds": round(run.ended - run.began, 3),
+            "steps_run": len(run.steps),
+            "skipped": run.skipped,
+            "timed_out": run.timed_out,
+            "engine_exited": run.engine_exited,
+        }
+        if not doc.get("steps"):
+            doc["steps"] = [s.to_json() for s in run.steps]
+    return doc
+
+
 def build_report(record: RunRecord) -> dict[str, Any]:
     """The full report document (format in docs/runner.md, "Report")."""
     verdict = record.verdict
@@ -132,6 +157,7 @@ def build_report(record: RunRecord) -> dict[str, Any]:
         "engine": {"argv": record.engine_argv, "exit_code": record.engine_exit_code},
         "engine_log": _log_section(record.log),
         "probe": _probe_section(record.probe),
+        "drafter": _drafter_section(record),
         "cache": record.cache,
         "timings": record.timings,
         "written_unix": int(time.time()),
@@ -166,6 +192,8 @@ def summary(record: RunRecord, report_path: Path | None) -> str:
         "cache": record.cache.get("status"),
         "report": str(report_path) if report_path else None,
     }
+    if _drafter_section(record) is not None and record.drafter is not None:
+        doc["drafter"] = record.drafter.summary()
     return _shrink(doc)
 
 

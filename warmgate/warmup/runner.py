@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from warmgate.warmup import cache, facts
+from warmgate.warmup import cache, facts, hookenv
+from warmgate.warmup.drafter_check import DrafterCheck, check_drafter
 from warmgate.warmup.engine import EngineProcess, Sink, echo, engine_argv, engine_env
 from warmgate.warmup.logparse import LogParser
 from warmgate.warmup.outcomes import Outcome, RunFailure
@@ -23,6 +24,7 @@ from warmgate.warmup.report import (
     write_report,
     write_termination_log,
 )
+from warmgate.warmup.sweep import run_sweep
 from warmgate.warmup.verdict import decide, early_mismatches, final_verdict, unwarmed_reasons
 
 
@@ -73,6 +75,7 @@ class Runner:
         reuse = self._prepare_local()
         self._start_engine(reuse)
         self._await_health()
+        self._sweep()
         self._probe()
 
     def _collect_facts(self) -> None:
@@ -123,6 +126,8 @@ class Runner:
         self.progress.stage("engine")
         argv = engine_argv(self.plan)
         env = engine_env(self.plan, self.plan.work_dir / "buckets.txt", reuse)
+        if self.plan.drafter_hook.enabled:
+            hookenv.hook_env(env, hookenv.install(self.plan.work_dir))
         self.record.engine_argv = argv
         try:
             self._engine = EngineProcess(argv, env, self.plan.work_dir / "engine.log", self._sink)
@@ -150,9 +155,39 @@ class Runner:
             raise RunFailure(Outcome.TIMED_OUT, "engine did not answer /health in time")
         self._check_early()
 
+    def _sweep(self) -> None:
+        """Drive the drafter sweep (docs/runner.md, "Drafter sweep and compile hook")."""
+        sweep = self.plan.drafter_sweep
+        if sweep is None or not sweep.steps:
+            return
+        self.progress.stage("sweep")
+        began = time.monotonic()
+        engine = self._require_engine()
+        probe = self.plan.probe
+        run = run_sweep(
+            self._base_url(),
+            self.plan.engine.served_model_name,
+            sweep,
+            token_ids=(probe.token_id_min, probe.token_id_max),
+            request_timeout_s=probe.request_timeout_s,
+            deadline=min(self.deadline, began + self.plan.timeouts.sweep_s),
+            alive=engine.alive,
+            progress=lambda done, total: self.progress.count("sweep", done, total),
+        )
+        self._timed("sweep_s", began)
+        self.record.sweep = run
+        if run.engine_exited or not engine.alive():
+            raise RunFailure(Outcome.ENGINE_FAILED, "engine exited during the drafter sweep")
+        if run.failures:
+            first = run.failures[0]
+            raise RunFailure(
+                Outcome.PROBE_FAILED, f"drafter sweep: {len(run.failures)} failed: {first}"
+            )
+
     def _probe(self) -> None:
         self.progress.stage("probe")
         began = time.monotonic()
+        self.record.probe_began = time.time()  # the hook's clock: later compiles are unwarmed
         engine = self._require_engine()
         deadline = min(self.deadline, began + self.plan.timeouts.probe_s)
         result = run_probe(
@@ -196,10 +231,25 @@ class Runner:
     def _conclude(self) -> None:
         verdict = final_verdict(self.plan, self.parser.state)
         self.record.verdict = verdict
-        self.record.unwarmed = unwarmed_reasons(self.parser.state)
+        drafter = self._drafter()
+        self.record.unwarmed = unwarmed_reasons(self.parser.state) + drafter.probe
         self._decide(*decide(verdict, self.record.unwarmed))
+        drafted = drafter.hook != "off" or self.plan.drafter_sweep is not None
+        if self.record.outcome is Outcome.VERIFIED and drafted:
+            if self.plan.drafter_hook.required and not drafter.verified:
+                self.record.outcome = Outcome.DRAFTER_UNVERIFIED
+            self.record.reason = f"{self.record.reason}; {drafter.line()}"
         if self.record.outcome is Outcome.VERIFIED:
             self._publish()
+
+    def _drafter(self) -> DrafterCheck:
+        plan, record = self.plan, self.record
+        events = self.parser.state.hook_events
+        check = check_drafter(
+            events, plan.drafter_hook, plan.drafter_sweep, record.sweep, record.probe_began
+        )
+        self.record.drafter = check
+        return check
 
     def _publish(self) -> None:
         self.progress.stage("publish")
@@ -218,10 +268,19 @@ class Runner:
         if result.status == "blocked":
             self.record.outcome = Outcome.CACHE_FAILED
             self.record.reason = f"cache key {spec.key}: {result.detail}"
+            return
+        if spec.owner is not None and spec.retain > 0:
+            try:
+                pruned = cache.prune(spec.volume_dir, spec.owner, spec.retain, keep=spec.key)
+            except OSError as exc:  # pruning is housekeeping: the verdict stands
+                self.record.cache["prune_error"] = str(exc)
+            else:
+                self.record.cache["pruned"] = pruned
 
     def _manifest_meta(self) -> dict[str, Any]:
         checks = self.record.verdict.checks if self.record.verdict else []
         return {
+            "owner": self.plan.cache.owner,
             "plan_id": self.plan.plan_id,
             "plan_hash": self.plan.plan_hash,
             "engine_facts": self.record.facts,

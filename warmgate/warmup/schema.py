@@ -137,6 +137,10 @@ class Fields:
         self._bad(key, "an object or null", value)
         return None
 
+    def value(self, key: str, default: Any = _MISSING) -> Any:
+        """The value as decoded, for a caller that checks it itself (``error`` reports)."""
+        return self._get(key, default)
+
     def obj(self, key: str, required: bool = True) -> Fields:
         """A nested object with its own field checks."""
         value = self._get(key, _MISSING if required else None)

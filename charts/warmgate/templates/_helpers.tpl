@@ -69,27 +69,34 @@ deployment docs list it and other kopf versions use it (create only).
   resources: ["specdecodedeployments"]
   verbs: ["list", "watch", "patch"]
 # Application: the reconcile handler writes `status` (conditions, plan); kopf sends it to the
-# status subresource because the CRD declares one.
+# status subresource because the CRD declares one. The sync also writes "Planning" there
+# itself before it plans a new generation.
 - apiGroups: ["warmgate.dev"]
   resources: ["specdecodedeployments/status"]
   verbs: ["patch"]
 # Framework (kopf): post Events about handler results (kopf.info/kopf.warn and handler errors).
+# Application (warmup stage): list the Events of a warmup Job whose Pod does not exist, to
+# report the Job controller's FailedCreate (quota, Pod Security) as the Warmed reason.
 - apiGroups: [""]
   resources: ["events"]
-  verbs: ["create"]
+  verbs: ["create", "list"]
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create"]
-# Application (warmup stage): read the plan's warmup Job (get) and create it with its plan
-# ConfigMap and recipe-cache claim when missing; list the Job's Pods to read the runner's
-# verdict. Create only: the children carry owner references, so the garbage collector, not
-# the operator, deletes them with their SpecDecodeDeployment.
+# Application (warmup stage): read the plan's warmup Jobs (get, list by label) and create
+# them with their ConfigMaps and the recipe-cache claim; stop a Job whose Pod waited past the
+# pending deadline (patch: suspend and mark it); delete the Jobs of superseded plans or of a
+# changed warmup (a running one holds Gaudi cards) and the ConfigMaps nothing mounts any more.
+# Read the cache claim (get) for its UID. List the Job's Pods to read the runner's verdict.
 - apiGroups: ["batch"]
   resources: ["jobs"]
-  verbs: ["get", "create"]
+  verbs: ["get", "list", "create", "patch", "delete"]
 - apiGroups: [""]
-  resources: ["configmaps", "persistentvolumeclaims"]
-  verbs: ["create"]
+  resources: ["configmaps"]
+  verbs: ["list", "create", "delete"]
+- apiGroups: [""]
+  resources: ["persistentvolumeclaims"]
+  verbs: ["get", "create"]
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list"]
@@ -100,17 +107,21 @@ deployment docs list it and other kopf versions use it (create only).
   resources: ["specdecodedeployments/finalizers"]
   verbs: ["update"]
 # Application (serving stage): read the serving Deployment, create it, and replace it when a
-# newly verified plan rolls in (update); follow spec.serving.replicas while a new plan warms
-# (deployments/scale); create the Service once.
+# newly verified plan rolls in or a hand edit drifted it (update); follow spec.serving.replicas
+# while a new plan warms (deployments/scale); list its ReplicaSets, to open the readiness gate
+# only of Pods it owns; read the Service, create it, and patch it back when it drifted.
 - apiGroups: ["apps"]
   resources: ["deployments"]
   verbs: ["get", "create", "update"]
 - apiGroups: ["apps"]
   resources: ["deployments/scale"]
   verbs: ["patch"]
+- apiGroups: ["apps"]
+  resources: ["replicasets"]
+  verbs: ["list"]
 - apiGroups: [""]
   resources: ["services"]
-  verbs: ["create"]
+  verbs: ["get", "create", "patch"]
 # Application (serving stage): open the `warmgate.dev/warmed` readiness gate of serving Pods
 # that run a verified plan (a Pod condition, written through the status subresource).
 - apiGroups: [""]

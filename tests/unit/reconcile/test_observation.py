@@ -13,6 +13,7 @@ from support.examples import example_sdd
 from support.fake_cluster import FakeCluster, RecordedEvents
 from support.kube_objects import (
     job_status,
+    replica_set,
     rolled_out_status,
     runner_summary,
     serving_pod,
@@ -65,7 +66,8 @@ class World:
 
     def running_warmup(self) -> str:
         """The warmup Pod the Job controller starts, Running with an IP."""
-        pod = warmup_pod(NS, self.job()["metadata"]["name"])
+        job = self.job()["metadata"]
+        pod = warmup_pod(NS, job["name"], job["uid"])
         pod["status"] = {"phase": "Running", "podIP": "10.0.0.7"}
         self.cluster.put(pod)
         return str(pod["metadata"]["name"])
@@ -75,7 +77,7 @@ class World:
 
     def verify(self) -> None:
         job = self.job()
-        pod = warmup_pod(NS, job["metadata"]["name"])
+        pod = warmup_pod(NS, job["metadata"]["name"], job["metadata"]["uid"])
         pod["status"] = terminated_status(runner_summary("verified", self.key()), True)
         self.cluster.put(pod)
         self.cluster.get("Job", NS, job["metadata"]["name"])["status"] = job_status(True)
@@ -83,7 +85,8 @@ class World:
 
     def serve(self, name: str = "served-a") -> dict[str, Any]:
         deployment = self.cluster.get("Deployment", NS, f"{NAME}-serving")
-        pod = serving_pod(NS, deployment, name)
+        rs = self.cluster.put(replica_set(NS, deployment, f"{NAME}-serving-rs"))
+        pod = serving_pod(NS, rs, name)
         pod["status"] = {"phase": "Running", "podIP": "10.0.0.9"}
         self.cluster.put(pod)
         deployment["status"] = rolled_out_status(deployment["metadata"]["generation"], ready=1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -89,5 +90,35 @@ def test_the_policy_is_the_spec_s() -> None:
         buckets={"coverage": {"partialDrafts": False, "complete": False, "maxExtraBuckets": 5}},
     )
     assert PlanPolicy.of(sdd) == PlanPolicy(
-        partial_drafts=False, prefix_caching=None, complete=False, max_extra_buckets=5
+        partial_drafts=False,
+        prefix_caching=None,
+        complete=False,
+        max_extra_buckets=5,
+        method="eagle3",
+        sweep_budget_s=540.0,  # 15 % of the default warmup.timeoutSeconds 3600
     )
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"engine": {"maxModelLen": 16384, "maxNumSeqs": 128, "maxNumBatchedTokens": 8192}},
+        {"engine": {"maxModelLen": 8192, "maxNumSeqs": 64}, "buckets": {"strategy": "pad"}},
+        {"engine": {"maxModelLen": 32768, "maxNumSeqs": 256, "maxNumBatchedTokens": 8192}},
+    ],
+    ids=["lin16k", "pad8k", "lin32k"],
+)
+def test_the_size_estimate_brackets_the_plan(spec: dict[str, Any]) -> None:
+    """Issue 11 item 5: the count that refuses huge plans, without generating them, is close
+    to what generating them gives (the long-context edge rule moves a few prompt buckets)."""
+    from support.examples import example_sdd
+
+    from warmgate.api import engine_shape_config
+    from warmgate.buckets import plan_buckets
+    from warmgate.reconcile.plan_evaluation import plan_size, total_buckets
+
+    spec = {"buckets": {"strategy": "lin"}, **spec}
+    config = engine_shape_config(example_sdd("minimal-ngram", **spec))
+    size, plan = plan_size(config), plan_buckets(config)
+    assert size.decode_seeds == len(plan.seed_decode_buckets)
+    assert 0.97 * size.low <= total_buckets(plan) <= 1.03 * size.high

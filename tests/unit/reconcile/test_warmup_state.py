@@ -3,25 +3,49 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from warmgate.reconcile.warmup_state import RunnerSummary, evaluate_warmup, runner_messages
+from warmgate.reconcile.warmup_state import (
+    Observed,
+    RunnerSummary,
+    evaluate_warmup,
+    runner_messages,
+)
 
 KEY = "gaudi2-tp1-" + "a" * 40
+JOB_UID = "uid-job-1"
+OWNED = [{"kind": "Job", "name": "w-job", "uid": JOB_UID, "controller": True}]
+NOW = datetime(2026, 11, 29, 13, 0, tzinfo=UTC)
 
 
-def job(*conditions: str, **status: Any) -> dict[str, Any]:
+def job(*conditions: str, annotations: dict[str, str] | None = None, **status: Any) -> Any:
     conds = [{"type": c, "status": "True"} for c in conditions]
-    return {"metadata": {"name": "w-job"}, "status": {"conditions": conds, **status}}
+    meta = {"name": "w-job", "uid": JOB_UID, "creationTimestamp": "2026-11-29T12:00:00Z"}
+    if annotations:
+        meta["annotations"] = annotations  # type: ignore[assignment]
+    return {"metadata": meta, "status": {"conditions": conds, **status}}
 
 
-def pod(created: str, message: str | None, container: str = "warmup") -> dict[str, Any]:
+def pod(
+    created: str, message: str | None, container: str = "warmup", owners: Any = OWNED
+) -> dict[str, Any]:
     terminated = {"exitCode": 0} | ({"message": message} if message else {})
     return {
-        "metadata": {"creationTimestamp": created},
-        "status": {"containerStatuses": [{"name": container, "state": {"terminated": terminated}}]},
+        "metadata": {"name": "w-job-x", "creationTimestamp": created, "ownerReferences": owners},
+        "status": {
+            "phase": "Succeeded",
+            "containerStatuses": [{"name": container, "state": {"terminated": terminated}}],
+        },
+    }
+
+
+def pending_pod(created: str = "2026-11-29T12:00:00Z", **status: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "w-job-p", "creationTimestamp": created, "ownerReferences": OWNED},
+        "status": {"phase": "Pending", **status},
     }
 
 
@@ -43,11 +67,110 @@ def test_newest_pod_speaks_first_and_other_containers_are_ignored() -> None:
     assert runner_messages(pods) == ["new", "old"]
 
 
-def test_no_job_yet_is_pending_and_an_active_job_is_running() -> None:
+def test_no_job_yet_is_pending_and_a_running_pod_is_warming() -> None:
     assert evaluate_warmup(None, [], KEY).verdict.reason == "WarmupPending"
-    running = evaluate_warmup(job(active=1), [], KEY)
+    runner = pending_pod(phase="Running")
+    running = evaluate_warmup(job(active=1), [runner], KEY)
     assert (running.verdict.status, running.verdict.reason) == ("False", "WarmupRunning")
+    assert "is warming the plan (attempt 1)" in running.verdict.message
     assert not running.stalled
+
+
+UNSCHEDULABLE = {
+    "type": "PodScheduled",
+    "status": "False",
+    "reason": "Unschedulable",
+    "message": "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector.",
+}
+
+
+def _waiting(reason: str, message: str, init: bool = False) -> dict[str, Any]:
+    key = "initContainerStatuses" if init else "containerStatuses"
+    name = "copy-runner" if init else "warmup"
+    return {key: [{"name": name, "state": {"waiting": {"reason": reason, "message": message}}}]}
+
+
+@pytest.mark.parametrize(
+    ("pods", "events", "reason", "said"),
+    [
+        ([pending_pod(conditions=[UNSCHEDULABLE])], [], "Unschedulable", "node affinity/selector"),
+        (
+            [pending_pod(**_waiting("ImagePullBackOff", 'Back-off pulling image "vllm:nope"'))],
+            [],
+            "ImagePullBackOff",
+            "vllm:nope",
+        ),
+        (
+            [pending_pod(**_waiting("CreateContainerConfigError", 'secret "hf" not found'))],
+            [],
+            "CreateContainerConfigError",
+            'secret "hf" not found',
+        ),
+        (
+            [pending_pod(**_waiting("ErrImagePull", "pull access denied", init=True))],
+            [],
+            "ErrImagePull",
+            "container copy-runner",
+        ),
+        (
+            [],
+            [
+                {
+                    "reason": "FailedCreate",
+                    "lastTimestamp": "2026-11-29T12:00:05Z",
+                    "message": 'Error creating: pods "w-job-a" is forbidden: exceeded quota',
+                }
+            ],
+            "FailedCreate",
+            "exceeded quota",
+        ),
+        ([pending_pod()], [], "WarmupPending", "is starting"),
+    ],
+    ids=["unschedulable", "image", "secret", "init-image", "quota", "starting"],
+)
+def test_a_pending_pod_says_why_and_never_warming(
+    pods: list[Any], events: list[Any], reason: str, said: str
+) -> None:
+    """Issue 11 item 4: the scheduler's, the kubelet's or the Job controller's reason."""
+    seen = Observed(tuple(events), NOW, 3600)
+    state = evaluate_warmup(job(active=1 if pods else 0), pods, KEY, seen)
+    assert (state.verdict.status, state.verdict.reason) == ("False", reason)
+    assert said in state.verdict.message
+    assert "warming" not in state.verdict.message
+    assert not state.stalled
+    assert not state.stop
+
+
+def test_a_pod_pending_past_the_deadline_fails_the_warmup_with_its_reason() -> None:
+    pods = [pending_pod(conditions=[UNSCHEDULABLE])]
+    state = evaluate_warmup(job(active=1), pods, KEY, Observed((), NOW, 1800))
+    assert (state.verdict.reason, state.stalled, state.stop) == ("Unschedulable", True, True)
+    assert "Pending for 3600 s, more than spec.warmup.pendingTimeoutSeconds=1800" in (
+        state.verdict.message
+    )
+    quiet = evaluate_warmup(job(active=1), [pending_pod()], KEY, Observed((), NOW, 1800))
+    assert (quiet.verdict.reason, quiet.stop) == ("PendingTimeout", True)
+
+
+def test_a_stopped_job_keeps_its_verdict() -> None:
+    stopped = job(annotations={"warmgate.dev/warmup-failed": "Unschedulable: no Gaudi node"})
+    state = evaluate_warmup(stopped, [], KEY)
+    assert (state.verdict.reason, state.verdict.message, state.stalled) == (
+        "Unschedulable",
+        "no Gaudi node",
+        True,
+    )
+
+
+def test_only_pods_the_job_controls_speak() -> None:
+    """Issue 11 item 9: a Pod with the job-name label but no owner reference to the Job (e.g.
+    one made by hand) cannot fake the runner's verdict."""
+    fake = pod("2026-11-29T12:00:00Z", verified(), owners=[])
+    other = pod("2026-11-29T12:00:00Z", verified(), owners=[{**OWNED[0], "uid": "uid-other"}])
+    state = evaluate_warmup(job("Complete"), [fake, other], KEY)
+    assert state.verdict.status == "False"
+    assert state.summary_of_run is None  # the fakes' "verified" was not read
+    assert state.rerun  # the Job's own Pods are gone: it runs again
 
 
 def test_complete_job_with_verified_summary_of_this_key_is_warmed() -> None:
@@ -60,7 +183,10 @@ def test_complete_job_with_verified_summary_of_this_key_is_warmed() -> None:
 
 @pytest.mark.parametrize(
     "pods",
-    [[], [pod("2026-11-29T12:00:00Z", verified(key="gaudi3-tp8-" + "b" * 40))]],
+    [
+        [pod("2026-11-29T12:00:00Z", None)],
+        [pod("2026-11-29T12:00:00Z", verified(key="gaudi3-tp8-" + "b" * 40))],
+    ],
     ids=["no-summary", "other-key"],
 )
 def test_complete_job_without_this_plans_verdict_is_refused(pods: list[dict[str, Any]]) -> None:
@@ -75,11 +201,32 @@ def test_a_verdict_recorded_in_status_survives_the_job_for_the_same_key_only() -
 
     warmed = set_condition([], "Warmed", "True", "WarmupSucceeded", "verified")[0]
     summary = WarmupSummary(cache_key=KEY, kv_blocks=4321)
-    state = remembered(warmed, summary, KEY)
+    state = remembered(warmed, summary, KEY, None)
     assert state is not None
     assert state.verdict.status == "True"
     assert state.summary_of_run is not None
     assert state.summary_of_run.kv_blocks == 4321  # serving keeps pinning it
-    assert remembered(warmed, summary, "gaudi3-tp8-" + "b" * 40) is None  # another plan or stack
+    other = "gaudi3-tp8-" + "b" * 40
+    assert remembered(warmed, summary, other, None) is None  # another plan or stack
     failed = set_condition([], "Warmed", "False", "WarmupFailed", "no")[0]
-    assert remembered(failed, summary, KEY) is None
+    assert remembered(failed, summary, KEY, None) is None
+
+
+def test_the_record_vouches_for_one_cache_claim_only() -> None:
+    """Issue 11 item 7: a claim that is gone or was replaced no longer holds the entry."""
+    from warmgate.api import WarmupSummary, set_condition
+    from warmgate.reconcile.warmup_state import remembered
+
+    warmed = set_condition([], "Warmed", "True", "WarmupSucceeded", "verified")[0]
+    summary = WarmupSummary(cache_key=KEY, cache_claim_uid="uid-claim-1")
+    assert remembered(warmed, summary, KEY, "uid-claim-1") is not None
+    assert remembered(warmed, summary, KEY, "uid-claim-2") is None
+    assert remembered(warmed, summary, KEY, None) is None
+
+
+def test_a_completed_job_whose_pods_are_gone_is_warmed_again() -> None:
+    """Its verdict went with its Pods: neither trusted nor condemned, but run again."""
+    state = evaluate_warmup(job("Complete"), [], KEY)
+    assert (state.verdict.status, state.verdict.reason) == ("False", "WarmupPending")
+    assert "Pods are gone" in state.verdict.message
+    assert (state.rerun, state.stalled) == (True, False)

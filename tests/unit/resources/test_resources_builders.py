@@ -31,6 +31,7 @@ def _all(case: Case) -> list[dict[str, Any]]:
     children = case.children()
     built = [
         children.plan_configmap,
+        children.warmup_configmap,
         children.warmup_job,
         children.serving_deployment,
         children.service,
@@ -67,13 +68,17 @@ def test_builders_are_deterministic(case: Case) -> None:
 
 def test_plan_children_carry_the_plan_hash_and_cache_key(case: Case) -> None:
     children = case.children()
-    key, job, configmap = children.cache_key, children.warmup_job, children.plan_configmap
-    for manifest in (job, configmap):
+    key, job, configmap = children.cache_key, children.warmup_job, children.warmup_configmap
+    for manifest in (job, configmap, children.plan_configmap):
         assert manifest["metadata"]["annotations"][ANNOTATION_PLAN_HASH] == case.plan.digest
         assert manifest["metadata"]["annotations"][ANNOTATION_CACHE_KEY] == key
         assert manifest["metadata"]["labels"][LABEL_PLAN_HASH] == case.plan.digest[:16]
-        assert manifest["metadata"]["name"].endswith(key.rsplit("-", 1)[1][:10])
+    # The seed file goes by the cache key; the Job and its plan.json by their content.
+    assert children.plan_configmap["metadata"]["name"].endswith(key.rsplit("-", 1)[1][:10])
+    assert configmap["metadata"]["name"] == job["metadata"]["name"]
     assert _pod(job)["volumes"][0]["configMap"]["name"] == configmap["metadata"]["name"]
+    assert list(configmap["data"]) == ["plan.json"]
+    assert list(children.plan_configmap["data"]) == ["buckets.txt"]
 
 
 def test_the_job_runs_the_runner_in_the_vllm_image_on_gaudi(case: Case) -> None:

@@ -24,7 +24,7 @@ def _warmup(
 ) -> tuple[list[str], dict[str, str], list[dict[str, Any]]]:
     """argv and env the runner gives the engine in the Job's container, and its env refs."""
     children = case.children()
-    plan = parse_plan(json.loads(children.plan_configmap["data"]["plan.json"]))
+    plan = parse_plan(json.loads(children.warmup_configmap["data"]["plan.json"]))
     job = children.warmup_job
     container = job["spec"]["template"]["spec"]["containers"][0]
     # The runner starts the engine with its own environment (the container's literal values)
@@ -84,7 +84,7 @@ def test_the_same_seed_file(case: Case) -> None:
     volume = next(v for v in pod["volumes"] if v["name"] == "plan")
     assert volume["configMap"]["name"] == configmap["metadata"]["name"]
     assert volume["configMap"]["items"] == [{"key": "buckets.txt", "path": "buckets.txt"}]
-    plan = json.loads(configmap["data"]["plan.json"])
+    plan = json.loads(children.warmup_configmap["data"]["plan.json"])
     assert configmap["data"]["buckets.txt"] == plan["buckets"]["seed_file_text"]
 
 

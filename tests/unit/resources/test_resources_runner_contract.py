@@ -24,13 +24,13 @@ def _doc(case: Case) -> dict[str, Any]:
 
 def test_the_runner_validates_the_configmap_plan_file(case: Case, tmp_path: Path) -> None:
     children = case.children()
-    configmap = children.plan_configmap
+    configmap = children.warmup_configmap
     path = tmp_path / "plan.json"
     path.write_text(configmap["data"]["plan.json"])
     plan = load_plan(path)  # raises PlanError naming every problem
     assert plan.cache.key == children.cache_key
     assert KEY_RE.match(plan.cache.key)
-    assert plan.buckets.seed_file_text == configmap["data"]["buckets.txt"]
+    assert plan.buckets.seed_file_text == children.plan_configmap["data"]["buckets.txt"]
     assert plan.kv_blocks_expected == case.plan.config.num_gpu_blocks
     assert plan.engine.tensor_parallel_size == case.sdd.spec.engine.tensor_parallel_size
 
@@ -81,7 +81,13 @@ def test_the_probe_hits_batches_the_scheduler_can_run(case: Case) -> None:
     assert near, "no step provokes partial drafts near max_model_len (§5.3)"
     repeat = [s for s in steps if s.token_pattern == "repeat"]
     assert bool(repeat) == (case.sdd.spec.speculative.method == "ngram")
-    assert {s.max_tokens for s in steps} == {MAX_TOKENS}
+    own = [s for s in steps if not s.name.startswith("replay-")]
+    assert {s.max_tokens for s in own} == {MAX_TOKENS}
+    replays = [s for s in steps if s.name.startswith("replay-")]
+    sweep = plan.drafter_sweep.steps if plan.drafter_sweep else ()
+    assert [(s.concurrency, s.prompt_tokens, s.max_tokens) for s in replays] == [
+        (s.concurrency, s.prompt_tokens, s.max_tokens) for s in sweep
+    ]
 
 
 def test_no_probe_when_the_spec_turns_it_off(case: Case) -> None:
@@ -103,9 +109,9 @@ def test_the_runner_verifies_the_built_plan_against_the_standin_engine(
 ) -> None:
     """End to end on CPU: our plan, the real runner from a stdlib-only copy, the stand-in vLLM.
 
-    Only the engine command, the local paths and the port are swapped for the test machine,
-    and bursts are capped at 4: the stand-in's ThreadingHTTPServer keeps a listen backlog of 5,
-    so 32 simultaneous connects get resets (vLLM's uvicorn keeps 2048).
+    Only the engine command, the local paths and the port are swapped for the test machine.
+    For eagle-type methods the plan carries the drafter sweep and the compile hook, and the
+    probe replays the sweep: the stand-in's drafter must compile nothing in the probe.
     """
     case = make_case(next(p for p in EXAMPLES if p.stem == name))
     doc = _doc(case)
@@ -115,11 +121,14 @@ def test_the_runner_verifies_the_built_plan_against_the_standin_engine(
     doc["report"] = {"termination_log": str(tmp_path / "termination-log")}
     doc["work_dir"] = str(tmp_path / "work")
     doc["require_device"] = False
-    for step in doc["probe"]["steps"]:
-        step["concurrency"] = min(step["concurrency"], 4)
-    doc["timeouts"] = {"total_s": 240, "startup_s": 120, "probe_s": 120, "stop_grace_s": 10}
+    doc["timeouts"] = {"total_s": 240, "startup_s": 60, "probe_s": 120, "stop_grace_s": 10}
+    doc["timeouts"]["sweep_s"] = 120
     result = runner_harness.run_runner(tmp_path, doc)
     assert result.code == 0, result.stderr[-3000:]
     assert result.summary["outcome"] == "verified"
     assert result.summary["key"] == doc["cache"]["key"]
+    if "drafter_sweep" in doc:  # eagle-type: the stand-in's drafter agrees with prove_drafter
+        drafter = result.summary["drafter"]
+        assert (drafter["hook"], drafter["probe"]) == ("attached", 0)
+        assert drafter["driven"] == drafter["expected"] > 0
     assert json.loads((tmp_path / "volume" / doc["cache"]["key"] / "manifest.json").read_text())

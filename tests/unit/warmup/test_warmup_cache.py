@@ -153,3 +153,27 @@ def test_writer_after_publication_leaves_entry_untouched(tmp_path: Path) -> None
     assert result.status == "exists"
     assert (volume / "key-1" / cache.MANIFEST_NAME).read_text() == before
     assert json.loads(before)["writer"] == "a"
+
+
+def _published(volume: Path, key: str, owner: str, created: int, tmp: Path) -> None:
+    src = recipes(tmp / f"src-{key}", b"p", count=1)
+    cache.publish(src, volume, key, {"owner": owner})
+    manifest = volume / key / cache.MANIFEST_NAME
+    data = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({**data, "created_unix": created}))
+
+
+def test_prune_keeps_the_newest_entries_of_one_owner_only(tmp_path: Path) -> None:
+    """Issue 11 item 8: superseded entries go, bounded by the retention count; a shared claim
+    keeps every other owner's entries, and the entry just published always stays."""
+    volume = tmp_path / "vol"
+    for i, key in enumerate(["a-1", "a-2", "a-3", "a-4"]):
+        _published(volume, key, "uid-a", 100 + i, tmp_path)
+    _published(volume, "b-1", "uid-b", 50, tmp_path)
+    (volume / "half-written").mkdir()  # no manifest: never touched
+    pruned = cache.prune(volume, "uid-a", retain=2, keep="a-2")
+    assert sorted(pruned) == ["a-1", "a-3"]
+    assert visible_entries(volume) == ["a-2", "a-4", "b-1", "half-written"]
+    assert cache.prune(volume, "uid-a", retain=2, keep="a-2") == []
+    assert cache.prune(volume, "uid-a", retain=1, keep="a-4") == ["a-2"]
+    assert visible_entries(volume) == ["a-4", "b-1", "half-written"]

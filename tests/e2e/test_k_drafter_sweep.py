@@ -1,0 +1,74 @@
+"""Scenario k: an eagle3 SDD whose warmup Job drives the drafter sweep and verifies it (issue 16).
+
+The operator plans the drafter's graphs and their sweep; the real Job runs the runner in the
+stand-in engine image (a test double), which loads the runner's compile hook through vLLM's
+general-plugin entry point exactly as the real engine would; the stand-in's drafter compiles
+its graphs on a fake HPU that only the hook reports. The runner drives the sweep, replays it in
+the probe, and the operator records what the hook saw.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from e2e_support import E2ECluster, condition, is_true, sdd, wait_for
+
+NAME = "drafter"
+
+
+@pytest.fixture(scope="module")
+def warmed(e2e: E2ECluster, namespace: str) -> dict[str, Any]:
+    e2e.apply(sdd(NAME, namespace, e2e.images.engine.ref, k=2, method="eagle3"))
+
+    def done() -> dict[str, Any] | None:
+        obj = e2e.get("sdd", "-n", namespace, NAME)
+        return obj if is_true(obj, "Warmed") or is_true(obj, "Stalled") else None
+
+    return dict(wait_for("Warmed=True", done, 420))
+
+
+def test_the_plan_status_shows_target_and_drafter(warmed: dict[str, Any]) -> None:
+    plan = warmed["status"]["plan"]
+    assert plan["drafterShapes"] >= plan["drafterSwept"] > 0
+    proven = condition(warmed, "CoverageProven")
+    assert proven["message"].startswith("target: ")
+    assert "reachable states run a planned bucket; drafter: " in proven["message"]
+    assert (
+        f"drafter: {plan['drafterShapes']} shapes the engine compiles at runtime, "
+        f"{plan['drafterSwept']} driven by the warmup sweep"
+    ) in proven["message"]
+
+
+def test_the_job_drove_the_sweep_and_the_hook_verified_it(
+    e2e: E2ECluster, namespace: str, warmed: dict[str, Any]
+) -> None:
+    warmed_condition = condition(warmed, "Warmed")
+    assert warmed_condition["status"] == "True", warmed_condition
+    (job,) = e2e.items("jobs", namespace, NAME)
+    pods = e2e.get(
+        "pods", "-n", namespace, "-l", f"batch.kubernetes.io/job-name={job['metadata']['name']}"
+    )
+    (pod,) = pods["items"]
+    (runner,) = [s for s in pod["status"]["containerStatuses"] if s["name"] == "warmup"]
+    summary = json.loads(runner["state"]["terminated"]["message"])
+    drafter = summary["drafter"]
+    assert (summary["outcome"], drafter["hook"], drafter["verified"]) == (
+        "verified",
+        "attached",
+        True,
+    )
+    assert drafter["driven"] == drafter["expected"] == warmed["status"]["plan"]["drafterSwept"]
+    assert drafter["probe"] == 0
+    status = warmed["status"]["warmup"]
+    assert (status["drafterDriven"], status["drafterVerified"]) == (drafter["driven"], True)
+    assert (
+        f"drafter: {drafter['driven']} of {drafter['expected']} planned graphs compiled in the "
+        "sweep, none in the probe"
+    ) in warmed_condition["message"]
+    config = e2e.get("configmap", "-n", namespace, "-l", "warmgate.dev/component=plan")
+    (plan_map,) = config["items"]
+    runner_plan = json.loads(plan_map["data"]["plan.json"])
+    assert runner_plan["drafter_hook"] == {"enabled": True, "required": False}
+    assert len(runner_plan["drafter_sweep"]["steps"]) > 0

@@ -1,0 +1,108 @@
+"""The operator process on a real API server, for issue 11: a plan too large is refused at
+once, the finalizer is the documented one, unknown status fields are kept, and a deleted
+object's metrics go with it."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+
+import pytest
+from support.api_controllers import get, seeds_example, started
+from support.examples import example_doc
+from support.kube_objects import condition_map
+
+from warmgate.api.constants import FINALIZER
+from warmgate.controlplane import ControlPlane, OperatorProcess
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def operator(
+    control_plane: ControlPlane, module_namespace: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OperatorProcess]:
+    log = tmp_path_factory.mktemp("operator") / "operator.log"
+    env = {"WARMGATE_RESYNC_SECONDS": "1", "WARMGATE_OPERATOR_IMAGE": "warmgate:test"}
+    op = OperatorProcess(control_plane.kubeconfig, module_namespace, log, env=env)
+    try:
+        yield op.wait_alive()
+    finally:
+        op.stop()
+
+
+def test_a_plan_of_millions_of_buckets_is_refused_within_seconds(
+    control_plane: ControlPlane, operator: OperatorProcess, module_namespace: str
+) -> None:
+    """Item 5: tried before, such an object had no status at all after 25 s."""
+    doc = example_doc(
+        "minimal-ngram",
+        engine={"maxModelLen": 131072, "maxNumSeqs": 1024, "maxNumBatchedTokens": 8192},
+        buckets={"strategy": "lin"},
+    )
+    doc["metadata"].update(namespace=module_namespace, name="huge")
+    control_plane.kubectl("apply", "-f", "-", stdin=json.dumps(doc))
+    control_plane.kubectl(
+        "wait", "-n", module_namespace, "sdd/huge", "--for=condition=Stalled", "--timeout=15s"
+    )
+    obj = get(control_plane, "-n", module_namespace, "sdd", "huge")
+    assert condition_map(obj)["BucketsPlanned"] == ("False", "PlanTooLarge")
+    planned = next(c for c in obj["status"]["conditions"] if c["type"] == "BucketsPlanned")
+    assert "200,868 to 471,532 buckets" in planned["message"]
+    assert "would take at least" in planned["message"]
+    assert get(control_plane, "-n", module_namespace, "jobs")["items"] == []
+
+
+def test_the_object_carries_the_documented_finalizer(
+    control_plane: ControlPlane, operator: OperatorProcess, module_namespace: str
+) -> None:
+    """Item 13: docs/api.md and docs/operator.md name the finalizer the operator sets."""
+    obj = started(control_plane, module_namespace, "finalized")
+    assert obj["metadata"]["finalizers"] == [FINALIZER]
+    assert FINALIZER == "warmgate.dev/finalizer"
+
+
+def test_status_fields_of_a_newer_operator_are_kept(
+    control_plane: ControlPlane, operator: OperatorProcess, module_namespace: str
+) -> None:
+    """Item 13: a field this operator does not know neither freezes the object nor is lost."""
+    ns = module_namespace
+    started(control_plane, ns, "newer")
+    future = {"status": {"futureField": "from v2", "warmup": {"futureDetail": 7}}}
+    control_plane.kubectl(
+        "patch", "sdd", "newer", "-n", ns, "--subresource=status", "--type=merge",
+        "-p", json.dumps(future),
+    )  # fmt: skip
+    control_plane.kubectl(
+        "patch", "sdd", "newer", "-n", ns, "--type=merge",
+        "-p", json.dumps({"spec": {"serving": {"replicas": 2}}}),
+    )  # fmt: skip
+    control_plane.kubectl(
+        "wait", "-n", ns, "sdd/newer", "--timeout=60s",
+        "--for=jsonpath={.status.observedGeneration}=2",
+    )  # fmt: skip
+    status = get(control_plane, "-n", ns, "sdd", "newer")["status"]
+    assert status["futureField"] == "from v2"
+    assert status["warmup"]["futureDetail"] == 7
+    assert "InvalidSpec" not in operator.log.read_text()
+
+
+def test_a_deleted_objects_metrics_are_removed(
+    control_plane: ControlPlane, operator: OperatorProcess, module_namespace: str
+) -> None:
+    ns = module_namespace
+    control_plane.kubectl("apply", "-f", "-", stdin=json.dumps(seeds_example(ns, "gone")))
+    series = f'warmgate_coverage_proven{{name="gone",namespace="{ns}"}}'
+    _wait_metrics(operator, lambda text: series in text)
+    control_plane.kubectl("delete", "sdd", "gone", "-n", ns, "--timeout=60s")
+    _wait_metrics(operator, lambda text: f'name="gone",namespace="{ns}"' not in text)
+
+
+def _wait_metrics(operator: OperatorProcess, check: object, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check(operator.get("/metrics")):  # type: ignore[operator]
+            return
+        time.sleep(0.5)
+    raise AssertionError("the metrics never showed the expected series")

@@ -1,0 +1,126 @@
+"""End-to-end: the drafter sweep and the compile hook against the stand-in engine (issue 16).
+
+The stand-in (a test double) runs a drafter for eagle-type methods: its graphs compile on a fake
+HPU the first time they run, and only the compile hook the runner installs (vLLM's general-plugin
+entry point, through a dist-info on the engine's PYTHONPATH) reports them, as in the real engine.
+The plans are the operator's: the sweep from ``plan_sweep`` of the issue's example (max_num_seqs
+8, max_model_len 4096, k = 3), and a probe that replays the sweep's steps.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from runner_harness import make_drafter_plan, make_plan, run_runner
+
+from warmgate.warmup.outcomes import Outcome
+
+pytestmark = pytest.mark.slow
+
+
+def planned(plan: dict[str, Any]) -> set[tuple[Any, ...]]:
+    return {tuple(g) for step in plan["drafter_sweep"]["steps"] for g in step["expected"]}
+
+
+def test_the_sweep_compiles_every_planned_drafter_graph_and_the_probe_none(tmp_path: Path) -> None:
+    plan = make_drafter_plan(tmp_path)
+    result = run_runner(tmp_path, plan)
+    assert result.code == int(Outcome.VERIFIED), result.stderr[-3000:]
+    drafter = result.report()["drafter"]
+    assert drafter["hook"] == "attached"
+    assert drafter["verified"] is True
+    assert drafter["expected"] == len(planned(plan)) == 77  # docs/coverage.md: 77 driven
+    assert drafter["compiled"] == 77
+    assert drafter["not_compiled"] == []
+    assert drafter["probe_compiles"] == []
+    # The engine's prompt warmup compiled the drafter graphs prove_drafter says it does (67).
+    assert drafter["warmup_compiles"]["drafter"] == 67
+    steps = {s["name"]: s for s in drafter["steps"]}
+    assert list(steps) == [s["name"] for s in plan["drafter_sweep"]["steps"]]
+    assert all(s["ok"] == s["sent"] and s["compiles"] >= 0 for s in steps.values())
+    compiled = {tuple(g) for s in steps.values() for g in s["graphs"]}
+    assert planned(plan) <= compiled
+    assert result.summary["drafter"] == {
+        "hook": "attached",
+        "verified": True,
+        "expected": 77,
+        "driven": 77,
+        "probe": 0,
+        "gaps": len(drafter["probe_known_gaps"]),
+    }
+    undriven = {tuple(u["shape"]) for u in plan["drafter_sweep"]["undriven"]}
+    assert {tuple(g) for g in drafter["probe_known_gaps"]} <= undriven
+    assert "drafter: the sweep compiled 77 of 77 planned graphs" in result.summary["reason"]
+    assert "warmgate-progress stage sweep" in result.stdout.splitlines()
+
+
+def test_a_sweep_step_removed_fails_the_verdict_naming_its_graph(tmp_path: Path) -> None:
+    plan = make_drafter_plan(tmp_path)
+    removed = plan["drafter_sweep"]["steps"].pop(20)  # its probe replay stays
+    result = run_runner(tmp_path, plan)
+    assert result.code == int(Outcome.UNWARMED_SHAPES), result.stderr[-3000:]
+    alone = {tuple(g) for g in removed["expected"]} - planned(plan)
+    assert alone, "the removed step drove graphs no other step plans"
+    named = {u for u in result.summary["unwarmed"] if u.startswith("Drafter graph")}
+    report = result.report()["drafter"]
+    others = {tuple(g) for g in report["other_sweep_graphs"]}
+    # Each graph only that step planned compiled either in the probe (named) or, by chance, in
+    # another sweep step that did not plan it; at least one is named.
+    for graph in alone:
+        text = f"Drafter graph {graph!r} compiled during the probe (not warmed)"
+        assert text in named or graph in others
+    assert named
+    assert result.summary["reason"] in named
+    assert result.summary["drafter"]["verified"] is False
+
+
+def test_a_hook_that_cannot_attach_leaves_the_drafter_not_verified(tmp_path: Path) -> None:
+    result = run_runner(tmp_path, make_drafter_plan(tmp_path), faults="hook_targets_moved")
+    assert result.code == int(Outcome.VERIFIED), result.stderr[-3000:]
+    reason = result.summary["reason"]
+    assert "drafter: not verified: " in reason
+    assert "HPUModelRunner.sample_tokens missing" in reason
+    assert result.summary["drafter"]["hook"] == "not-attached"
+    assert result.summary["drafter"]["verified"] is False
+    assert result.report()["drafter"]["sweep"]["steps_run"] == 49  # the sweep still ran
+
+
+def test_a_required_hook_that_cannot_attach_is_its_own_outcome(tmp_path: Path) -> None:
+    plan = make_drafter_plan(tmp_path, drafter_hook={"enabled": True, "required": True})
+    result = run_runner(tmp_path, plan, faults="hook_targets_moved")
+    assert result.code == int(Outcome.DRAFTER_UNVERIFIED) == 11
+    assert result.summary["outcome"] == "drafter_unverified"
+    assert result.summary["cache"] is None  # only a verified run publishes
+
+
+def test_without_the_hook_the_sweep_runs_and_nothing_is_claimed(tmp_path: Path) -> None:
+    result = run_runner(tmp_path, make_drafter_plan(tmp_path, hook=False))
+    assert result.code == int(Outcome.VERIFIED), result.stderr[-3000:]
+    drafter = result.report()["drafter"]
+    assert drafter["hook"] == "off"
+    assert drafter["verified"] is None
+    assert len(drafter["steps"]) == 49
+    assert "drafter: not checked (no compile hook)" in result.summary["reason"]
+    assert "warmgate-hook" not in result.stderr
+
+
+def test_ngram_needs_no_sweep_and_no_hook(tmp_path: Path) -> None:
+    result = run_runner(tmp_path, make_plan(tmp_path, k=3))
+    assert result.code == int(Outcome.VERIFIED), result.stderr[-3000:]
+    assert result.report()["drafter"] is None
+    assert "drafter" not in result.summary
+    assert "warmgate-hook" not in result.stderr
+
+
+def test_ngram_with_the_hook_attaches_and_compiles_nothing_in_the_probe(tmp_path: Path) -> None:
+    plan = make_plan(tmp_path, k=3, drafter_hook={"enabled": True})
+    result = run_runner(tmp_path, plan)
+    assert result.code == int(Outcome.VERIFIED), result.stderr[-3000:]
+    drafter = result.report()["drafter"]
+    assert (drafter["hook"], drafter["drafter_named"]) == ("attached", False)
+    lists = plan["buckets"]["expected"]
+    graphs = lists["prompt"]["count"] + lists["decode"]["count"]  # every bucket, no drafter
+    assert drafter["warmup_compiles"] == {"count": graphs, "drafter": 0}
+    assert drafter["probe_compiles"] == []

@@ -1,0 +1,72 @@
+"""The kopf layer's part of issue 11 (item 13 and the retry of item 3), without a cluster.
+
+The integration tier (test_operator_lifecycle.py) proves the same on the real API server: the
+finalizer on the object, the series gone after a delete.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+import pytest
+from prometheus_client import generate_latest
+from support.paths import DOCS
+
+from warmgate.api import SpecDecodeDeploymentStatus
+from warmgate.api.constants import FINALIZER
+from warmgate.handlers import kopf_handlers, metrics
+from warmgate.handlers.kopf_handlers import kopf_settings, registry
+from warmgate.settings import Settings
+
+
+def test_the_finalizer_kopf_sets_is_the_documented_one() -> None:
+    assert kopf_settings().persistence.finalizer == FINALIZER
+    assert f"`{FINALIZER}`" in (DOCS / "api.md").read_text(encoding="utf-8")
+    operator_doc = (DOCS / "operator.md").read_text(encoding="utf-8")
+    assert f"`{FINALIZER}`" in operator_doc
+    assert '"path": "/metadata/finalizers"' in operator_doc  # how to remove it by hand
+
+
+def test_the_delete_handler_adds_no_finalizer() -> None:
+    changing = registry(Settings())._changing
+    deletes = [h for h in changing.get_all_handlers() if h.id == "forget"]
+    assert [h.requires_finalizer for h in deletes] == [False]
+
+
+def test_a_deleted_objects_series_are_removed() -> None:
+    from support.examples import example_sdd
+
+    from warmgate.reconcile.planning import evaluate
+
+    sdd = example_sdd("llama31-8b-seeds", namespace="ns-gone", name="gone")
+    metrics.record("ns-gone", "gone", evaluate(sdd))
+    metrics.record_status("ns-gone", "gone", SpecDecodeDeploymentStatus())  # every gauge
+
+    def series() -> list[str]:
+        text = generate_latest(metrics.REGISTRY).decode()
+        return [line for line in text.splitlines() if 'namespace="ns-gone"' in line]
+
+    assert series()
+    runtime: Any = type(
+        "Memo", (), {"backoff": type("B", (), {"forget": lambda self, uid: None})()}
+    )()
+    body = {"metadata": {"namespace": "ns-gone", "name": "gone", "uid": "u"}}
+    kopf_handlers.forget(body, runtime)  # type: ignore[arg-type]
+    assert series() == []
+
+
+def test_an_api_failure_is_retried_after_the_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sync's backoff reaches kopf as TemporaryError, after the status patch was taken."""
+    from warmgate.reconcile.sync import Outcome
+
+    outcome = Outcome(result=None, status=None, status_patch={"phase": "Ready"}, retry_after=4.0)  # type: ignore[arg-type]
+    monkeypatch.setattr(kopf_handlers, "sync", lambda *a, **k: outcome)
+    monkeypatch.setattr(kopf_handlers.metrics, "record", lambda *a: None)
+    monkeypatch.setattr(kopf_handlers.metrics, "record_status", lambda *a: None)
+    patch = kopf.Patch()
+    sdd: Any = type("S", (), {"metadata": type("M", (), {"namespace": "n", "name": "x"})()})()
+    with pytest.raises(kopf.TemporaryError) as raised:
+        kopf_handlers._sync(sdd, kopf.Body({}), patch, None, None)  # type: ignore[arg-type]
+    assert raised.value.delay == 4.0
+    assert patch["status"] == {"phase": "Ready"}

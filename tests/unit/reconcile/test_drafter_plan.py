@@ -1,0 +1,152 @@
+"""The plan pipeline's drafter stage (issue 16): status, runner plan and Warmed verdict."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from support.examples import example_sdd
+from support.resource_cases import SETTINGS, UID
+
+from warmgate.buckets.drafter import prove_drafter
+from warmgate.buckets.sweep import SWEEP_FORMAT
+from warmgate.reconcile.drafter_plan import sweep_budget
+from warmgate.reconcile.planning import evaluate
+from warmgate.reconcile.warmup_state import RunnerSummary, evaluate_warmup
+from warmgate.resources import desired_children
+from warmgate.warmup.plan import parse_plan
+
+KEY = "gaudi2-tp1-" + "b" * 40
+
+
+def test_the_sweep_budget_is_a_share_of_one_warmup_attempt() -> None:
+    assert [sweep_budget(t) for t in (60, 3600, 7200, 86400)] == [9.0, 540.0, 1080.0, 1800.0]
+
+
+def test_status_shows_target_and_drafter() -> None:
+    result = evaluate(example_sdd("llama31-8b-seeds", uid=UID, namespace="llm"))
+    assert result.evaluation is not None
+    drafter = result.evaluation.drafter
+    assert result.plan is not None
+    report = prove_drafter(result.plan, "eagle3")  # the plan warmgate warms, same scope
+    assert drafter.runtime_shapes == len(report.unwarmed) > 0
+    assert 0 < drafter.swept <= drafter.runtime_shapes
+    message = result.coverage.message
+    assert message.startswith("target: ")
+    assert (
+        f"drafter: {drafter.runtime_shapes} shapes the engine compiles at runtime, "
+        f"{drafter.swept} driven by the warmup sweep ("
+    ) in message
+    summary = result.summary
+    assert summary is not None
+    assert (summary.drafter_shapes, summary.drafter_swept) == (
+        drafter.runtime_shapes,
+        drafter.swept,
+    )
+
+
+def test_the_estimate_includes_the_sweep() -> None:
+    result = evaluate(example_sdd("llama31-8b-seeds", uid=UID, namespace="llm"))
+    assert result.evaluation is not None
+    assert result.summary is not None
+    target = result.evaluation.cost(result.evaluation.effective).high_s
+    sweep = result.evaluation.drafter.seconds[1]
+    assert sweep > 0
+    assert result.summary.estimated_warmup_seconds == round(target + sweep)
+
+
+def test_ngram_has_no_drafter_fields_sweep_or_hook() -> None:
+    result = evaluate(example_sdd("minimal-ngram", uid=UID, namespace="llm"))
+    assert result.summary is not None
+    assert (result.summary.drafter_shapes, result.summary.drafter_swept) == (None, None)
+    assert "drafter" not in result.coverage.message
+    to_run = result.to_run(kv_blocks=None)
+    assert to_run is not None
+    assert to_run.drafter_sweep is None
+    runner = desired_children(
+        example_sdd("minimal-ngram", uid=UID, namespace="llm"), to_run, SETTINGS
+    ).runner_plan
+    assert runner["drafter_hook"] == {"enabled": False, "required": False}
+    assert "drafter_sweep" not in runner
+    assert "sweep_s" not in runner["timeouts"]
+
+
+def test_the_runner_plan_carries_the_sweep_hook_replay_and_deadline() -> None:
+    sdd = example_sdd("llama31-8b-seeds", uid=UID, namespace="llm")
+    to_run = evaluate(sdd).to_run(kv_blocks=None)
+    assert to_run is not None
+    assert to_run.drafter_sweep is not None
+    doc = desired_children(sdd, to_run, SETTINGS).runner_plan
+    plan = parse_plan(doc)  # the runner's own validator accepts it
+    assert doc["drafter_sweep"]["format"] == SWEEP_FORMAT
+    assert plan.drafter_hook.enabled
+    assert not plan.drafter_hook.required
+    sweep = plan.drafter_sweep
+    assert sweep is not None
+    assert sweep.budget_s == sweep_budget(sdd.spec.warmup.timeout_seconds)
+    assert plan.timeouts.sweep_s == sweep.budget_s * 1.5
+    t = plan.timeouts
+    assert t.facts_s + t.startup_s + t.probe_s + t.sweep_s + t.stop_grace_s <= t.total_s + 1e-6
+    replays = [s.name for s in plan.probe.steps if s.name.startswith("replay-")]
+    assert replays == [f"replay-{s.name}" for s in sweep.steps]
+
+
+def test_an_unmodelled_drafter_gets_no_hook_and_says_why() -> None:
+    result = evaluate(example_sdd("llama31-8b-lin-contiguous-pa", uid=UID, namespace="llm"))
+    assert "drafter: eagle: not modelled: prompt batches" in result.coverage.message
+    to_run = result.to_run(kv_blocks=None)
+    assert to_run is not None
+    doc = desired_children(
+        example_sdd("llama31-8b-lin-contiguous-pa", uid=UID, namespace="llm"), to_run, SETTINGS
+    )
+    assert doc.runner_plan["drafter_hook"]["enabled"] is False
+
+
+def _job_with(summary: dict[str, object]) -> tuple[dict[str, object], list[dict[str, object]]]:
+    job = {
+        "metadata": {"name": "w", "uid": "job-uid"},
+        "status": {"conditions": [{"type": "Complete", "status": "True"}]},
+    }
+    message = json.dumps({"v": 3, "outcome": "verified", "code": 0, "key": KEY, **summary})
+    terminated = {"exitCode": 0, "message": message}
+    owner = {"kind": "Job", "name": "w", "uid": "job-uid", "controller": True}
+    pod = {
+        "metadata": {"ownerReferences": [owner]},
+        "status": {"containerStatuses": [{"name": "warmup", "state": {"terminated": terminated}}]},
+    }
+    return job, [pod]
+
+
+@pytest.mark.parametrize(
+    ("drafter", "fields", "text"),
+    [
+        (
+            {"hook": "attached", "verified": True, "expected": 77, "driven": 77, "probe": 0},
+            (77, True),
+            "; drafter: 77 of 77 planned graphs compiled in the sweep, none in the probe",
+        ),
+        (
+            {"hook": "not-attached", "verified": False, "expected": 77, "driven": 0, "probe": 0},
+            (0, False),
+            "; drafter not verified: the compile hook did not attach",
+        ),
+    ],
+)
+def test_warmed_reports_the_drafter_check(
+    drafter: dict[str, object], fields: tuple[int, bool], text: str
+) -> None:
+    job, pods = _job_with({"kv_blocks": 9, "drafter": drafter})
+    state = evaluate_warmup(job, pods, KEY)
+    assert state.verdict.status == "True"
+    assert text in state.verdict.message
+    assert (state.summary.drafter_driven, state.summary.drafter_verified) == fields
+
+
+def test_a_summary_without_drafter_leaves_the_fields_unset() -> None:
+    job, pods = _job_with({"kv_blocks": 9})
+    state = evaluate_warmup(job, pods, KEY)
+    assert (state.summary.drafter_driven, state.summary.drafter_verified) == (None, None)
+    assert "drafter" not in state.verdict.message
+    odd = RunnerSummary.parse(json.dumps({"outcome": "verified", "drafter": {"hook": 3}}))
+    assert odd is not None
+    assert odd.drafter is None

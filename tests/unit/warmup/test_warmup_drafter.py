@@ -1,0 +1,234 @@
+"""The hook's line format, the plan's drafter fields and the check of what the hook saw."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+from runner_harness import make_drafter_plan
+
+from warmgate.warmup.drafter_check import NO_PROCESS, check_drafter
+from warmgate.warmup.hooklog import HookEvent, format_hook_line, parse_hook_line
+from warmgate.warmup.logparse import LogParser
+from warmgate.warmup.plan import PlanError, parse_plan
+from warmgate.warmup.sweep import SweepRun, SweepStepRun, sweep_prompt
+from warmgate.warmup.sweepplan import HookSpec, SweepSpec, SweepStepSpec
+
+
+def test_every_event_round_trips() -> None:
+    lines = [
+        format_hook_line("attached", 7, 1.25, targets=["sample_tokens", "warmup_model"]),
+        format_hook_line("not-attached", 7, 2.0, target="step", reason='a "moved" method = x'),
+        format_hook_line("warmup", 7, 3.5, count=250, drafter=25),
+        format_hook_line(
+            "compile", 8, 4.125, where="drafter", graph=["decode", 16, 1, 48], count=1
+        ),
+        format_hook_line("compile", 8, 5.0, where="step", count=3, drafter=1),
+    ]
+    assert lines[3] == (
+        'warmgate-hook v1 compile pid=8 t=4.125 where=drafter graph=["decode",16,1,48] count=1\n'
+    )
+    events = [parse_hook_line(line) for line in lines]
+    kinds = ["attached", "not-attached", "warmup", "compile", "compile"]
+    assert [e.kind for e in events if e] == kinds
+    assert events[1] is not None
+    assert events[1].fields["reason"] == 'a "moved" method = x'
+    assert events[3] == HookEvent(
+        "compile", 8, 4.125, {"where": "drafter", "graph": ["decode", 16, 1, 48], "count": 1}
+    )
+    assert events[3].graph == ("decode", 16, 1, 48)
+    assert (events[4].count, events[4].drafter, events[4].where) == (3, 1, "step")  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "(EngineCore pid=5) warmgate-hook v1 compile pid=5 t=1.0 where=step count=2 drafter=0",
+        "\x1b[0;36m(Worker_TP1 pid=5)\x1b[0;0m warmgate-hook v1 compile pid=5 t=1.0 where=step "
+        "count=2 drafter=0",
+    ],
+)
+def test_a_hook_line_after_a_process_prefix_is_read(line: str) -> None:
+    parser = LogParser()
+    parser.feed(line + "\n", "stderr")
+    (event,) = parser.state.hook_events
+    assert (event.pid, event.count) == (5, 2)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "warmgate-hook v1 compile pid=5 t=1.0 where=st(EngineCore pid=9) INFO ep count=2",
+        'warmgate-hook v1 compile pid=5 t=1.0 graph=["decode",16,1',
+        "warmgate-hook v1 compile t=1.0 count=2",
+        "warmgate-hook v2 compile pid=5 t=1.0 count=2",
+        "warmgate-hook v1 exploded pid=5 t=1.0",
+    ],
+)
+def test_a_garbled_or_foreign_hook_line_is_no_event(line: str) -> None:
+    assert parse_hook_line(line) is None
+
+
+def test_the_operator_sweep_document_parses(tmp_path: Path) -> None:
+    raw = make_drafter_plan(tmp_path)
+    plan = parse_plan(raw)
+    sweep = plan.drafter_sweep
+    assert sweep is not None
+    assert (sweep.method, sweep.k, len(sweep.steps), len(sweep.expected)) == ("eagle3", 3, 49, 77)
+    assert plan.drafter_hook == HookSpec(enabled=True, required=False)
+    assert sweep.steps[0].expected[0][0] == "decode"
+
+
+def _bad(tmp_path: Path, edit: Any) -> list[str]:
+    raw = copy.deepcopy(make_drafter_plan(tmp_path))
+    edit(raw)
+    with pytest.raises(PlanError) as caught:
+        parse_plan(raw)
+    return caught.value.problems
+
+
+def test_drafter_fields_are_validated_with_their_path(tmp_path: Path) -> None:
+    def other_format(raw: dict[str, Any]) -> None:
+        raw["drafter_sweep"]["format"] = "warmgate-drafter-sweep/2"
+
+    def bad_shape(raw: dict[str, Any]) -> None:
+        raw["drafter_sweep"]["steps"][0]["expected"][0] = ["decode", 0, 1, 8]
+
+    def unknown(raw: dict[str, Any]) -> None:
+        raw["drafter_sweep"]["steps"][1]["extra"] = 1
+        raw["drafter_hook"]["required"] = "yes"
+
+    def required_off(raw: dict[str, Any]) -> None:
+        raw["drafter_hook"] = {"enabled": False, "required": True}
+
+    assert _bad(tmp_path, other_format) == [
+        "plan.drafter_sweep.format: this runner reads 'warmgate-drafter-sweep/1', the plan says "
+        "'warmgate-drafter-sweep/2'"
+    ]
+    assert _bad(tmp_path, bad_shape) == [
+        "plan.drafter_sweep.steps[0].expected: expected [phase, batch, query, blocks], got "
+        "['decode', 0, 1, 8]"
+    ]
+    assert _bad(tmp_path, unknown) == [
+        "plan.drafter_sweep.steps[1].extra: unknown field",
+        "plan.drafter_hook.required: expected true or false, got 'yes'",
+    ]
+    assert _bad(tmp_path, required_off) == [
+        "plan.drafter_hook.required: the hook cannot be required while enabled is false"
+    ]
+
+
+def test_sweep_prompts_are_distinct_per_step_and_request() -> None:
+    steps = [SweepStepSpec(f"drafter-decode-n8-p{p}-m30", 8, 256, 30, ()) for p in (128, 256)]
+    prompts = [tuple(sweep_prompt(s, i, 100, 20000)) for s in steps for i in range(8)]
+    assert len({p[:16] for p in prompts}) == 16  # no two share even their first block's start
+    assert all(100 <= t <= 20000 for p in prompts for t in p)
+    assert sweep_prompt(steps[0], 3, 100, 20000) == sweep_prompt(steps[0], 3, 100, 20000)
+
+
+SPEC = SweepSpec(
+    method="eagle3",
+    k=3,
+    temperature=0.0,
+    ignore_eos=True,
+    steps=(
+        SweepStepSpec("a", 2, 1, 30, (("decode", 2, 1, 8), ("decode", 8, 1, 8))),
+        SweepStepSpec("b", 3, 1, 30, (("decode", 4, 1, 4),)),
+    ),
+    targets=5,
+    undriven=((("decode", 12, 1, 16), "partial drafts only"),),
+    budget_s=60,
+    seconds=(1.0, 2.0),
+)
+RUN = SweepRun(
+    began=100.0,
+    ended=120.0,
+    steps=[SweepStepRun("a", 2, 2, 100.0, 110.0), SweepStepRun("b", 3, 3, 110.0, 120.0)],
+)
+ATTACHED = [
+    HookEvent("attached", 1, 10.0, {"targets": ["sample_tokens", "warmup_model"]}),
+    HookEvent("attached", 1, 10.0, {"targets": ["drafter"]}),
+    HookEvent("warmup", 1, 50.0, {"count": 100, "drafter": 10}),
+]
+
+
+def drafter(t: float, graph: list[Any], pid: int = 1) -> HookEvent:
+    return HookEvent("compile", pid, t, {"where": "drafter", "graph": graph, "count": 1})
+
+
+def step(t: float, count: int, drafters: int, pid: int = 1) -> HookEvent:
+    return HookEvent("compile", pid, t, {"where": "step", "count": count, "drafter": drafters})
+
+
+def test_compiles_are_placed_in_sweep_steps_and_the_probe() -> None:
+    events = [
+        *ATTACHED,
+        drafter(101.0, ["decode", 2, 1, 8]),
+        step(101.0, 1, 1),
+        drafter(111.0, ["decode", 4, 1, 4]),
+        drafter(111.0, ["decode", 16, 1, 4]),  # not planned: another graph the step ran
+        step(111.0, 2, 2),
+        drafter(111.5, ["decode", 4, 1, 4], pid=2),  # TP rank 1 compiles the same graph
+        step(111.5, 1, 1, pid=2),
+        drafter(131.0, ["decode", 8, 1, 8]),  # the graph step "a" planned, first seen in probe
+        drafter(131.0, ["decode", 12, 1, 16]),  # a known gap: the sweep could not drive it
+        step(131.0, 4, 2),
+    ]
+    check = check_drafter(events, HookSpec(enabled=True), SPEC, RUN, probe_began=130.0)
+    assert (check.hook, check.drafter_named, check.warmup) == (
+        "attached",
+        True,
+        {"count": 100, "drafter": 10},
+    )
+    assert check.compiled == {("decode", 2, 1, 8), ("decode", 4, 1, 4), ("decode", 16, 1, 4)}
+    assert check.not_compiled == [("decode", 8, 1, 8)]
+    assert check.other == {("decode", 16, 1, 4)}
+    assert [(s["name"], s["compiles"], s["missing"]) for s in check.steps] == [
+        ("a", 1, [["decode", 8, 1, 8]]),
+        ("b", 2, []),
+    ]
+    assert check.probe == [
+        "Drafter graph ('decode', 8, 1, 8) compiled during the probe (not warmed)",
+        "2 graph compilation(s) outside the drafter in 1 probe step(s): target or sampler "
+        "graphs the warmup did not compile",
+    ]
+    assert check.known_gaps == [("decode", 12, 1, 16)]
+    assert check.verified is False
+    assert check.summary() == {
+        "hook": "attached",
+        "verified": False,
+        "expected": 3,
+        "driven": 2,
+        "probe": 2,
+        "gaps": 1,
+    }
+
+
+def test_without_an_attached_hook_nothing_is_verified() -> None:
+    silent = check_drafter([], HookSpec(enabled=True), SPEC, RUN, 130.0)
+    assert (silent.hook, silent.reason, silent.verified) == ("not-attached", NO_PROCESS, False)
+    moved = [
+        HookEvent("not-attached", 1, 1.0, {"target": "step", "reason": "X.sample_tokens missing"})
+    ]
+    check = check_drafter(moved, HookSpec(enabled=True), SPEC, RUN, 130.0)
+    assert check.line() == "drafter: not verified: X.sample_tokens missing"
+    off = check_drafter(ATTACHED, HookSpec(), SPEC, RUN, 130.0)
+    assert (off.hook, off.verified, off.line()) == (
+        "off",
+        None,
+        "drafter: not checked (no compile hook)",
+    )
+
+
+def test_a_drafter_that_cannot_be_named_still_counts_step_compiles() -> None:
+    events = [
+        ATTACHED[0],
+        HookEvent("not-attached", 1, 10.0, {"target": "drafter", "reason": "propose missing"}),
+        step(131.0, 2, 0),
+    ]
+    check = check_drafter(events, HookSpec(enabled=True), SPEC, RUN, 130.0)
+    assert (check.hook, check.drafter_named) == ("attached", False)
+    assert len(check.probe) == 1
+    assert check.probe[0].startswith("2 graph compilation(s) outside the drafter")

@@ -1,0 +1,243 @@
+"""The compile hook loaded the way vLLM loads it, against TEST DOUBLE engine modules.
+
+Each case runs a fresh interpreter with a fake ``vllm_gaudi`` (a model runner and an eagle
+proposer shaped like vllm-gaudi's: ``sample_tokens``, ``warmup_model``, ``propose`` calling
+``self.model(input_ids=..., attn_metadata=...)``) and a fake ``habana_frameworks.torch.hpu``
+whose ``metric_localcontext("graph_compilation")`` counts "compiles" of shapes not seen before.
+The plugin is found the way vLLM finds it: ``importlib.metadata.entry_points`` over the
+dist-info folder the runner writes. Nothing here is the real engine or Habana's software.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from warmgate.warmup import hookenv
+from warmgate.warmup.hooklog import HookEvent, parse_hook_line
+
+HPU = '''
+"""TEST DOUBLE of habana_frameworks.torch.hpu."""
+COMPILES = [0]
+SEEN = set()
+def synchronize():
+    pass
+def run(key):
+    if key not in SEEN:
+        SEEN.add(key)
+        COMPILES[0] += 1
+'''
+METRICS = '''
+"""TEST DOUBLE of habana_frameworks.torch.hpu.metrics."""
+from habana_frameworks.torch.hpu import COMPILES
+class metric_localcontext:
+    def __init__(self, name):
+        assert name == "graph_compilation"
+    def __enter__(self):
+        self.start = COMPILES[0]
+        return self
+    def __exit__(self, *exc):
+        self.end = COMPILES[0]
+    def stats(self):
+        return [["TotalNumber", self.end - self.start], ["TotalTime", 5], ["AvgTime", 1]]
+'''
+RUNNER = '''
+"""TEST DOUBLE of vllm_gaudi.v1.worker.hpu_model_runner."""
+from habana_frameworks.torch.hpu import run
+class HPUModelRunner:
+    def __init__(self):
+        from vllm_gaudi.v1.spec_decode.hpu_eagle import HpuEagleProposer
+        self.drafter = HpuEagleProposer()
+    def warmup_model(self):
+        for bs in (1, 2, 4):
+            self.sample_tokens(("decode", bs, 1, 8), [("prompt", 1, 128, 0)])
+        return "warmed"
+    def sample_tokens(self, target, drafts):
+        run(("target", target))
+        self.drafter.propose(drafts)
+        return "sampled"
+'''
+EAGLE = '''
+"""TEST DOUBLE of vllm_gaudi.v1.spec_decode.hpu_eagle."""
+from habana_frameworks.torch.hpu import run
+class Tensor:
+    def __init__(self, *shape):
+        self.shape = shape
+class Attn:
+    def __init__(self, prompt, blocks):
+        self.is_prompt, self.blocks = prompt, blocks
+    def num_blocks(self):
+        return self.blocks
+class Model:
+    def __call__(self, *, input_ids, attn_metadata, positions=None):
+        phase = "prompt" if attn_metadata.is_prompt else "decode"
+        run(("drafter", phase, *input_ids.shape, attn_metadata.num_blocks()))
+        return "hidden"
+    def compute_logits(self, hidden):
+        return "logits"
+class HpuEagleProposer:
+    def __init__(self):
+        self.model = Model()
+    def propose(self, drafts):
+        for phase, bs, query, blocks in drafts:
+            self.model(input_ids=Tensor(bs, query), attn_metadata=Attn(phase == "prompt", blocks))
+        return self.model.compute_logits("hidden")
+'''
+# After loading the plugins as vLLM does: warm up, then steps with new and known shapes.
+SCRIPT = """
+import json, os
+from importlib.metadata import entry_points
+{before}
+allowed = os.environ.get("VLLM_PLUGINS")  # vllm/plugins/__init__.py load_plugins_by_group
+for plugin in entry_points(group="vllm.general_plugins"):
+    if allowed is None or plugin.name in allowed.split(","):
+        plugin.load()()
+        plugin.load()()  # vLLM may load plugins more than once in a process
+import vllm_gaudi.v1.worker.hpu_model_runner as m
+runner = m.HPUModelRunner()
+step = getattr(runner, "sample_tokens", None) or runner.sample_tokens_v2
+assert runner.warmup_model() == "warmed"
+assert step(("decode", 1, 1, 8), [("decode", 4, 1, 8)]) == "sampled"
+assert step(("decode", 1, 1, 8), [("decode", 4, 1, 8)]) == "sampled"
+assert step(("decode", 8, 1, 64), [("decode", 8, 1, 64), ("decode", 2, 1, 16)]) == "sampled"
+print(json.dumps(type(runner.drafter.model).__name__))
+"""
+
+
+def engine_tree(root: Path, *, runner: str = RUNNER, metrics: str = METRICS) -> Path:
+    files = {
+        "habana_frameworks/__init__.py": "",
+        "habana_frameworks/torch/__init__.py": "",
+        "habana_frameworks/torch/hpu/__init__.py": HPU,
+        "habana_frameworks/torch/hpu/metrics.py": metrics,
+        "vllm_gaudi/__init__.py": "",
+        "vllm_gaudi/v1/__init__.py": "",
+        "vllm_gaudi/v1/worker/__init__.py": "",
+        "vllm_gaudi/v1/worker/hpu_model_runner.py": runner,
+        "vllm_gaudi/v1/spec_decode/__init__.py": "",
+        "vllm_gaudi/v1/spec_decode/hpu_eagle.py": EAGLE,
+    }
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(textwrap.dedent(text))
+    return root
+
+
+def run_engine(
+    tmp: Path, *, before: str = "", env_extra: dict[str, str] | None = None, **tree: str
+) -> tuple[list[HookEvent], subprocess.CompletedProcess[str]]:
+    engine = engine_tree(tmp / "engine", **tree)
+    env = {"PYTHONPATH": str(engine), **(env_extra or {})}
+    hookenv.hook_env(env, hookenv.install(tmp / "work"))
+    script = SCRIPT.format(before=before)
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    events = [e for line in done.stderr.splitlines() if (e := parse_hook_line(line))]
+    return events, done
+
+
+def kinds(events: list[HookEvent]) -> list[str]:
+    return [e.kind for e in events]
+
+
+def test_hook_patches_the_engine_when_its_modules_load(tmp_path: Path) -> None:
+    events, done = run_engine(tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == "Model"  # the drafter's model is restored after propose
+    attached = [e.fields["targets"] for e in events if e.kind == "attached"]
+    assert attached == [["sample_tokens", "warmup_model"], ["drafter"]]
+    (warm,) = [e for e in events if e.kind == "warmup"]
+    assert (warm.count, warm.drafter) == (4, 1)  # 3 target graphs + 1 drafter graph
+    compiles = [e for e in events if e.kind == "compile"]
+    assert [(e.where, e.graph, e.count) for e in compiles if e.where == "drafter"] == [
+        ("drafter", ("decode", 4, 1, 8), 1),
+        ("drafter", ("decode", 8, 1, 64), 1),
+        ("drafter", ("decode", 2, 1, 16), 1),
+    ]
+    steps = [(e.count, e.drafter) for e in compiles if e.where == "step"]
+    # (1, 1, 8) was warmed: step 1 compiled the drafter graph only; step 2 nothing, no line.
+    assert steps == [(1, 1), (3, 2)]
+
+
+def test_hook_attaches_to_modules_imported_before_it(tmp_path: Path) -> None:
+    before = "import vllm_gaudi.v1.worker.hpu_model_runner, vllm_gaudi.v1.spec_decode.hpu_eagle"
+    events, done = run_engine(tmp_path, before=before)
+    assert done.returncode == 0, done.stderr
+    assert kinds(events).count("attached") == 2
+    assert sum(e.kind == "compile" and e.where == "drafter" for e in events) == 3
+
+
+def test_a_moved_target_is_left_alone_and_reported(tmp_path: Path) -> None:
+    moved = RUNNER.replace("sample_tokens(", "sample_tokens_v2(")
+    events, done = run_engine(tmp_path, runner=moved)
+    assert done.returncode == 0, done.stderr
+    failed = [e for e in events if e.kind == "not-attached"]
+    assert failed[0].fields["target"] == "step"
+    assert "HPUModelRunner.sample_tokens missing" in failed[0].fields["reason"]
+    assert "warmup" not in kinds(events)  # nothing of the runner was patched
+
+
+def test_missing_habana_metrics_attach_nothing(tmp_path: Path) -> None:
+    events, done = run_engine(tmp_path, metrics='"""TEST DOUBLE without the metric API."""\n')
+    assert done.returncode == 0, done.stderr
+    assert kinds(events) == ["not-attached", "not-attached"]
+    assert all("metric_localcontext missing" in e.fields["reason"] for e in events)
+
+
+def test_a_metric_failing_at_runtime_does_not_stop_the_engine(tmp_path: Path) -> None:
+    broken = METRICS.replace('assert name == "graph_compilation"', "raise RuntimeError('no')")
+    events, done = run_engine(tmp_path, metrics=broken)
+    assert done.returncode == 0, done.stderr
+    failed = [e for e in events if e.kind == "not-attached"]
+    assert len(failed) == 1
+    assert "graph_compilation metric failed: no" in failed[0].fields["reason"]
+    assert "compile" not in kinds(events)
+
+
+def test_vllm_plugins_allow_list_gets_the_hook(tmp_path: Path) -> None:
+    env = {"VLLM_PLUGINS": "01.hpu_custom_utils,02.hpu_custom_ops", "PYTHONPATH": "/img"}
+    root = hookenv.install(tmp_path)
+    hookenv.hook_env(env, root)
+    assert env["VLLM_PLUGINS"] == "01.hpu_custom_utils,02.hpu_custom_ops,warmgate_hook"
+    assert env["PYTHONPATH"].split(":") == [str(root), str(hookenv.PACKAGE_ROOT), "/img"]
+    entry = (root / hookenv.DIST_INFO / "entry_points.txt").read_text()
+    assert entry == "[vllm.general_plugins]\nwarmgate_hook = warmgate.warmup.enginehook:register\n"
+    unset: dict[str, str] = {}
+    hookenv.hook_env(unset, root)
+    assert "VLLM_PLUGINS" not in unset  # vLLM loads every plugin when it is unset
+
+
+@pytest.mark.parametrize("allowed", ["", "other"])
+def test_an_allow_list_gets_the_hook_added(tmp_path: Path, allowed: str) -> None:
+    events, done = run_engine(tmp_path, env_extra={"VLLM_PLUGINS": allowed})
+    assert done.returncode == 0, done.stderr
+    assert "attached" in kinds(events)
+
+
+def test_an_allow_list_without_the_hook_loads_nothing(tmp_path: Path) -> None:
+    # The control of the test above: vLLM skips plugins the list does not name.
+    engine = engine_tree(tmp_path / "engine")
+    env = {"PYTHONPATH": str(engine)}
+    hookenv.hook_env(env, hookenv.install(tmp_path / "work"))
+    env["VLLM_PLUGINS"] = "other"
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT.format(before="")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "warmgate-hook" not in done.stderr

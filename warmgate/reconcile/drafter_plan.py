@@ -1,0 +1,102 @@
+"""The drafter stage of the plan pipeline: the draft model's graphs and the sweep that warms them.
+
+eagle, eagle3 and mtp run a draft model whose graphs vllm-gaudi's warmup mostly never compiles
+(docs/coverage.md, "Drafter graphs"). For the plan warmgate warms, ``plan_drafter`` proves which
+graphs the engine would compile at runtime and plans the warmup sweep that makes the drafter run
+them inside the warmup Job (``warmgate.buckets.sweep``); the runner drives it and verifies it with
+its compile hook (docs/runner.md). ngram and k = 0 have no drafter graphs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final, cast, get_args
+
+from warmgate.buckets import BucketPlan, ModelProfile
+from warmgate.buckets.cost import format_span
+from warmgate.buckets.drafter import DrafterModelError, DrafterReport, DraftMethod, prove_drafter
+from warmgate.buckets.states import StateSpace
+from warmgate.buckets.sweep import DEFAULT_BUDGET_S, SweepPlan, plan_sweep
+
+# The sweep may take this share of one warmup attempt (spec.warmup.timeoutSeconds), at most
+# DEFAULT_BUDGET_S: the engine's own warmup keeps most of the attempt (docs/runner.md).
+SWEEP_SHARE: Final = 0.15
+
+
+def sweep_budget(timeout_seconds: float) -> float:
+    """The sweep's time budget for one warmup attempt, e.g. 3600 s -> 540 s; 86400 s -> 1800 s."""
+    return min(DEFAULT_BUDGET_S, SWEEP_SHARE * timeout_seconds)
+
+
+@dataclass(frozen=True)
+class DrafterPlan:
+    """The drafter graphs of a plan and their sweep, or why there are none."""
+
+    method: str | None
+    report: DrafterReport | None = None
+    sweep: SweepPlan | None = None
+    error: str | None = None
+
+    @property
+    def has_drafter(self) -> bool:
+        """A draft model on the HPU whose graphs were proven (eagle, eagle3, mtp with k > 0)."""
+        return self.report is not None and self.report.has_drafter
+
+    @property
+    def runtime_shapes(self) -> int:
+        """The drafter graphs the engine would compile at runtime without the sweep."""
+        return len(self.report.unwarmed) if self.report is not None else 0
+
+    @property
+    def swept(self) -> int:
+        """Of those, the graphs the warmup sweep surely makes the drafter compile."""
+        return len(self.sweep.driven) if self.sweep is not None else 0
+
+    @property
+    def seconds(self) -> tuple[float, float]:
+        """The sweep's estimated (low, high) seconds; (0, 0) without one."""
+        return self.sweep.seconds if self.sweep is not None else (0.0, 0.0)
+
+    def document(self) -> dict[str, Any] | None:
+        """The runner plan's ``drafter_sweep`` (format warmgate-drafter-sweep/1), possibly without
+        steps; None when there is no modelled drafter (the runner then runs no compile hook)."""
+        if not self.has_drafter or self.sweep is None:
+            return None
+        return self.sweep.to_dict()
+
+    def status_line(self) -> str:
+        """'drafter: N shapes the engine compiles at runtime, M driven by the warmup sweep'."""
+        if self.error is not None:
+            return f"drafter: {self.error}"
+        if not self.has_drafter:
+            return ""
+        line = (
+            f"drafter: {self.runtime_shapes} shapes the engine compiles at runtime, "
+            f"{self.swept} driven by the warmup sweep"
+        )
+        if self.sweep is not None and self.sweep.steps:
+            line += f" ({len(self.sweep.steps)} steps, {format_span(*self.seconds)})"
+        return line
+
+
+def plan_drafter(
+    plan: BucketPlan,
+    space: StateSpace,
+    method: str | None,
+    budget_s: float,
+    model: ModelProfile,
+) -> DrafterPlan:
+    """Prove the drafter graphs of ``plan`` in the target proof's scope and plan their sweep."""
+    if method is None:
+        return DrafterPlan(None)
+    if method not in get_args(DraftMethod):
+        return DrafterPlan(method, error=f"{method}: no drafter model for this method")
+    typed = cast(DraftMethod, method)
+    try:
+        report = prove_drafter(
+            plan, typed, space.partial_drafts, prefix_caching=space.prefix_caching
+        )
+    except DrafterModelError as exc:
+        return DrafterPlan(method, error=f"{method}: not modelled: {exc}")
+    sweep = plan_sweep(plan, report, budget_s=budget_s, model=model)
+    return DrafterPlan(method, report, sweep)

@@ -1,0 +1,210 @@
+"""What the compile hook saw: whether it attached, what each sweep step compiled, and every
+compile during the probe, which is a graph the warmup left cold (target or drafter).
+
+A drafter graph the sweep document lists as undriven (partial drafts only, over budget, ...)
+is a known gap when the probe compiles it: the operator's status already counts it among the
+graphs the engine compiles at runtime, so it is reported, not failed. Every other compile in the
+probe is unwarmed: a graph the sweep promised, or one the drafter proof did not predict.
+
+The hook's lines carry the engine's wall clock (``hooklog``); the runner records when the sweep's
+steps and the probe began on the same clock, so each compile lands in the engine's start-up
+(before the sweep), a sweep step, or the probe. With tensor parallelism every rank compiles the
+same graphs: graphs are united over processes and counts taken from the busiest one.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from warmgate.warmup.hooklog import HookEvent
+from warmgate.warmup.sweep import SweepRun
+from warmgate.warmup.sweepplan import Graph, HookSpec, SweepSpec
+
+NO_PROCESS = (
+    "no engine process loaded the hook: vLLM did not load the plugin (check VLLM_PLUGINS), "
+    "or no process imported vllm_gaudi's model runner"
+)
+
+
+@dataclass
+class DrafterCheck:
+    """The hook's verdict on the drafter graphs; ``probe`` lists each compile in the probe."""
+
+    hook: str = "off"  # off | attached | not-attached
+    reason: str = ""
+    drafter_named: bool = False
+    warmup: dict[str, int] = field(default_factory=dict)
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    expected: frozenset[Graph] = frozenset()
+    compiled: set[Graph] = field(default_factory=set)
+    other: set[Graph] = field(default_factory=set)
+    probe: list[str] = field(default_factory=list)
+    known_gaps: list[Graph] = field(default_factory=list)
+
+    @property
+    def verified(self) -> bool | None:
+        """None without a hook; True when it attached and the probe compiled nothing (each
+        compile in the probe is also an unwarmed shape of the run's verdict)."""
+        return None if self.hook == "off" else self.hook == "attached" and not self.probe
+
+    @property
+    def not_compiled(self) -> list[Graph]:
+        """Planned graphs no sweep step compiled (the engine's warmup, or the model, was off)."""
+        return sorted(self.expected - self.compiled)
+
+    def line(self) -> str:
+        """One line for the report's reason and the logs."""
+        if self.hook == "off":
+            return "drafter: not checked (no compile hook)"
+        if self.hook != "attached":
+            return f"drafter: not verified: {self.reason}"
+        return (
+            f"drafter: the sweep compiled {len(self.compiled & self.expected)} of "
+            f"{len(self.expected)} planned graphs; {len(self.probe)} unexpected compile(s) in the "
+            f"probe, {len(self.known_gaps)} of the undriven graphs"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain dict for the report."""
+        return {
+            "hook": self.hook,
+            "reason": self.reason,
+            "verified": self.verified,
+            "drafter_named": self.drafter_named,
+            "warmup_compiles": self.warmup,
+            "expected": len(self.expected),
+            "compiled": len(self.compiled & self.expected),
+            "not_compiled": [list(g) for g in self.not_compiled],
+            "other_sweep_graphs": [list(g) for g in sorted(self.other)],
+            "steps": self.steps,
+            "probe_compiles": self.probe,
+            "probe_known_gaps": [list(g) for g in self.known_gaps],
+        }
+
+    def summary(self) -> dict[str, Any]:
+        """The few fields the operator reads from the termination summary."""
+        return {
+            "hook": self.hook,
+            "verified": self.verified,
+            "expected": len(self.expected),
+            "driven": len(self.compiled & self.expected),
+            "probe": len(self.probe),
+            "gaps": len(self.known_gaps),
+        }
+
+
+def check_drafter(
+    events: list[HookEvent],
+    hook: HookSpec,
+    sweep: SweepSpec | None,
+    run: SweepRun | None,
+    probe_began: float | None,
+) -> DrafterCheck:
+    """The check from the hook's events, the sweep's timing and the probe's start."""
+    check = DrafterCheck(expected=sweep.expected if sweep else frozenset())
+    if not hook.enabled:
+        return check
+    _state(check, events)
+    warm = [e for e in events if e.kind == "warmup"]
+    if warm:
+        busiest = max(warm, key=lambda e: e.count)
+        check.warmup = {"count": busiest.count, "drafter": busiest.drafter}
+    compiles = [e for e in events if e.kind == "compile"]
+    sweep_began = run.began if run is not None else None
+    in_probe = [e for e in compiles if probe_began is not None and e.t >= probe_began]
+    in_sweep = [
+        e for e in compiles if sweep_began is not None and e.t >= sweep_began and e not in in_probe
+    ]
+    check.steps = _per_step(in_sweep, sweep, run)
+    graphs = {g for e in in_sweep if (g := _graph(e)) is not None}
+    check.compiled = graphs
+    check.other = graphs - check.expected
+    undriven = {g for g, _ in sweep.undriven} if sweep is not None else set()
+    known = [e for e in in_probe if _graph(e) in undriven]
+    check.known_gaps = sorted({g for e in known if (g := _graph(e)) is not None})
+    check.probe = _probe_reasons([e for e in in_probe if e not in known])
+    return check
+
+
+def _state(check: DrafterCheck, events: list[HookEvent]) -> None:
+    attached = [e for e in events if e.kind == "attached"]
+    failed = [e for e in events if e.kind == "not-attached"]
+    step_ok = any("sample_tokens" in (e.fields.get("targets") or []) for e in attached)
+    check.drafter_named = any("drafter" in (e.fields.get("targets") or []) for e in attached)
+    step_failed = [e for e in failed if e.fields.get("target") != "drafter"]
+    if step_ok and not step_failed:
+        check.hook = "attached"
+        return
+    check.hook = "not-attached"
+    first = step_failed[0] if step_failed else None
+    check.reason = str(first.fields.get("reason", "")) if first else NO_PROCESS
+
+
+def _graph(event: HookEvent) -> Graph | None:
+    g = event.graph
+    if event.where != "drafter" or g is None or len(g) != 4:
+        return None
+    if g[0] not in ("decode", "prompt") or not all(isinstance(v, int) for v in g[1:]):
+        return None
+    return (str(g[0]), int(g[1]), int(g[2]), int(g[3]))
+
+
+def _per_step(
+    events: list[HookEvent], sweep: SweepSpec | None, run: SweepRun | None
+) -> list[dict[str, Any]]:
+    """Each step run: its compiles (from the busiest process) and the planned graphs it did
+    not compile itself (an earlier step, or the engine's warmup, may have)."""
+    if sweep is None or run is None:
+        return []
+    planned = {s.name: s for s in sweep.steps}
+    out = []
+    for i, step in enumerate(run.steps):
+        end = run.steps[i + 1].began if i + 1 < len(run.steps) else float("inf")
+        mine = [e for e in events if step.began <= e.t < end]
+        graphs = sorted({g for e in mine if (g := _graph(e)) is not None})
+        spec = planned.get(step.name)
+        expected = spec.expected if spec else ()
+        per_pid = Counter[int]()
+        for e in mine:
+            if e.where == "step":
+                per_pid[e.pid] += e.count
+        out.append(
+            {
+                **step.to_json(),
+                "compiles": max(per_pid.values(), default=0),
+                "graphs": [list(g) for g in graphs],
+                "expected": len(expected),
+                "missing": [list(g) for g in expected if g not in graphs],
+            }
+        )
+    return out
+
+
+def _probe_reasons(events: list[HookEvent]) -> list[str]:
+    """Every drafter graph compiled in the probe, by name, then the other compiles as one line."""
+    reasons: list[str] = []
+    seen: set[Graph] = set()
+    unnamed = False
+    for e in events:
+        g = _graph(e)
+        if g is not None and g not in seen:
+            seen.add(g)
+            reasons.append(f"Drafter graph {g!r} compiled during the probe (not warmed)")
+        elif e.where == "drafter" and g is None and not unnamed:
+            unnamed = True
+            reasons.append("a drafter graph (shape unreadable) compiled during the probe")
+    busiest = Counter[int]()
+    steps = Counter[int]()
+    for e in events:
+        if e.where == "step" and e.count > e.drafter:  # drafter counts include known gaps
+            busiest[e.pid] += e.count - e.drafter
+            steps[e.pid] += 1
+    if busiest:
+        pid, count = busiest.most_common(1)[0]
+        reasons.append(
+            f"{count} graph compilation(s) outside the drafter in {steps[pid]} probe step(s): "
+            "target or sampler graphs the warmup did not compile"
+        )
+    return reasons
