@@ -181,12 +181,16 @@ class BucketPlan:
         return Lookup(bucket, fallback=True, planned=bucket in self._decode_set)
 
     def _prompt_fallback(self, bs: int, query: int, ctx: int) -> Bucket:
-        """generate_fallback_bucket for a prompt: ctx capped at ceil((mml - 1) / block)."""
+        """generate_fallback_bucket for a prompt: ctx capped at ceil((mml - 1) / block).
+
+        The engine rounds ctx only once it knows num_hpu_blocks, which initialize_kv_cache sets
+        before warmup and serving (hpu_model_runner.py 6869 at v0.26.0, 6944 at main), so a
+        runtime fallback always has it, pinned or not: (1, 8160, 1) -> (1, 8192, 1), never the
+        planned (1, 8192, 0) that would hide it.
+        """
         cfg = self.config
-        new_ctx = 0
-        if cfg.num_gpu_blocks is not None:
-            cap = math.ceil((cfg.max_model_len - 1) / cfg.block_size)
-            new_ctx = min(fallback_value(ctx, FALLBACK_BLOCKS_BASE), cap)
+        cap = math.ceil((cfg.max_model_len - 1) / cfg.block_size)
+        new_ctx = min(fallback_value(ctx, FALLBACK_BLOCKS_BASE), cap)
         return (self._fallback_bs(bs), self._fallback_query(query), new_ctx)
 
     def _decode_fallback(self, bs: int, nblocks: int) -> Bucket:

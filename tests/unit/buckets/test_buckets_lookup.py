@@ -10,6 +10,7 @@ from bucket_golden import Bucket, config, tables
 
 from warmgate.buckets import (
     BucketIndex,
+    EngineShapeConfig,
     Lookup,
     fallback_value,
     first_fit,
@@ -179,6 +180,29 @@ def test_unknown_block_count_gives_zero_ctx_fallbacks() -> None:
     # The engine builds fallback ctx 0 while num_hpu_blocks is unknown.
     plan = plan_buckets(config("A", num_gpu_blocks=None))
     assert plan.find_decode_bucket(65, 10).bucket == (64, 1, 0)
+
+
+def test_a_prompt_fallback_rounds_its_ctx_whether_or_not_blocks_are_pinned() -> None:
+    """The engine knows num_hpu_blocks before any lookup (initialize_kv_cache), so a prompt
+    fallback never drops its context onto a planned ctx-0 bucket (the eagle3 example's 8192)."""
+    for blocks in (None, 8192):
+        cfg = EngineShapeConfig(
+            max_num_seqs=128,
+            max_model_len=8192,
+            max_num_batched_tokens=8192,
+            num_gpu_blocks=blocks,
+            num_speculative_tokens=2,
+            speculative_method="eagle3",
+        )
+        plan = plan_buckets(cfg)
+        assert (1, 8192, 0) in plan.prompt_buckets
+        assert not any(q >= 8160 and c >= 1 for _, q, c in plan.prompt_buckets)
+        lookup = plan.find_prompt_bucket(1, 8160, 1)
+        assert (lookup.bucket, lookup.fallback, lookup.planned) == ((1, 8192, 1), True, False)
+        gaps = {g.shape: g for g in prove_coverage(plan).uncovered if g.phase == "prompt"}
+        example = gaps[(1, 8192, 1)].example
+        assert example[2] == 1
+        assert plan.find_prompt_bucket(*example).bucket == (1, 8192, 1)
 
 
 def test_bucket_index_matches_first_fit_exhaustively() -> None:

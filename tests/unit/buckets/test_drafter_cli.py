@@ -26,8 +26,8 @@ def test_table_has_a_drafter_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", *ISSUE, "--method", "eagle3", "--top", "0", "--no-complete"]) == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("drafter")]
     assert lines == [
-        "drafter    eagle3 k=3: 120 shapes the engine will compile at runtime (the drafter runs "
-        "187, its prompt warmup compiles 67)"
+        "drafter    eagle3 k=3: 121 shapes the engine will compile at runtime (the drafter runs "
+        "188, its prompt warmup compiles 67)"
     ]
 
 
@@ -69,7 +69,7 @@ def test_json_carries_report_and_sweep(capsys: pytest.CaptureFixture[str]) -> No
     assert main(argv) == 0
     drafter = json.loads(capsys.readouterr().out)["drafter"]
     assert drafter["method"] == "eagle3"
-    assert drafter["report"]["unwarmed_shapes"] == 120
+    assert drafter["report"]["unwarmed_shapes"] == 121
     sweep = drafter["sweep"]
     assert sweep["format"] == SWEEP_FORMAT
     assert sweep["budget_s"] == 120
