@@ -173,7 +173,15 @@ def _print_plan(sdd: SpecDecodeDeployment) -> None:
         return
     if evaluation.completion_applies:
         added, done = evaluation.extra_buckets, evaluation.effective
-        print(f"   completed plan: +{added} buckets, {_counts(done)}; proof holds again")
+        left = evaluation.known_unwarmable
+        proof = "proof holds again"
+        if left:
+            states = sum(g.states for g in left)
+            proof = (
+                f"{states:,} states in {len(left)} shape(s) no warmup can compile, e.g. "
+                f"{_state(left[0])}"
+            )
+        print(f"   completed plan: +{added} buckets, {_counts(done)}; {proof}")
     else:
         coverage = result.coverage
         print(
