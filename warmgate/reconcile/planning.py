@@ -231,7 +231,7 @@ def _why(evaluation: PlanEvaluation, gap: UncoveredShape) -> str:
     if gap.phase == "decode":
         causes.append("its sequences are cut at maxModelLen")
     detail = f" ({' and '.join(causes)})" if causes else ""
-    return f"the engine's warmup dummy of that bucket runs another bucket{detail}"
+    return f"the engine's warmup dummy of any bucket serving it runs another bucket{detail}"
 
 
 def _holes(report: CoverageReport) -> str:

@@ -89,9 +89,9 @@ def test_states_no_warmup_can_compile_are_reported_and_the_rest_is_warmed() -> N
     assert message.startswith("target: Completed the plan with ")
     assert (
         "1 of 1,835,072 reachable states in 1 shape(s) compile at runtime whatever the plan, e.g. "
-        "('prompt', 1, 8192, 1) for prompt state (1, 8190, 1): the engine's warmup dummy of that "
-        "bucket runs another bucket (its context is cut to 0 blocks to fit maxModelLen and its "
-        "requests are 2 tokens short, left for the draft model)"
+        "('prompt', 1, 8192, 1) for prompt state (1, 8190, 1): the engine's warmup dummy of any "
+        "bucket serving it runs another bucket (its context is cut to 0 blocks to fit "
+        "maxModelLen and its requests are 2 tokens short, left for the draft model)"
     ) in message
     assert "numSpeculativeTokens=1 leaves none at the top query row" in message
     assert "warmup " in message  # the estimate: the plan is warmed
