@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from common import config
+
 from warmgate.api import engine_shape_config, load_manifest
 from warmgate.buckets import EngineShapeConfig, complete_plan, plan_buckets, plan_diff
 from warmgate.buckets.complete_seeds import decode_seconds
@@ -29,18 +31,6 @@ DOC = {
     "D": (128, 32768, 2048, 2000),
 }
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-
-
-def _cfg(values: tuple[int, int, int, int], k: int, **extra: Any) -> EngineShapeConfig:
-    mns, mml, mbt, blocks = values
-    return EngineShapeConfig(
-        max_num_seqs=mns,
-        max_model_len=mml,
-        max_num_batched_tokens=mbt,
-        num_gpu_blocks=blocks,
-        num_speculative_tokens=k,
-        **extra,
-    )
 
 
 def _completion(cfg: EngineShapeConfig, sharing: bool | None, cheapest: bool) -> dict[str, Any]:
@@ -77,7 +67,7 @@ def ratio_table() -> None:
             for strategy in ("exp", "lin", "pad"):
                 for k in (1, 2, 3, 4):
                     for sharing in (True, False):
-                        row = _row(_cfg(values, k, strategy=strategy, profile=profile), sharing)
+                        row = _row(config(values, k, strategy=strategy, profile=profile), sharing)
                         if row is None:
                             continue
                         old_r.append(row["old_ratio"])
@@ -119,7 +109,7 @@ def doc_configs() -> None:
           f"{'old s':>8}{'new s':>8}{'old t':>7}{'new t':>7}")  # fmt: skip
     for name, values in DOC.items():
         for k in (1, 2, 3, 4):
-            cfg = _cfg(values, k)
+            cfg = config(values, k)
             engine = len(plan_buckets(cfg).decode_buckets)
             old, new = _completion(cfg, None, False), _completion(cfg, None, True)
             print(
