@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from common import config
+
 from warmgate.api import engine_shape_config, load_manifest
 from warmgate.buckets import EngineShapeConfig, complete_plan, plan_buckets, plan_diff
 from warmgate.buckets.complete import UnwarmableError
@@ -33,18 +35,9 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 def _cfg(values: tuple[int, int, int, int], k: int, **extra: Any) -> EngineShapeConfig:
-    mns, mml, mbt, blocks = values
     # ngram: this benchmark is about decode seeds; a draft model can leave prefills no prompt
     # bucket serves (docs/coverage.md), which does not change the decode additions.
-    return EngineShapeConfig(
-        max_num_seqs=mns,
-        max_model_len=mml,
-        max_num_batched_tokens=mbt,
-        num_gpu_blocks=blocks,
-        num_speculative_tokens=k,
-        speculative_method="ngram",
-        **extra,
-    )
+    return config(values, k, speculative_method="ngram", **extra)
 
 
 def _completion(cfg: EngineShapeConfig, sharing: bool | None, cheapest: bool) -> dict[str, Any]:

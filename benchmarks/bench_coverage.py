@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Any
+
+from common import best_of, config
 
 from warmgate.buckets import (
     EngineShapeConfig,
@@ -32,27 +32,6 @@ SMALL = {
 }
 
 
-def _cfg(values: tuple[int, int, int, int], k: int, **extra: Any) -> EngineShapeConfig:
-    mns, mml, mbt, blocks = values
-    return EngineShapeConfig(
-        max_num_seqs=mns,
-        max_model_len=mml,
-        max_num_batched_tokens=mbt,
-        num_gpu_blocks=blocks,
-        num_speculative_tokens=k,
-        **extra,
-    )
-
-
-def _best(func: Callable[[], object], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        func()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def versus_brute_force() -> float:
     """Print the side-by-side table; return brute force's seconds per state (largest run)."""
     rate = 0.0
@@ -60,11 +39,11 @@ def versus_brute_force() -> float:
     print(f"{'config':<10}{'k':>3}{'states':>12}{'prover s':>11}{'brute s':>10}{'ratio':>9}  agree")
     for name, values in SMALL.items():
         for k in (0, 3):
-            plan = plan_buckets(_cfg(values, k))
+            plan = plan_buckets(config(values, k))
             fast = prove_coverage(plan)
-            slow_s = _best(lambda p=plan: brute_force_coverage(p), 1)  # type: ignore[misc]
+            slow_s = best_of(lambda p=plan: brute_force_coverage(p), 1)  # type: ignore[misc]
             slow = brute_force_coverage(plan)
-            fast_s = _best(lambda p=plan: prove_coverage(p), 5)  # type: ignore[misc]
+            fast_s = best_of(lambda p=plan: prove_coverage(p), 5)  # type: ignore[misc]
             agree = fast.uncovered == slow.uncovered and fast.states == slow.states
             rate = max(rate, slow_s / slow.states)
             print(
@@ -88,7 +67,7 @@ def big_config(rate: float) -> None:
             )
             plan = plan_buckets(cfg)
             report = prove_coverage(plan)
-            seconds = _best(lambda p=plan: prove_coverage(p), 3)  # type: ignore[misc]
+            seconds = best_of(lambda p=plan: prove_coverage(p), 3)  # type: ignore[misc]
             print(
                 f"  {profile:<13} KV blocks {blocks!s:>6}: {report.states:,} states "
                 f"({report.decode_states:,} decode), {len(report.uncovered)} gaps, "
@@ -111,7 +90,7 @@ def lin_big_config() -> None:
         )
         plan = plan_buckets(cfg)
         report = prove_coverage(plan)
-        seconds = _best(lambda p=plan: prove_coverage(p), 2)  # type: ignore[misc]
+        seconds = best_of(lambda p=plan: prove_coverage(p), 2)  # type: ignore[misc]
         print(
             f"  {profile:<13} {len(plan.prompt_buckets):,} prompt + {len(plan.decode_buckets):,} "
             f"decode buckets, {len(report.uncovered):,} gaps, {seconds:.2f} s"
@@ -127,7 +106,7 @@ def completion() -> None:
     for name, values in DOC.items():
         for method in ("ngram", "eagle3"):
             for k in (1, 2, 3):
-                _completion_row(name, method, _cfg(values, k, speculative_method=method))
+                _completion_row(name, method, config(values, k, speculative_method=method))
 
 
 def _completion_row(name: str, method: str, cfg: EngineShapeConfig) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+
+from common import best_of, config
 
 from warmgate.buckets import EngineShapeConfig, plan_buckets
 from warmgate.buckets.drafter import prove_drafter
@@ -33,27 +33,6 @@ SMALL = {
 }
 
 
-def _cfg(values: tuple[int, int, int, int | None], k: int, **extra: Any) -> EngineShapeConfig:
-    mns, mml, mbt, blocks = values
-    return EngineShapeConfig(
-        max_num_seqs=mns,
-        max_model_len=mml,
-        max_num_batched_tokens=mbt,
-        num_gpu_blocks=blocks,
-        num_speculative_tokens=k,
-        **extra,
-    )
-
-
-def _best(func: Callable[[], object], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        func()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def versus_brute_force() -> None:
     print("drafter prover vs brute force (partial drafts, engine-default prefix caching, eagle3)")
     print(f"{'config':<8}{'k':>3}{'shapes':>8}{'prover s':>10}{'brute s':>10}{'ratio':>8}  agree")
@@ -69,7 +48,7 @@ def versus_brute_force() -> None:
             )
             plan = plan_buckets(cfg)
             report = prove_drafter(plan, "eagle3")
-            fast_s = _best(lambda p=plan: prove_drafter(p, "eagle3"), 5)  # type: ignore[misc]
+            fast_s = best_of(lambda p=plan: prove_drafter(p, "eagle3"), 5)  # type: ignore[misc]
             start = time.perf_counter()
             slow = brute_force_drafter(plan, report.space)
             slow_s = time.perf_counter() - start
@@ -88,9 +67,9 @@ def doc_configs() -> None:
     )
     for name, values in DOC.items():
         for k in (1, 2, 3, 4):
-            plan = plan_buckets(_cfg(values, k))
+            plan = plan_buckets(config(values, k))
             report = prove_drafter(plan, "eagle3")
-            prove_s = _best(lambda p=plan: prove_drafter(p, "eagle3"), 3)  # type: ignore[misc]
+            prove_s = best_of(lambda p=plan: prove_drafter(p, "eagle3"), 3)  # type: ignore[misc]
             start = time.perf_counter()
             sweep = plan_sweep(plan, report, budget_s=3600.0)
             sweep_s = time.perf_counter() - start
@@ -104,8 +83,8 @@ def doc_configs() -> None:
 
 def worst_strategy() -> None:
     print("\nlin on the big config (65k prompt buckets), k=4")
-    plan = plan_buckets(_cfg(DOC["big"], 4, strategy="lin"))
-    seconds = _best(lambda: prove_drafter(plan, "eagle3"), 1)
+    plan = plan_buckets(config(DOC["big"], 4, strategy="lin"))
+    seconds = best_of(lambda: prove_drafter(plan, "eagle3"), 1)
     report = prove_drafter(plan, "eagle3")
     shapes, unwarmed = len(report.shapes), len(report.unwarmed)
     print(f"  {shapes} drafter shapes, {unwarmed} unwarmed: {seconds:.2f} s")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from warmgate.buckets import EngineShapeConfig, plan_buckets
+from warmgate.buckets import BucketPlan, EngineShapeConfig, plan_buckets
 from warmgate.buckets.drafter import prove_drafter
 from warmgate.buckets.sweep import plan_sweep
 from warmgate.resources.probe_workload import sweep_replay_steps
@@ -50,13 +50,17 @@ def expected_lists(k: int, kv_blocks: int = 8192) -> tuple[str, dict[str, Any]]:
     """The seed file and the expected list digests, computed with warmgate.buckets."""
     config = EngineShapeConfig(**CONFIG_A, num_gpu_blocks=kv_blocks, num_speculative_tokens=k)
     plan = plan_buckets(config)
+    return plan.to_bucket_file(), _digests(plan)
+
+
+def _digests(plan: BucketPlan) -> dict[str, Any]:
+    """The plan's three bucket lists as the runner's plan states them: count and digest each."""
     lists = {
         "prompt": plan.prompt_buckets,
         "seed_decode": plan.seed_decode_buckets,
         "decode": plan.decode_buckets,
     }
-    expected = {n: {"count": len(v), "digest": bucket_digest(v)} for n, v in lists.items()}
-    return plan.to_bucket_file(), expected
+    return {n: {"count": len(v), "digest": bucket_digest(v)} for n, v in lists.items()}
 
 
 def make_plan(tmp: Path, *, k: int = 1, **top: Any) -> dict[str, Any]:
@@ -109,12 +113,7 @@ def make_drafter_plan(
     plan, the compile hook, and a probe that replays the sweep's steps after its own."""
     config = EngineShapeConfig(**DRAFTER_CONFIG, num_gpu_blocks=8192, num_speculative_tokens=k)
     plan = plan_buckets(config)
-    lists = {
-        "prompt": plan.prompt_buckets,
-        "seed_decode": plan.seed_decode_buckets,
-        "decode": plan.decode_buckets,
-    }
-    expected = {n: {"count": len(v), "digest": bucket_digest(v)} for n, v in lists.items()}
+    expected = _digests(plan)
     doc = make_plan(tmp, k=k)
     doc["engine"]["max_model_len"] = DRAFTER_CONFIG["max_model_len"]
     doc["engine"]["speculative_config"] = {"method": method, "num_speculative_tokens": k}

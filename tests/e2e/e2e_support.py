@@ -41,6 +41,13 @@ class E2ECluster:
         done = self.kubectl("apply", "-f", "-", stdin=json.dumps(doc), check=False)
         assert done.returncode == 0, f"kubectl apply refused it: {done.stderr}"
 
+    def wait_ready(self, ns: str, name: str, timeout_s: int = 300, check: bool = False) -> Any:
+        """`kubectl wait` for the SpecDecodeDeployment's Ready condition (the completed process)."""
+        return self.kubectl(
+            "wait", "-n", ns, f"sdd/{name}", "--for=condition=Ready", f"--timeout={timeout_s}s",
+            check=check,
+        )  # fmt: skip
+
     def items(self, kind: str, ns: str, name: str) -> list[Manifest]:
         """Objects of ``kind`` owned (by label) by the SpecDecodeDeployment ``name``."""
         got = self.get(kind, "-n", ns, "-l", f"{LABEL_NAME}={name}")

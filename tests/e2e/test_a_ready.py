@@ -26,15 +26,7 @@ def run(e2e: E2ECluster, namespace: str) -> dict[str, Any]:
         return e2e.get("pods", "-n", namespace, "-l", "warmgate.dev/component=serving")
 
     with Sampler(pods) as sampler:
-        waited = e2e.kubectl(
-            "wait",
-            "-n",
-            namespace,
-            f"sdd/{NAME}",
-            "--for=condition=Ready",
-            "--timeout=300s",
-            check=False,
-        )
+        waited = e2e.wait_ready(namespace, NAME)
     return {"wait": waited, "samples": sampler.samples}
 
 

@@ -20,15 +20,7 @@ def run(e2e: E2ECluster, namespace: str) -> dict[str, Any]:
     job = wait_for("the warmup Job", lambda: e2e.items("jobs", namespace, NAME), 120)[0]
     e2e.kubectl("delete", "pods", "-n", NAMESPACE, "--all", "--wait=false")
     job_then = e2e.get("job", "-n", namespace, job["metadata"]["name"])
-    waited = e2e.kubectl(
-        "wait",
-        "-n",
-        namespace,
-        f"sdd/{NAME}",
-        "--for=condition=Ready",
-        "--timeout=300s",
-        check=False,
-    )
+    waited = e2e.wait_ready(namespace, NAME)
     return {"before": before, "job_then": job_then, "wait": waited}
 
 

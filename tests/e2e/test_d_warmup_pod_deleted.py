@@ -38,15 +38,7 @@ def run(e2e: E2ECluster, namespace: str) -> dict[str, Any]:
     e2e.apply(sdd(NAME, namespace, e2e.images.engine.ref, faults="slow_warmup=15"))
     pod = wait_for("the runner to run", lambda: _running_warmup_pod(e2e, namespace), 120)
     e2e.kubectl("delete", "pod", "-n", namespace, pod["metadata"]["name"], "--wait=false")
-    waited = e2e.kubectl(
-        "wait",
-        "-n",
-        namespace,
-        f"sdd/{NAME}",
-        "--for=condition=Ready",
-        "--timeout=300s",
-        check=False,
-    )
+    waited = e2e.wait_ready(namespace, NAME)
     return {"deleted": pod, "wait": waited}
 
 

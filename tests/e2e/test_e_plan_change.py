@@ -33,7 +33,7 @@ def _serving_pods(e2e: E2ECluster, ns: str) -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def run(e2e: E2ECluster, namespace: str) -> dict[str, Any]:
     e2e.apply(sdd(NAME, namespace, e2e.images.engine.ref, k=2))
-    e2e.kubectl("wait", "-n", namespace, f"sdd/{NAME}", "--for=condition=Ready", "--timeout=300s")
+    e2e.wait_ready(namespace, NAME, check=True)
     old = e2e.get("sdd", "-n", namespace, NAME)["status"]
 
     def probe() -> dict[str, Any]:
@@ -48,10 +48,7 @@ def run(e2e: E2ECluster, namespace: str) -> dict[str, Any]:
     with Sampler(probe) as sampler:
         patch = {"spec": {"speculative": {"numSpeculativeTokens": 3}}}
         e2e.kubectl("patch", "sdd", NAME, "-n", namespace, "--type=merge", "-p", json.dumps(patch))
-        waited = e2e.kubectl(
-            "wait", "-n", namespace, f"sdd/{NAME}", "--for=condition=Ready", "--timeout=300s",
-            check=False,
-        )  # fmt: skip
+        waited = e2e.wait_ready(namespace, NAME)
         after_wait = probe()
 
         def rolled_out() -> dict[str, Any] | None:

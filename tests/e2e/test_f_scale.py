@@ -19,7 +19,7 @@ DRIFTED = "localhost/warmgate-drifted:1"
 @pytest.fixture(scope="module")
 def run(e2e: E2ECluster, namespace: str) -> dict[str, Any]:
     e2e.apply(sdd(NAME, namespace, e2e.images.engine.ref, replicas=1))
-    e2e.kubectl("wait", "-n", namespace, f"sdd/{NAME}", "--for=condition=Ready", "--timeout=300s")
+    e2e.wait_ready(namespace, NAME, check=True)
     jobs_before = len(e2e.items("jobs", namespace, NAME))
     service = f"{NAME}-serving"
     before = [p["metadata"]["name"] for p in e2e.items("pods", namespace, NAME)]
@@ -45,9 +45,7 @@ def run(e2e: E2ECluster, namespace: str) -> dict[str, Any]:
             return len(seen["pods"]) == 2 and len(ready) == 2
 
         wait_for("two ready endpoints", two_ready, 240)
-        e2e.kubectl(
-            "wait", "-n", namespace, f"sdd/{NAME}", "--for=condition=Ready", "--timeout=120s"
-        )
+        e2e.wait_ready(namespace, NAME, timeout_s=120, check=True)
     return {
         "samples": [s.data for s in sampler.samples],
         "jobs_before": jobs_before,

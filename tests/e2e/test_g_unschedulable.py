@@ -48,10 +48,7 @@ def run(e2e: E2ECluster, namespace: str) -> dict[str, Any]:
     wait_for("the stopped Job's Pod to go", lambda: not _unschedulable(e2e, namespace), 60)
     fixed = {"spec": {"warmup": {"placement": {"nodeSelector": {GENERATION: "gaudi2"}}}}}
     e2e.kubectl("patch", "sdd", NAME, "-n", namespace, "--type=merge", "-p", json.dumps(fixed))
-    waited = e2e.kubectl(
-        "wait", "-n", namespace, f"sdd/{NAME}", "--for=condition=Ready", "--timeout=300s",
-        check=False,
-    )  # fmt: skip
+    waited = e2e.wait_ready(namespace, NAME)
     return {"pod": pod, "sdd": seen, "failed": failed, "stopped": stopped, "wait": waited}
 
 

@@ -17,7 +17,7 @@ KINDS = "jobs,configmaps,deployments,services,pods,pvc"
 @pytest.fixture(scope="module")
 def run(e2e: E2ECluster, namespace: str) -> dict[str, Any]:
     e2e.apply(sdd(NAME, namespace, e2e.images.engine.ref, cache_claim=True))
-    e2e.kubectl("wait", "-n", namespace, f"sdd/{NAME}", "--for=condition=Ready", "--timeout=300s")
+    e2e.wait_ready(namespace, NAME, check=True)
     children = e2e.items(KINDS, namespace, NAME)
     e2e.kubectl("delete", "sdd", NAME, "-n", namespace, "--wait=true", "--timeout=120s")
     wait_for("the garbage collector", lambda: not e2e.items(KINDS, namespace, NAME), 180)

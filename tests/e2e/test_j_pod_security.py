@@ -35,9 +35,7 @@ def restricted(e2e: E2ECluster, namespace: str) -> Iterator[str]:
 
 
 def _ready(e2e: E2ECluster, ns: str, name: str) -> Any:
-    return e2e.kubectl(
-        "wait", "-n", ns, f"sdd/{name}", "--for=condition=Ready", "--timeout=300s", check=False
-    )
+    return e2e.wait_ready(ns, name)
 
 
 def _reason(e2e: E2ECluster, ns: str, name: str, reasons: tuple[str, ...]) -> dict[str, Any]:

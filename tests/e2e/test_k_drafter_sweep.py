@@ -73,8 +73,8 @@ def test_the_job_drove_the_sweep_and_the_hook_verified_it(
         f"drafter: {drafter['driven']} of {drafter['expected']} planned graphs compiled in the "
         "sweep, none in the probe"
     ) in warmed_condition["message"]
-    config = e2e.get("configmap", "-n", namespace, "-l", "warmgate.dev/component=plan")
-    (plan_map,) = config["items"]
+    # The runner plan's ConfigMap is named like the Job that mounts it (resources.md).
+    plan_map = e2e.get("configmap", "-n", namespace, status["jobName"])
     runner_plan = json.loads(plan_map["data"]["plan.json"])
     assert runner_plan["drafter_hook"] == {"enabled": True, "required": False}
     assert runner_plan["buckets"]["known_unwarmable"] == [["prompt", 1, 2048, 1]]

@@ -9,9 +9,15 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from support.operators import running_operator
 from support.paths import CRD_PATH
 
-from warmgate.controlplane import AssetsUnavailableError, ControlPlane, find_assets
+from warmgate.controlplane import (
+    AssetsUnavailableError,
+    ControlPlane,
+    OperatorProcess,
+    find_assets,
+)
 
 
 @pytest.fixture(scope="session")
@@ -63,3 +69,14 @@ def module_namespace(
     """One namespace for a module whose operator process watches it: started once, not per test."""
     with fresh_namespace(control_plane, request.module.__name__.removeprefix("test_")) as name:
         yield name
+
+
+@pytest.fixture(scope="module")
+def operator(
+    control_plane: ControlPlane, module_namespace: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OperatorProcess]:
+    """The module's operator process, resyncing every second (a module may override it)."""
+    log = tmp_path_factory.mktemp("operator") / "operator.log"
+    env = {"WARMGATE_RESYNC_SECONDS": "1", "WARMGATE_OPERATOR_IMAGE": "warmgate:test"}
+    with running_operator(control_plane, module_namespace, log, env) as op:
+        yield op

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import yaml
+from support.kubectl import submit
 from support.paths import EXAMPLES
 
 from warmgate.api import (
@@ -39,17 +40,7 @@ def _manifest(path: Path, name: str | None = None) -> dict[str, Any]:
 
 
 def _create(cp: ControlPlane, namespace: str, manifest: dict[str, Any]) -> dict[str, Any]:
-    out = cp.kubectl(
-        "create",
-        "--validate=strict",
-        "-n",
-        namespace,
-        "-o",
-        "json",
-        "-f",
-        "-",
-        stdin=json.dumps(manifest),
-    )
+    out = submit(cp, namespace, manifest, "create")
     created: dict[str, Any] = json.loads(out.stdout)
     return created
 
@@ -79,18 +70,7 @@ def _patch_status(cp: ControlPlane, namespace: str, name: str, status: dict[str,
 def test_example_is_accepted_and_server_defaults_equal_model_defaults(
     crd: ControlPlane, namespace: str, path: Path
 ) -> None:
-    out = crd.kubectl(
-        "create",
-        "--dry-run=server",
-        "--validate=strict",
-        "-n",
-        namespace,
-        "-o",
-        "json",
-        "-f",
-        "-",
-        stdin=json.dumps(_manifest(path)),
-    )
+    out = submit(crd, namespace, _manifest(path), "create", "--dry-run=server")
     server_spec = json.loads(out.stdout)["spec"]
     assert server_spec == load_manifest(path).to_dict()["spec"]
 

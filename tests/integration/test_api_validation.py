@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 from support.bad_manifests import BadCase, base_manifest, load_cases
+from support.kubectl import submit
 
 from warmgate.api.constants import GROUP, PLURAL, VERSION
 from warmgate.controlplane import ControlPlane
@@ -27,31 +28,16 @@ def crd_namespace(control_plane: ControlPlane, warmgate_crd: ControlPlane) -> It
 
 def _dry_run(cp: ControlPlane, namespace: str, manifest: dict[str, object]) -> str:
     """stderr of a strict server-side dry-run create; fails the test if the server accepts."""
-    result = cp.kubectl(
-        "create",
-        "--dry-run=server",
-        "--validate=strict",
-        "-n",
-        namespace,
-        "-f",
-        "-",
-        stdin=json.dumps(manifest),
-        check=False,
+    result = submit(
+        cp, namespace, manifest, "create", "--dry-run=server", as_json=False, check=False
     )
     assert result.returncode != 0, f"the apiserver accepted it:\n{result.stdout}"
     return result.stderr
 
 
 def test_the_base_manifest_is_accepted(control_plane: ControlPlane, crd_namespace: str) -> None:
-    result = control_plane.kubectl(
-        "create",
-        "--dry-run=server",
-        "--validate=strict",
-        "-n",
-        crd_namespace,
-        "-f",
-        "-",
-        stdin=json.dumps(base_manifest()),
+    result = submit(
+        control_plane, crd_namespace, base_manifest(), "create", "--dry-run=server", as_json=False
     )
     assert "created (server dry run)" in result.stdout
 

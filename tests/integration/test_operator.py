@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from support.examples import example_doc
 from support.kube_objects import condition_map
+from support.operators import running_operator
 
 from warmgate.api import parse_manifest
 from warmgate.controlplane import ControlPlane, OperatorProcess
@@ -21,12 +22,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 def operator(
     control_plane: ControlPlane, module_namespace: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[OperatorProcess]:
+    """The operator with its default resync (15 s)."""
     log = tmp_path_factory.mktemp("operator") / "operator.log"
-    op = OperatorProcess(control_plane.kubeconfig, module_namespace, log)
-    try:
-        yield op.wait_alive()
-    finally:
-        op.stop()
+    with running_operator(control_plane, module_namespace, log) as op:
+        yield op
 
 
 def example(name: str, namespace: str, rename: str, **spec_changes: Any) -> dict[str, Any]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 
 import pytest
 from support.api_controllers import get, seeds_example, started
@@ -17,19 +16,6 @@ from warmgate.api.constants import FINALIZER
 from warmgate.controlplane import ControlPlane, OperatorProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def operator(
-    control_plane: ControlPlane, module_namespace: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[OperatorProcess]:
-    log = tmp_path_factory.mktemp("operator") / "operator.log"
-    env = {"WARMGATE_RESYNC_SECONDS": "1", "WARMGATE_OPERATOR_IMAGE": "warmgate:test"}
-    op = OperatorProcess(control_plane.kubeconfig, module_namespace, log, env=env)
-    try:
-        yield op.wait_alive()
-    finally:
-        op.stop()
 
 
 def test_a_plan_of_millions_of_buckets_is_refused_within_seconds(

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -36,19 +36,6 @@ from warmgate.warmup.statusboard import Board, serve_board
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-@pytest.fixture(scope="module")
-def operator(
-    control_plane: ControlPlane, module_namespace: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[OperatorProcess]:
-    log = tmp_path_factory.mktemp("operator") / "operator.log"
-    env = {"WARMGATE_RESYNC_SECONDS": "1", "WARMGATE_OPERATOR_IMAGE": "warmgate:test"}
-    op = OperatorProcess(control_plane.kubeconfig, module_namespace, log, env=env)
-    try:
-        yield op.wait_alive()
-    finally:
-        op.stop()
 
 
 def _with_status_port(pod: dict[str, Any], port: int) -> dict[str, Any]:

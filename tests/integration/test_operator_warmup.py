@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -29,19 +28,6 @@ from support.paths import CRD_PATH
 from warmgate.controlplane import ControlPlane, OperatorProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def operator(
-    control_plane: ControlPlane, module_namespace: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[OperatorProcess]:
-    log = tmp_path_factory.mktemp("operator") / "operator.log"
-    env = {"WARMGATE_RESYNC_SECONDS": "1", "WARMGATE_OPERATOR_IMAGE": "warmgate:test"}
-    op = OperatorProcess(control_plane.kubeconfig, module_namespace, log, env=env)
-    try:
-        yield op.wait_alive()
-    finally:
-        op.stop()
 
 
 def test_a_proven_plan_gets_its_job_and_is_warmed_only_on_the_runners_verdict(

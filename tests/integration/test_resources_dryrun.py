@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import yaml
+from support.kubectl import submit
 from support.paths import EXAMPLES
 
 from warmgate.api import SpecDecodeDeployment, parse_manifest
@@ -31,17 +32,7 @@ def _create_parent(cp: ControlPlane, namespace: str, path: Path) -> SpecDecodeDe
     """Create the example for real: the owner references need the server's uid."""
     doc: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8"))
     doc["metadata"].pop("namespace", None)
-    out = cp.kubectl(
-        "create",
-        "--validate=strict",
-        "-n",
-        namespace,
-        "-o",
-        "json",
-        "-f",
-        "-",
-        stdin=json.dumps(doc),
-    )
+    out = submit(cp, namespace, doc, "create")
     created: dict[str, Any] = json.loads(out.stdout)
     assert created["metadata"]["uid"]
     return parse_manifest(created)
@@ -58,19 +49,7 @@ def _children(sdd: SpecDecodeDeployment) -> list[dict[str, Any]]:
 
 
 def _dry_run(cp: ControlPlane, namespace: str, manifest: dict[str, Any]) -> dict[str, Any]:
-    out = cp.kubectl(
-        "apply",
-        "--dry-run=server",
-        "--validate=strict",
-        "-n",
-        namespace,
-        "-o",
-        "json",
-        "-f",
-        "-",
-        stdin=json.dumps(manifest),
-        check=False,
-    )
+    out = submit(cp, namespace, manifest, "apply", "--dry-run=server", check=False)
     kind, name = manifest["kind"], manifest["metadata"]["name"]
     assert out.returncode == 0, f"{kind}/{name} refused: {out.stderr}"
     accepted: dict[str, Any] = json.loads(out.stdout)

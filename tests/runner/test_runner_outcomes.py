@@ -6,6 +6,8 @@ import json
 import os
 import re
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -323,3 +325,26 @@ def test_log_records_glued_to_tqdm_bars_on_one_stream(tmp_path: Path) -> None:
     log = result.report()["engine_log"]
     assert log["captured"] == {"decode": 105, "prompt": 63}
     assert log["progress"] == {"decode": [105, 105], "prompt": [63, 63]}
+
+
+def test_sigterm_before_the_run_ends_the_runner_at_once(tmp_path: Path) -> None:
+    # PID 1 of a container ignores SIGTERM without a handler: the runner installs one first.
+    script = (
+        "import os, signal, sys, time\n"
+        "import warmgate.warmup.__main__ as entry\n"
+        "def load(path):\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    time.sleep(30)\n"
+        "entry.load_plan = load\n"
+        "sys.exit(entry.main(['--plan', 'plan.json']))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        check=False,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
+    assert proc.returncode == int(Outcome.TIMED_OUT), proc.stderr
+    assert "received signal 15 before the run started" in proc.stderr

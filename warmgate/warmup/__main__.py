@@ -49,6 +49,15 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise RunFailure(Outcome.TIMED_OUT, f"runner received signal {signum}")
 
 
+def _stopped_early(signum: int, frame: FrameType | None) -> None:
+    del frame
+    # As PID 1 of its container the runner ignores SIGTERM until it installs a handler (the
+    # kernel drops default-action signals to a namespace's init), so a Pod deleted during
+    # start-up would wait out its whole grace period. Before the run there is nothing to stop.
+    print(f"warmgate: received signal {signum} before the run started", file=sys.stderr)
+    raise SystemExit(int(Outcome.TIMED_OUT))
+
+
 def _restore(volume: str, key: str, dest: str) -> int:
     result = cache.restore(Path(volume), key, Path(dest))
     if result is None:
@@ -85,8 +94,9 @@ def _declared_log(plan_path: Path) -> Path:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the warmup (or a cache restore, or serve mode) and return the process exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["--serve"]:
+    if argv[:1] == ["--serve"]:  # serve mode forwards signals to the engine (serve.py)
         return serve.main(argv[1:])
+    signal.signal(signal.SIGTERM, _stopped_early)
     args = _parser().parse_args(argv)
     if args.restore_cache:
         return _restore(*args.restore_cache)

@@ -1,0 +1,21 @@
+"""The operator as its own process in a test: started on a namespace, alive, stopped after."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+from warmgate.controlplane import ControlPlane, OperatorProcess
+
+
+@contextlib.contextmanager
+def running_operator(
+    control_plane: ControlPlane, namespace: str, log: Path, env: dict[str, str] | None = None
+) -> Iterator[OperatorProcess]:
+    """The operator as its own process on ``namespace``, alive, stopped afterwards."""
+    op = OperatorProcess(control_plane.kubeconfig, namespace, log, env=env)
+    try:
+        yield op.wait_alive()
+    finally:
+        op.stop()
