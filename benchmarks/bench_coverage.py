@@ -15,6 +15,7 @@ from warmgate.buckets import (
     plan_diff,
     prove_coverage,
 )
+from warmgate.buckets.complete import UnwarmableError
 
 # The reference doc's configs (section 6), block 128, prompt bs max 1, exp, HEAD-era inputs.
 DOC = {
@@ -75,30 +76,63 @@ def big_config(rate: float) -> None:
             )
 
 
+def lin_big_config() -> None:
+    print("\nlin on the big config (16384 KV blocks): the strategy with the most rows")
+    for profile in ("v0.26.0", "main-2026-08"):
+        cfg = EngineShapeConfig(
+            max_num_seqs=256,
+            max_model_len=131072,
+            max_num_batched_tokens=8192,
+            num_gpu_blocks=16384,
+            num_speculative_tokens=4,
+            strategy="lin",
+            profile=profile,
+        )
+        plan = plan_buckets(cfg)
+        report = prove_coverage(plan)
+        seconds = best_of(lambda p=plan: prove_coverage(p), 2)  # type: ignore[misc]
+        print(
+            f"  {profile:<13} {len(plan.prompt_buckets):,} prompt + {len(plan.decode_buckets):,} "
+            f"decode buckets, {len(report.uncovered):,} gaps, {seconds:.2f} s"
+        )
+
+
 def completion() -> None:
     print("\ncompletion (partial drafts on; cost of the added buckets for 8B BF16, no cache)")
     print(
-        f"{'cfg':<4}{'k':>2}{'P':>5}{'D':>5}{'gaps':>6}{'+prompt':>9}{'+seeds':>8}{'+decode':>9}"
-        f"{'added est.':>20}{'time s':>8}"
+        f"{'cfg':<4}{'method':>7}{'k':>2}{'P':>5}{'D':>5}{'gaps':>6}{'+prompt':>9}{'+seeds':>8}"
+        f"{'+decode':>9}{'added est.':>20}{'time s':>8}  left"
     )
     for name, values in DOC.items():
-        for k in (1, 2, 3):
-            cfg = config(values, k)
-            plan = plan_buckets(cfg)
-            gaps = len(prove_coverage(plan).uncovered)
-            start = time.perf_counter()
-            done = complete_plan(cfg)
-            seconds = time.perf_counter() - start
-            diff = plan_diff(plan, done)
-            cost = estimate_buckets(diff.added_prompt, diff.added_decode, overhead=False)
-            estimate = f"{cost.low_s:.0f}-{cost.high_s:.0f} s"
-            print(
-                f"{name:<4}{k:>2}{len(plan.prompt_buckets):>5}{len(plan.decode_buckets):>5}"
-                f"{gaps:>6}{len(diff.added_prompt):>9}{len(diff.added_seeds):>8}"
-                f"{len(diff.added_decode):>9}{estimate:>20}{seconds:>8.2f}"
-            )
+        for method in ("ngram", "eagle3"):
+            for k in (1, 2, 3):
+                _completion_row(name, method, config(values, k, speculative_method=method))
+
+
+def _completion_row(name: str, method: str, cfg: EngineShapeConfig) -> None:
+    plan = plan_buckets(cfg)
+    gaps = len(prove_coverage(plan).uncovered)
+    start = time.perf_counter()
+    left = "covered"
+    try:
+        done = complete_plan(cfg)
+    except UnwarmableError as caught:
+        done = caught.plan
+        worst = caught.report.uncovered[0]
+        left = f"{caught.report.uncovered_states} unwarmable, e.g. {worst.example}"
+    seconds = time.perf_counter() - start
+    diff = plan_diff(plan, done)
+    cost = estimate_buckets(diff.added_prompt, diff.added_decode, overhead=False)
+    estimate = f"{cost.low_s:.0f}-{cost.high_s:.0f} s"
+    print(
+        f"{name:<4}{method:>7}{cfg.num_speculative_tokens:>2}{len(plan.prompt_buckets):>5}"
+        f"{len(plan.decode_buckets):>5}{gaps:>6}{len(diff.added_prompt):>9}"
+        f"{len(diff.added_seeds):>8}{len(diff.added_decode):>9}{estimate:>20}{seconds:>8.2f}"
+        f"  {left}"
+    )
 
 
 if __name__ == "__main__":
     big_config(versus_brute_force())
+    lin_big_config()
     completion()

@@ -590,6 +590,21 @@ class Lookups:
         self.missed("Prompt", (bs, query, ctx), added, self.prompt)
         return added
 
+    def warmup_prompt(self, bucket: Bucket, k: int) -> Bucket | None:
+        """The shape warmup_graphs compiles for a bs-1 prompt bucket (one dummy request): buckets
+        over max_num_batched_tokens are skipped (G26 hpu_model_runner.py 5428 / Gmain 5476); the
+        dummy's context is cut so that ctx * block + query <= max_model_len (G26 5589-5603 /
+        Gmain 5637-5651); with a draft model the request is k tokens shorter (G26 5606-5611 /
+        Gmain 5654-5659); then the runner looks it up like any prefill."""
+        _, query, ctx = bucket
+        if query > self.args.max_num_batched_tokens:
+            return None
+        block, mml = self.args.block_size, self.args.max_model_len
+        if ctx * block + query > mml:
+            ctx = max(0, (mml - query) // block)
+        query -= k
+        return first_fit(self.prompt, (1, query, ctx)) if query >= 1 else None
+
     def missed(self, phase: str, wanted: Bucket, added: Bucket, into: list[Bucket]) -> None:
         """G26 common.py:287-288 / 313-314: the miss is logged and the fallback kept."""
         bisect.insort(into, added)
@@ -928,7 +943,9 @@ def start_drafter(engine: Engine, lists: dict[str, list[Bucket]]) -> EngineLoop 
     runner = module.HPUModelRunner(drafts)
     look = Lookups(engine, lists)
     calls = DraftCalls(look, engine.k)
-    prompt = [("prompt", b, q, b * c) for b, q, c in look.prompt]
+    # Modelled: bs-1 prompt buckets only (one prompt per prefill); each compiles its dummy's shape.
+    dummies = (look.warmup_prompt(g, engine.k if drafts else 0) for g in look.prompt)
+    prompt = [("prompt", b, q, b * c) for b, q, c in sorted({d for d in dummies if d})]
     decode = [("decode", b, q, c) for b, q, c in look.decode]
     runner.warmup_model(prompt, decode, calls.warmup() if drafts else [])
     return EngineLoop(engine, runner, calls) if drafts else None

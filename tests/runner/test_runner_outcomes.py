@@ -32,7 +32,7 @@ def test_verified_run_publishes_cache_and_reports(tmp_path: Path) -> None:
     result = run_runner(tmp_path, make_plan(tmp_path, k=1))
     _assert_outcome(result, Outcome.VERIFIED)
     report = result.report()
-    assert report["report_version"] == 3
+    assert report["report_version"] == 4
     assert {n: c["match"] for n, c in report["buckets"].items()} == {
         "decode": True,
         "prompt": True,
@@ -161,6 +161,34 @@ def test_unwarmed_shape_during_probe(tmp_path: Path) -> None:
     unwarmed = result.report()["engine_log"]["unwarmed"]
     assert unwarmed == [{"config": "('decode', 24, 1, 768)", "after_warmup": True}]
     assert find_published(tmp_path / "volume", "config-a") is None
+
+
+def test_known_unwarmable_shapes_are_reported_not_failed(tmp_path: Path) -> None:
+    """The plan lists both shapes the probe's first request runs unwarmed (the configuration and
+    the fallback bucket) as known unwarmable: verified, with them as known gaps."""
+    plan = make_plan(tmp_path)
+    plan["buckets"]["known_unwarmable"] = [["decode", 24, 1, 768], ["decode", 24, 1, 896]]
+    result = run_runner(tmp_path, plan, faults="unwarmed_on_probe")
+    _assert_outcome(result, Outcome.VERIFIED)
+    assert (result.summary["unwarmed_count"], result.summary["known_gaps_count"]) == (0, 2)
+    assert result.summary["known_gaps"] == [
+        "Configuration: ('decode', 24, 1, 768) was not warmed-up!",
+        "Decode bucket for (24, 1, 800) was not prepared (added (24, 1, 896))",
+    ]
+    assert "2 known gap(s), shapes the plan lists as unwarmable" in result.summary["reason"]
+    assert result.report()["known_gaps"] == result.summary["known_gaps"]
+    assert find_published(tmp_path / "volume", "config-a") is not None
+
+
+def test_a_known_gap_hides_no_other_unwarmed_shape(tmp_path: Path) -> None:
+    plan = make_plan(tmp_path)
+    plan["buckets"]["known_unwarmable"] = [["decode", 24, 1, 768]]
+    result = run_runner(tmp_path, plan, faults="unwarmed_on_probe")
+    _assert_outcome(result, Outcome.UNWARMED_SHAPES)
+    assert result.summary["unwarmed"] == [
+        "Decode bucket for (24, 1, 800) was not prepared (added (24, 1, 896))"
+    ]
+    assert result.summary["known_gaps_count"] == 1
 
 
 @pytest.mark.parametrize(

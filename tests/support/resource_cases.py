@@ -8,7 +8,7 @@ from pathlib import Path
 from support.paths import EXAMPLES
 from warmgate.api import SpecDecodeDeployment, load_manifest
 from warmgate.buckets import BucketPlan
-from warmgate.reconcile.planning import evaluate
+from warmgate.reconcile.planning import evaluate, known_unwarmable
 from warmgate.resources import Children, PlanToRun, desired_children
 from warmgate.settings import Settings
 
@@ -47,7 +47,8 @@ def planned(sdd: SpecDecodeDeployment) -> PlanToRun:
     if to_run is None:  # a plan the spec may not warm: the builders are still asked about it
         sweep = result.evaluation.drafter.document() if result.evaluation else None
         estimate = float(result.summary.estimated_warmup_seconds or 0)
-        to_run = PlanToRun(result.plan, estimate, drafter_sweep=sweep)
+        known = known_unwarmable(result.evaluation) if result.evaluation else ()
+        to_run = PlanToRun(result.plan, estimate, drafter_sweep=sweep, known_unwarmable=known)
     return to_run
 
 

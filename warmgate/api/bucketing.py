@@ -119,8 +119,10 @@ class CoveragePolicy(ApiModel):
     complete: bool = Field(
         default=True,
         description=(
-            "Require every reachable shape to be covered: true blocks warmup on holes "
-            "(CoverageProven=False); false reports them and continues."
+            "Require every reachable shape to be covered: true completes the plan and blocks "
+            "warmup on holes it cannot close (CoverageProven=False); false reports them and "
+            "continues. Holes no bucket the engine's warmup compiles can serve do not block "
+            "(reason UnwarmableShapes): the completed plan is warmed."
         ),
     )
     max_extra_buckets: int = Field(

@@ -73,6 +73,9 @@ class Reason:
     UNCOVERED_SHAPES: Final = "UncoveredShapes"
     UNCOVERED_SHAPES_ALLOWED: Final = "UncoveredShapesAllowed"
     EXTRA_BUCKETS_CAPPED: Final = "ExtraBucketsCapped"
+    # Completion covers every state but those no bucket the engine's warmup compiles can serve
+    # (docs/coverage.md, "Buckets the warmup never compiles"): warmup proceeds.
+    UNWARMABLE_SHAPES: Final = "UnwarmableShapes"
     WARMUP_PENDING: Final = "WarmupPending"
     WARMUP_RUNNING: Final = "WarmupRunning"
     WARMUP_SUCCEEDED: Final = "WarmupSucceeded"

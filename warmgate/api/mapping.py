@@ -60,6 +60,7 @@ def engine_shape_config(
         block_size=engine.block_size,
         num_gpu_blocks=engine.num_gpu_blocks or num_gpu_blocks,
         num_speculative_tokens=spec.speculative.num_speculative_tokens,
+        speculative_method=spec.speculative.method,
         strategy=buckets.strategy,
         contiguous_pa=buckets.contiguous_pa,
         merged_prefill=buckets.merged_prefill,

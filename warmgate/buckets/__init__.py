@@ -8,6 +8,7 @@ from warmgate.buckets.config import (
     BucketPlanError,
     EngineShapeConfig,
     Profile,
+    SpeculativeMethod,
     Strategy,
 )
 from warmgate.buckets.generate import Bucket
@@ -30,6 +31,7 @@ __all__ = [
     "Lookup",
     "ParsedBucketFile",
     "Profile",
+    "SpeculativeMethod",
     "Strategy",
     "exp_range",
     "expand_spec",
@@ -43,7 +45,13 @@ __all__ = [
 ]
 
 # Coverage proof, completion and warmup cost (issue 4), after the planner they build on.
-from warmgate.buckets.complete import CompletionError, PlanDiff, complete_plan, plan_diff
+from warmgate.buckets.complete import (
+    CompletionError,
+    PlanDiff,
+    UnwarmableError,
+    complete_plan,
+    plan_diff,
+)
 from warmgate.buckets.cost import CostEstimate, ModelProfile, estimate_buckets, estimate_plan
 from warmgate.buckets.coverage import (
     CoverageReport,
@@ -55,6 +63,7 @@ from warmgate.buckets.coverage import (
 # The draft model's own graphs and the warmup sweep that makes it run them (issue 16).
 from warmgate.buckets.drafter import DrafterModelError, DrafterReport, DrafterShape, prove_drafter
 from warmgate.buckets.sweep import SweepPlan, SweepStep, plan_sweep
+from warmgate.buckets.warmup_shapes import warmed_decode_shapes, warmed_prompt_shapes
 
 __all__ += [
     "CompletionError",
@@ -68,6 +77,7 @@ __all__ += [
     "SweepPlan",
     "SweepStep",
     "UncoveredShape",
+    "UnwarmableError",
     "brute_force_coverage",
     "complete_plan",
     "estimate_buckets",
@@ -76,4 +86,6 @@ __all__ += [
     "plan_sweep",
     "prove_coverage",
     "prove_drafter",
+    "warmed_decode_shapes",
+    "warmed_prompt_shapes",
 ]

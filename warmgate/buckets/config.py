@@ -8,11 +8,13 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "DEFAULT_PROFILE",
+    "DRAFT_MODEL_METHODS",
     "PROFILES",
     "BucketOverrides",
     "BucketPlanError",
     "EngineShapeConfig",
     "Profile",
+    "SpeculativeMethod",
     "Strategy",
 ]
 
@@ -22,6 +24,10 @@ Profile = Literal["v0.26.0", "main-2026-08"]
 PROFILES: tuple[Profile, ...] = get_args(Profile)
 DEFAULT_PROFILE: Profile = "v0.26.0"
 Strategy = Literal["exp", "lin", "pad"]
+# The CRD's speculative methods. eagle, eagle3 and mtp run a draft model on the HPU
+# (vLLM's SpeculativeConfig.use_eagle()); ngram drafts on the CPU.
+SpeculativeMethod = Literal["eagle", "eagle3", "mtp", "ngram"]
+DRAFT_MODEL_METHODS: tuple[SpeculativeMethod, ...] = ("eagle", "eagle3", "mtp")
 
 
 class BucketPlanError(ValueError):
@@ -92,6 +98,8 @@ class EngineShapeConfig(BaseModel):
     Required: ``max_num_seqs``, ``max_model_len``, ``max_num_batched_tokens``. ``num_gpu_blocks``
     is the engine's ``num_hpu_blocks`` (KV blocks after profiling); ``None`` means unknown, which
     the engine tolerates except with contiguous PA (fallback ctx is then 0, as in the engine).
+    ``speculative_method`` changes no bucket list, only what the prompt warmup compiles (a draft
+    model's dummies are k tokens shorter, ``warmup_shapes``); ``None`` proves for any method.
     """
 
     model_config = _FROZEN
@@ -102,6 +110,9 @@ class EngineShapeConfig(BaseModel):
     block_size: int = Field(default=128, ge=1, description="--block-size (attn block size)")
     num_gpu_blocks: int | None = Field(default=None, ge=1, description="num_hpu_blocks")
     num_speculative_tokens: int = Field(default=0, ge=0, description="k; 0 = no spec decode")
+    speculative_method: SpeculativeMethod | None = Field(
+        default=None, description="--speculative-config method; None = unknown"
+    )
     strategy: Strategy = "exp"
     contiguous_pa: bool = False
     merged_prefill: bool = False
@@ -135,6 +146,26 @@ class EngineShapeConfig(BaseModel):
     def tokens_per_step(self) -> int:
         """T = 1 + k: the tokens a sequence carries in a step with full drafts."""
         return 1 + self.num_speculative_tokens
+
+    def prompt_dummy_shortenings(self, method: SpeculativeMethod | None = None) -> tuple[int, ...]:
+        """By how many tokens the prompt warmup shortens its dummies' query, per method in scope.
+
+        ``method`` stands in when ``speculative_method`` is unset. A draft-model method (eagle,
+        eagle3, mtp) leaves k tokens for drafts, ngram and k = 0 none; an unknown method with
+        k > 0 gives both, so a bucket counts as warmed only when both dummies compile it.
+        """
+        k = self.num_speculative_tokens
+        method = self.speculative_method or method
+        if k == 0 or method == "ngram":
+            return (0,)
+        if method in DRAFT_MODEL_METHODS:
+            return (k,)
+        return (0, k)
+
+    @property
+    def caps_contiguous_blocks(self) -> bool:
+        """Whether a contiguous-PA decode caps its block bucket at the KV blocks + 1 (main only)."""
+        return self.profile != "v0.26.0"
 
     @property
     def max_num_prefill_seqs(self) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -11,6 +12,7 @@ from warmgate.buckets.coverage_steps import Bucket, Tally, tally_add
 from warmgate.buckets.drafter import DrafterReport, DraftMethod, prove_drafter
 from warmgate.buckets.plan import BucketPlan
 from warmgate.buckets.states import StateSpace
+from warmgate.buckets.warmup_shapes import warmed_decode_shapes, warmed_prompt_shapes
 
 __all__ = ["CoverageReport", "UncoveredShape", "brute_force_coverage", "prove_coverage"]
 
@@ -20,6 +22,8 @@ Phase = Literal["decode", "prompt"]
 @dataclass(frozen=True, slots=True)
 class UncoveredShape:
     """A forward shape that reachable steps run but warmup never compiled.
+
+    A prompt shape may be a planned bucket: the warmup's dummy of it runs another bucket.
 
     ``shape`` is the bucket (bs, query, blocks); ``states`` how many reachable states run it;
     ``example`` one of them, the lexicographically smallest: decode (n, S, T),
@@ -103,16 +107,20 @@ def prove_coverage(
 
     ``partial_drafts`` puts every T in 1..1+k in scope (else T = 1+k only). ``prefix_caching``
     None takes the engine default: on, unless contiguous PA forces it off; with it on, shared
-    blocks let S exceed num_gpu_blocks. Uncovered shapes come largest state count first. With a
-    speculative ``method`` the report also carries the draft model's graphs (``prove_drafter``,
-    which may raise ``DrafterModelError``) in ``drafter``, apart from the target's verdict.
+    blocks let S exceed num_gpu_blocks. Uncovered shapes come largest state count first.
+    A prompt shape is warmed when the engine's prompt warmup compiles it (``warmup_shapes``),
+    which depends on the speculative method: ``plan.config.speculative_method``, else ``method``.
+    With a speculative ``method`` the report also carries the draft model's graphs
+    (``prove_drafter``, which may raise ``DrafterModelError``) in ``drafter``.
     """
     space = StateSpace.of(plan.config, partial_drafts=partial_drafts, prefix_caching=prefix_caching)
     decode: Tally = {}
     prompt: Tally = {}
     decode_states = DecodeProver(plan, space).run(decode)
     prompt_states = PromptProver(plan, space).run(prompt)
-    report = _report(plan, space, (decode_states, prompt_states), decode, prompt)
+    scope = plan.config.prompt_dummy_shortenings(method)
+    warmed = (warmed_decode_shapes(plan, scope), warmed_prompt_shapes(plan, scope))
+    report = _report(space, (decode_states, prompt_states), (decode, prompt), warmed)
     if method is None:
         return report
     drafter = prove_drafter(plan, method, partial_drafts, prefix_caching=prefix_caching)
@@ -120,11 +128,17 @@ def prove_coverage(
 
 
 def brute_force_coverage(
-    plan: BucketPlan, partial_drafts: bool = True, *, prefix_caching: bool | None = None
+    plan: BucketPlan,
+    partial_drafts: bool = True,
+    *,
+    prefix_caching: bool | None = None,
+    warmed: tuple[Collection[Bucket], Collection[Bucket]] | None = None,
 ) -> CoverageReport:
     """The reference: every state through ``plan.decode_shape`` / ``plan.prompt_shape``.
 
-    Only for small configs (tests, benchmarks): it costs one lookup per state.
+    Only for small configs (tests, benchmarks): it costs one lookup per state. ``warmed`` is the
+    (decode, prompt) shapes the warmup compiles (the tests pass their own simulation of the
+    engine's dummies); None takes ``warmup_shapes``' model.
     """
     space = StateSpace.of(plan.config, partial_drafts=partial_drafts, prefix_caching=prefix_caching)
     decode: Tally = {}
@@ -140,16 +154,25 @@ def brute_force_coverage(
         if bs == 1 or space.batch_allowed(shape):
             tally_add(prompt, shape, 1, (bs, q, c), (bs, q, c))
             prompt_states += 1
-    return _report(plan, space, (decode_states, prompt_states), decode, prompt)
+    if warmed is None:
+        warmed = (warmed_decode_shapes(plan), warmed_prompt_shapes(plan))
+    return _report(space, (decode_states, prompt_states), (decode, prompt), warmed)
 
 
 def _report(
-    plan: BucketPlan, space: StateSpace, counts: tuple[int, int], decode: Tally, prompt: Tally
+    space: StateSpace,
+    counts: tuple[int, int],
+    tallies: tuple[Tally, Tally],
+    warmed: tuple[Collection[Bucket], Collection[Bucket]],
 ) -> CoverageReport:
-    """Keep the shapes that are not planned buckets, largest state count first."""
+    """Keep the shapes warmup never compiles, largest state count first.
+
+    ``warmed`` (decode, prompt) are the shapes the warmup's dummies run (``warmup_shapes``):
+    prompt dummies miss some planned buckets, decode ones only in corner cases.
+    """
     gaps = [
-        *_gaps(decode, frozenset(plan.decode_buckets), "decode"),
-        *_gaps(prompt, frozenset(plan.prompt_buckets), "prompt"),
+        *_gaps(tallies[0], frozenset(warmed[0]), "decode"),
+        *_gaps(tallies[1], frozenset(warmed[1]), "prompt"),
     ]
     gaps.sort(key=lambda u: (-u.states, u.phase, u.shape))
     return CoverageReport(space, counts[0], counts[1], gaps)

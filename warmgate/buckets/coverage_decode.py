@@ -42,6 +42,7 @@ class DecodeProver:
         self.mns = cfg.max_num_seqs
         self.nhb = cfg.num_gpu_blocks
         self.contiguous = cfg.contiguous_pa
+        self.caps = cfg.caps_contiguous_blocks
         self._seed_rows = rows_of(plan.seed_decode_buckets)
         self._rows = rows_of(plan.decode_buckets)
         self._seed_bs = [b for (b, _), _ in self._seed_rows]
@@ -187,7 +188,7 @@ class DecodeProver:
         return 0 if self.nhb is None else min(value, self.fmc)
 
     def _post(self, a: int, b: int, ctx: int) -> Iterator[Piece]:
-        """Contiguous PA runs max(C, S) capped at num_gpu_blocks + 1; others run C."""
+        """Contiguous PA runs max(C, S) (capped at num_gpu_blocks + 1 on main); others run C."""
         if not self.contiguous or ctx >= b:
             yield a, b, self._cap(ctx)
             return
@@ -197,7 +198,8 @@ class DecodeProver:
             yield s, s, self._cap(s)
 
     def _cap(self, ctx: int) -> int:
-        if self.contiguous and self.nhb is not None:
+        """main caps the contiguous-PA block bucket at num_gpu_blocks + 1; v0.26.0 does not."""
+        if self.contiguous and self.nhb is not None and self.caps:
             return min(ctx, self.nhb + 1)
         return ctx
 

@@ -31,7 +31,7 @@ class PromptProver:
 
     first_fit((bs, q, ctx)) only sees rows (b', q') with b' >= bs and q' >= q, so for q in
     (q_{i-1}, q_i] the answer is a staircase in ctx; the ctx range shrinks as q grows
-    (ctx <= ceil((mml - q) / block)), which ``count`` sums in runs of one block of q.
+    (ctx <= ceil((mml - 1 - q) / block)), which ``count`` sums in runs of one block of q.
     """
 
     def __init__(self, plan: BucketPlan, space: StateSpace) -> None:
@@ -39,7 +39,6 @@ class PromptProver:
         self.space = space
         self.rows = rows_of(plan.prompt_buckets)
         self.mns = cfg.max_num_seqs
-        self.known_blocks = cfg.num_gpu_blocks is not None
         self.ctx_cap = -(-(cfg.max_model_len - 1) // cfg.block_size)
 
     def run(self, tally: Tally) -> int:
@@ -100,8 +99,11 @@ class PromptProver:
                     yield (qpa, qpb, cpa, cpb), self._fallback(bs, qv, cv)
 
     def _fallback(self, bs: int, query_value: int, ctx_value: int) -> Bucket:
-        """generate_fallback_bucket: bs on 2, query on 32 capped at mbt, ctx on 32 capped."""
-        ctx = min(ctx_value, self.ctx_cap) if self.known_blocks else 0
+        """generate_fallback_bucket: bs on 2, query on 32 capped at mbt, ctx on 32 capped.
+
+        Always with a ctx: the engine knows num_hpu_blocks at runtime (BucketPlan._prompt_fallback).
+        """
+        ctx = min(ctx_value, self.ctx_cap)
         query = min(query_value, self.space.max_num_batched_tokens)
         return min(fallback_value(bs, FALLBACK_BS_BASE), self.mns), query, ctx
 
@@ -117,7 +119,7 @@ class PromptProver:
             cm = space.ctx_max(bs, q)
             if cm < ca:
                 break  # ctx_max only shrinks as q grows
-            end = qb if bs > 1 else min(qb, space.max_model_len - (cm - 1) * space.block_size - 1)
+            end = min(qb, space.ctx_run_end(bs, q))
             total += (end - q + 1) * (min(cb, cm) - ca + 1)
             q = end + 1
         return total, q - 1

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
+from warmgate.buckets.config import DRAFT_MODEL_METHODS, SpeculativeMethod
 from warmgate.buckets.coverage_steps import Bucket
 from warmgate.buckets.drafter_walk import DrafterWalk, Key
 from warmgate.buckets.plan import BucketPlan
@@ -35,9 +36,8 @@ __all__ = [
     "prove_drafter",
 ]
 
-DraftMethod = Literal["eagle", "eagle3", "mtp", "ngram"]
-# SpeculativeConfig.use_eagle(): these run HpuEagleProposer, a draft model on the HPU.
-DRAFT_MODEL_METHODS: tuple[DraftMethod, ...] = ("eagle", "eagle3", "mtp")
+# SpeculativeConfig.use_eagle(): DRAFT_MODEL_METHODS run HpuEagleProposer, a draft model on the HPU.
+DraftMethod = SpeculativeMethod
 CallKind = Literal["prompt-first", "prompt-next", "decode-first", "decode-next"]
 CALL_KINDS: tuple[CallKind, ...] = get_args(CallKind)
 

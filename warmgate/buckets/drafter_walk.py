@@ -32,6 +32,7 @@ from warmgate.buckets.coverage_prompt import PromptProver
 from warmgate.buckets.coverage_steps import INF, Bucket
 from warmgate.buckets.plan import BucketPlan
 from warmgate.buckets.states import StateSpace
+from warmgate.buckets.warmup_shapes import dummy_context
 
 __all__ = ["DrafterWalk", "Found", "Key"]
 
@@ -216,9 +217,7 @@ class DrafterWalk:
         for bs, query, bucket_ctx in dict.fromkeys(self.plan.warmed_prompt_buckets):
             if query <= self.k:
                 continue  # the dummy would have no new token left; the engine's edge, not modelled
-            ctx = bucket_ctx
-            if query + ctx * self.block > cfg.max_model_len:
-                ctx = max(0, (cfg.max_model_len - query) // self.block)
+            ctx = dummy_context(cfg.max_model_len, self.block, query, bucket_ctx)
             out.add(("prompt", self.plan.prompt_shape(bs, query - self.k, ctx)))
             tokens = ctx * self.block + query - self.k
             for j in range(2, self.k + 1):

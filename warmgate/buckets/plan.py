@@ -25,6 +25,8 @@ from warmgate.buckets.spec import expand_spec
 
 __all__ = ["BucketPlan", "DecodeStep", "plan_buckets"]
 
+_NO_CAP = 1 << 62  # larger than any block count
+
 
 @dataclass(frozen=True, slots=True)
 class DecodeStep:
@@ -86,10 +88,11 @@ class BucketPlan:
 
     @property
     def warmed_prompt_buckets(self) -> list[Bucket]:
-        """The prompt buckets warmup actually graphs: it skips query > max_num_batched_tokens.
+        """The prompt buckets warmup runs a dummy for: it skips query > max_num_batched_tokens.
 
         Only merged-prefill bucket files can plan such buckets (no bs * query filter there),
-        e.g. config A merged with a file line (1, 4096, 0): planned, never warmed.
+        e.g. config A merged with a file line (1, 4096, 0): planned, never warmed. What the
+        dummies compile is ``warmup_shapes.warmed_prompt_shapes``: not always the bucket.
         """
         mbt = self.config.max_num_batched_tokens
         return [b for b in self._prompt if b[1] <= mbt]
@@ -178,12 +181,16 @@ class BucketPlan:
         return Lookup(bucket, fallback=True, planned=bucket in self._decode_set)
 
     def _prompt_fallback(self, bs: int, query: int, ctx: int) -> Bucket:
-        """generate_fallback_bucket for a prompt: ctx capped at ceil((mml - 1) / block)."""
+        """generate_fallback_bucket for a prompt: ctx capped at ceil((mml - 1) / block).
+
+        The engine rounds ctx only once it knows num_hpu_blocks, which initialize_kv_cache sets
+        before warmup and serving (hpu_model_runner.py 6869 at v0.26.0, 6944 at main), so a
+        runtime fallback always has it, pinned or not: (1, 8160, 1) -> (1, 8192, 1), never the
+        planned (1, 8192, 0) that would hide it.
+        """
         cfg = self.config
-        new_ctx = 0
-        if cfg.num_gpu_blocks is not None:
-            cap = math.ceil((cfg.max_model_len - 1) / cfg.block_size)
-            new_ctx = min(fallback_value(ctx, FALLBACK_BLOCKS_BASE), cap)
+        cap = math.ceil((cfg.max_model_len - 1) / cfg.block_size)
+        new_ctx = min(fallback_value(ctx, FALLBACK_BLOCKS_BASE), cap)
         return (self._fallback_bs(bs), self._fallback_query(query), new_ctx)
 
     def _decode_fallback(self, bs: int, nblocks: int) -> Bucket:
@@ -223,9 +230,7 @@ class BucketPlan:
         extra = batch.bucket if batch.fallback and not batch.planned else None
         if self.config.contiguous_pa:
             blocks = self._find_decode(padded * t, total_blocks, False, extra)
-            ctx = max(blocks.bucket[2], total_blocks)
-            nhb = self.config.num_gpu_blocks
-            ctx = min(ctx, nhb + 1) if nhb is not None else ctx
+            ctx = min(max(blocks.bucket[2], total_blocks), self._cpa_cap)
         else:
             blocks = self._find_decode(padded * t, t * total_blocks, False, extra)
             ctx = blocks.bucket[2]
@@ -263,19 +268,23 @@ class BucketPlan:
         if hit is None:
             hit = self._decode_index.find(num_seqs, min(total_blocks, fmc))
         if hit is not None:
-            cpa_cap = self._cpa_cap
-            wanted = total_blocks if cpa_cap else t * total_blocks
+            contiguous = self.config.contiguous_pa
+            wanted = total_blocks if contiguous else t * total_blocks
             blocks = self._decode_index.find(hit[0] * t, min(wanted, fmc))
             if blocks is not None:
-                ctx = min(max(blocks[2], total_blocks), cpa_cap) if cpa_cap else blocks[2]
+                ctx = min(max(blocks[2], total_blocks), self._cpa_cap) if contiguous else blocks[2]
                 return (hit[0] * t, 1, ctx)
         return self.decode_step(num_seqs, total_blocks, t).shape
 
     @cached_property
     def _cpa_cap(self) -> int:
-        """num_gpu_blocks + 1 with contiguous PA (validation guarantees the count), else 0."""
+        """The contiguous-PA block bucket's cap: the KV blocks + 1 on main, none on v0.26.0.
+
+        get_habana_paged_attn_buffers caps it at _PAD_BLOCK_ID + 1 = num_blocks + 1 on main
+        (hpu_model_runner.py 2455-2471 at 091bbadd); v0.26.0 has no cap (2426-2433 at b059f9c9).
+        """
         nhb = self.config.num_gpu_blocks
-        return nhb + 1 if self.config.contiguous_pa and nhb is not None else 0
+        return nhb + 1 if nhb is not None and self.config.caps_contiguous_blocks else _NO_CAP
 
     @cached_property
     def _t(self) -> int:

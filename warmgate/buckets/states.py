@@ -22,7 +22,7 @@ class StateSpace:
     platform forces it off with contiguous PA, doc section 2.2). T = 1 + k with full drafts, and
     every T in 1..1+k when partial drafts are in scope (doc section 5.3).
 
-    Prompt: bs = 1 steps with query 1..min(mbt, mml) and ctx blocks 0..ceil((mml - q)/block);
+    Prompt: bs = 1 steps with query 1..min(mbt, mml) and ctx blocks 0..ceil((mml - 1 - q)/block);
     bs >= 2 batches only when the prompt batch limit allows them, always without context (a
     request with context starts its own batch, doc section 3.6), query <= mbt - (bs - 1).
     """
@@ -102,14 +102,24 @@ class StateSpace:
         return min(self.max_num_batched_tokens, self.max_model_len)
 
     def ctx_max(self, bs: int, query: int) -> int:
-        """The most context blocks a prompt of this query can hold; batches have none.
+        """The most context blocks a prompt chunk of this query can hold; batches have none.
 
-        computed + query <= mml, ctx = ceil(computed / block): mml 4096, q 100 -> 32 (3996
-        tokens span 32 blocks), q 128 -> 31.
+        ctx = ceil(computed / block). vLLM's scheduler trims a running request's next chunk to
+        mml - 1 - computed tokens, and those are the only chunks whose computed tokens end inside
+        a block (prefix-cache hits are whole blocks and a prompt is at most mml tokens), so
+        ctx <= ceil((mml - 1 - query) / block): mml 4096, q 100 -> 32 (3995 computed tokens span
+        32 blocks), q 128 -> 31, q 1919 -> 17 (2176 tokens; 2177 would make 4096 > 4095).
         """
         if bs > 1:
             return 0
-        return -(-(self.max_model_len - query) // self.block_size)
+        return max(0, -(-(self.max_model_len - 1 - query) // self.block_size))
+
+    def ctx_run_end(self, bs: int, query: int) -> int:
+        """The largest query from ``query`` on with the same ``ctx_max`` (one block of tokens)."""
+        cm = self.ctx_max(bs, query)
+        if cm == 0:  # batches, and the longest queries: ctx_max never grows again
+            return self.query_max(bs)
+        return self.max_model_len - 2 - (cm - 1) * self.block_size
 
     def query_max(self, bs: int) -> int:
         """The longest query in a batch of bs prompts (the others take at least a token each)."""

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -173,7 +174,15 @@ def _print_plan(sdd: SpecDecodeDeployment) -> None:
         return
     if evaluation.completion_applies:
         added, done = evaluation.extra_buckets, evaluation.effective
-        print(f"   completed plan: +{added} buckets, {_counts(done)}; proof holds again")
+        left = evaluation.known_unwarmable
+        proof = "proof holds again"
+        if left:
+            states = sum(g.states for g in left)
+            proof = (
+                f"{states:,} states in {len(left)} shape(s) no warmup can compile, e.g. "
+                f"{_state(left[0])}"
+            )
+        print(f"   completed plan: +{added} buckets, {_counts(done)}; {proof}")
     else:
         coverage = result.coverage
         print(
@@ -193,13 +202,24 @@ def _show_status(kubectl: Kubectl, namespace: str, names: list[str]) -> None:
     """What the operator wrote: wait for each object's status, then print its conditions."""
     print("\n== status written by the operator:")
     for name in names:
-        observed = "--for=jsonpath={.status.observedGeneration}=1"
-        kubectl("wait", "-n", namespace, f"sdd/{name}", "--timeout=120s", observed, check=False)
-        got = kubectl("get", "-n", namespace, "sdd", name, "-o", "json", check=False)
-        status = json.loads(got.stdout).get("status", {}) if got.returncode == 0 else {}
+        status = _planned_status(kubectl, namespace, name)
         print(f"   {name}: phase {status.get('phase', '(none yet)')}")
         for c in status.get("conditions", []):
             print(f"     {c['type']}={c['status']} {c['reason']}: {c.get('message', '')[:160]}")
+
+
+def _planned_status(kubectl: Kubectl, namespace: str, name: str, timeout_s: float = 120) -> Any:
+    """The object's status once the operator has planned it (BucketsPlanned no longer Unknown):
+    the operator first writes a Planning notice with the same observedGeneration."""
+    deadline = time.monotonic() + timeout_s
+    status: Any = {}
+    while True:
+        got = kubectl("get", "-n", namespace, "sdd", name, "-o", "json", check=False)
+        status = (json.loads(got.stdout).get("status") or {}) if got.returncode == 0 else {}
+        planned = [c for c in status.get("conditions") or [] if c["type"] == "BucketsPlanned"]
+        if (planned and planned[0]["status"] != "Unknown") or time.monotonic() > deadline:
+            return status
+        time.sleep(0.5)
 
 
 def _counts(plan: BucketPlan) -> str:

@@ -130,6 +130,8 @@ def _inputs(args: argparse.Namespace) -> tuple[EngineShapeConfig, PlanPolicy, Mo
     else:
         config, stated = engine_config_from_args(args), PlanPolicy()
         size = ModelSize(ModelProfile().params_b, "the cost model's reference")
+    if args.method is not None:  # the prompt warmup's dummies depend on it (docs/coverage.md)
+        config = config.model_copy(update={"speculative_method": args.method})
     flags = {
         "partial_drafts": args.partial_drafts,
         "prefix_caching": args.prefix_caching,

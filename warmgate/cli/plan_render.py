@@ -56,6 +56,7 @@ def render_json(evaluation: PlanEvaluation, top: int, *, recipe_cache: bool) -> 
 def _completion_dict(
     evaluation: PlanEvaluation, diff: PlanDiff, completed: BucketPlan
 ) -> dict[str, Any]:
+    unwarmable = evaluation.unwarmable
     return {
         "error": None,
         "applies": evaluation.completion_applies,
@@ -65,6 +66,10 @@ def _completion_dict(
         "added_seeds": [list(b) for b in diff.added_seeds],
         "added_decode": [list(b) for b in diff.added_decode],
         "digest": completed.digest,
+        # UnwarmableError: the completed plan's own gaps, which no bucket the warmup compiles
+        # can serve (docs/coverage.md, "Buckets the warmup never compiles").
+        "unwarmable": [u.to_dict() for u in unwarmable.uncovered] if unwarmable else [],
+        "unwarmable_states": unwarmable.uncovered_states if unwarmable else 0,
     }
 
 
@@ -127,11 +132,20 @@ def _completion_lines(evaluation: PlanEvaluation) -> list[str]:
         return ["complete   off (--complete or spec.buckets.coverage.complete to enable)"]
     cap = evaluation.policy.max_extra_buckets
     verdict = "applies" if evaluation.completion_applies else f"EXCEEDS maxExtraBuckets {cap}"
+    unwarmable = evaluation.unwarmable
+    proven = "proven covered" if unwarmable is None else "proven covered but for UNWARMABLE states"
     lines = [
         f"complete   +{diff.added} buckets ({len(diff.added_prompt)} prompt, "
         f"{len(diff.added_seeds)} seeds -> {len(diff.added_decode)} decode after the engine's "
-        f"expansion): {verdict}; re-planned from its own seed file and proven covered"
+        f"expansion): {verdict}; re-planned from its own seed file and {proven}"
     ]
+    if unwarmable is not None:
+        lines.append(
+            f"  UNWARMABLE: {unwarmable.uncovered_states:,} states in "
+            f"{len(unwarmable.uncovered)} shape(s) run a shape no bucket the engine's warmup "
+            "compiles (docs/coverage.md, 'Buckets the warmup never compiles')"
+        )
+        lines += [f"  {_gap(u)}" for u in unwarmable.uncovered[:LIST_ADDED]]
     added = [*diff.added_prompt, *diff.added_seeds]
     lines += [f"  + {'prompt' if b[1] > 1 else 'seed':<6} {b}" for b in added[:LIST_ADDED]]
     if len(added) > LIST_ADDED:

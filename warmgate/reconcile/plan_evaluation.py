@@ -22,6 +22,8 @@ from warmgate.buckets import (
     EngineShapeConfig,
     ModelProfile,
     PlanDiff,
+    UncoveredShape,
+    UnwarmableError,
     complete_plan,
     estimate_buckets,
     estimate_plan,
@@ -150,6 +152,9 @@ class PlanEvaluation:
     completion_error: str | None
     policy: PlanPolicy
     model: ModelProfile
+    # UnwarmableError: the proof of ``completed``, whose uncovered shapes no bucket the engine's
+    # warmup compiles can serve (docs/coverage.md, "Buckets the warmup never compiles").
+    unwarmable: CoverageReport | None = None
 
     @cached_property
     def diff(self) -> PlanDiff | None:
@@ -181,13 +186,23 @@ class PlanEvaluation:
     @property
     def covered(self) -> bool:
         """The plan warmgate warms leaves no reachable shape unwarmed."""
-        return self.report.covered or self.completion_applies
+        return self.report.covered or (self.completion_applies and self.unwarmable is None)
+
+    @property
+    def known_unwarmable(self) -> list[UncoveredShape]:
+        """The shapes the warmed plan leaves to runtime because the engine's warmup cannot
+        compile them (empty unless completion ended with UnwarmableError and applies)."""
+        if self.unwarmable is None or not self.completion_applies:
+            return []
+        return list(self.unwarmable.uncovered)
 
     @cached_property
     def effective_report(self) -> CoverageReport:
         """The proof of the plan warmgate warms (proven again after completion)."""
         if self.effective is self.engine_plan:
             return self.report
+        if self.unwarmable is not None:
+            return self.unwarmable  # completion's own proof of the plan it returned
         policy = self.policy
         return prove_coverage(
             self.effective, policy.partial_drafts, prefix_caching=policy.prefix_caching
@@ -212,17 +227,22 @@ def evaluate_plan(
     """Plan the buckets, prove coverage, and complete the plan when the policy asks for it.
 
     Raises what the planner raises for a configuration the engine refuses (BucketPlanError,
-    ValueError); a completion that finds no covered plan is reported, not raised.
+    ValueError); a completion that finds no covered plan is reported, not raised. When some
+    states can run no bucket the engine's warmup compiles (UnwarmableError), its best plan is
+    kept as the completion, with its proof in ``unwarmable``: warming it covers everything else.
     """
     plan = plan_buckets(config)
     report = prove_coverage(plan, policy.partial_drafts, prefix_caching=policy.prefix_caching)
     completed: BucketPlan | None = None
     error: str | None = None
+    unwarmable: CoverageReport | None = None
     if policy.complete and not report.covered:
         try:
             completed = complete_plan(
                 config, policy.partial_drafts, prefix_caching=policy.prefix_caching
             )
+        except UnwarmableError as exc:
+            completed, unwarmable = exc.plan, exc.report
         except CompletionError as exc:
             error = str(exc)
-    return PlanEvaluation(plan, report, completed, error, policy, model)
+    return PlanEvaluation(plan, report, completed, error, policy, model, unwarmable)

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 from warmgate.api import SpecDecodeDeployment, engine_shape_config
 from warmgate.api.constants import Reason
 from warmgate.api.status import MAX_UNCOVERED_LISTED, PlanSummary
-from warmgate.buckets import BucketPlan, BucketPlanError, CoverageReport
+from warmgate.buckets import BucketPlan, BucketPlanError, CoverageReport, UncoveredShape
 from warmgate.buckets.cost import format_seconds
 from warmgate.reconcile.model_size import ModelSize, model_size
 from warmgate.reconcile.plan_evaluation import (
@@ -40,8 +40,12 @@ class PlanningResult:
 
     @property
     def may_warm(self) -> bool:
-        """Warm a proven plan, or one whose holes the spec explicitly allows."""
-        allowed = self.coverage.reason == Reason.UNCOVERED_SHAPES_ALLOWED
+        """Warm a proven plan, one whose holes the spec explicitly allows, or one that covers
+        everything but the states no bucket the engine's warmup compiles can serve."""
+        allowed = self.coverage.reason in (
+            Reason.UNCOVERED_SHAPES_ALLOWED,
+            Reason.UNWARMABLE_SHAPES,
+        )
         proven = self.coverage.holds or allowed
         return self.plan is not None and not self.stalled and self.refused is None and proven
 
@@ -50,8 +54,17 @@ class PlanningResult:
         if self.plan is None or not self.may_warm:
             return None
         estimate = self.summary.estimated_warmup_seconds if self.summary else None
-        sweep = self.evaluation.drafter.document() if self.evaluation is not None else None
-        return PlanToRun(self.plan, float(estimate or 0), kv_blocks, drafter_sweep=sweep)
+        evaluation = self.evaluation
+        sweep = evaluation.drafter.document() if evaluation is not None else None
+        known = known_unwarmable(evaluation) if evaluation is not None else ()
+        return PlanToRun(
+            self.plan, float(estimate or 0), kv_blocks, drafter_sweep=sweep, known_unwarmable=known
+        )
+
+
+def known_unwarmable(evaluation: PlanEvaluation) -> tuple[tuple[str, int, int, int], ...]:
+    """The warmed plan's known-unwarmable shapes as the engine logs them (runner plan field)."""
+    return tuple(u.engine_config for u in evaluation.known_unwarmable)
 
 
 def evaluate(sdd: SpecDecodeDeployment) -> PlanningResult:
@@ -122,6 +135,8 @@ def _coverage(evaluation: PlanEvaluation) -> tuple[Verdict, bool]:
             f"spec.buckets.coverage.maxExtraBuckets={policy.max_extra_buckets}"
         )
         return Verdict("False", Reason.EXTRA_BUCKETS_CAPPED, message), True
+    if evaluation.unwarmable is not None:
+        return Verdict("False", Reason.UNWARMABLE_SHAPES, _unwarmable(evaluation)), False
     proven = _proven(evaluation.effective_report)
     message = f"Completed the plan with {extra} extra buckets; {proven}"
     return Verdict("True", Reason.COVERAGE_COMPLETE, message), False
@@ -133,7 +148,7 @@ def _result(
     plan = evaluation.effective
     cost = evaluation.cost(plan)
     drafter = evaluation.drafter
-    gaps = [] if evaluation.covered else evaluation.report.uncovered
+    gaps = [] if evaluation.covered else evaluation.effective_report.uncovered
     summary = PlanSummary(
         hash=plan.digest,
         prompt_buckets=len(plan.prompt_buckets),
@@ -149,7 +164,7 @@ def _result(
         drafter_shapes=drafter.runtime_shapes if drafter.has_drafter else None,
         drafter_swept=drafter.swept if drafter.has_drafter else None,
     )
-    if coverage.holds:
+    if coverage.holds or coverage.reason == Reason.UNWARMABLE_SHAPES:
         estimate = f"warmup {cost}, {size.describe()}"
         message = f"{coverage.message}; {estimate}"
         if drafter.status_line():
@@ -172,6 +187,51 @@ def _plan_message(plan: BucketPlan) -> str:
 
 def _proven(report: CoverageReport) -> str:
     return f"all {report.states:,} reachable states run a planned bucket"
+
+
+def _unwarmable(evaluation: PlanEvaluation) -> str:
+    """Completion's plan leaves states only the engine's runtime compiles: how many, why."""
+    report = evaluation.effective_report
+    top = report.uncovered[0]
+    return (
+        f"Completed the plan with {evaluation.extra_buckets} extra buckets; "
+        f"{report.uncovered_states:,} of {report.states:,} reachable states in "
+        f"{len(report.uncovered)} shape(s) compile at runtime whatever the plan, e.g. "
+        f"{top.engine_config} for {top.phase} state {top.example}: {_why(evaluation, top)}; "
+        f"{_advice(evaluation)}; the warmup reports these shapes as known gaps"
+    )
+
+
+def _advice(evaluation: PlanEvaluation) -> str:
+    """What the docs say a user can change (docs/coverage.md, "Buckets the warmup never
+    compiles"): only k = 1 is known to help, and only for a draft model's top-row states."""
+    if max(evaluation.engine_plan.config.prompt_dummy_shortenings()) > 1:
+        return (
+            "an engine limit: with a draft model, spec.speculative.numSpeculativeTokens=1 "
+            "leaves none at the top query row (docs/coverage.md, 'Buckets the warmup never "
+            "compiles')"
+        )
+    return (
+        "an engine limit no spec field is known to remove (docs/coverage.md, 'Buckets the "
+        "warmup never compiles')"
+    )
+
+
+def _why(evaluation: PlanEvaluation, gap: UncoveredShape) -> str:
+    """Why the warmup never compiles ``gap``'s shape: its dummy runs another bucket."""
+    cfg = evaluation.engine_plan.config
+    _, query, ctx = gap.shape
+    causes = []
+    if gap.phase == "prompt" and query + ctx * cfg.block_size > cfg.max_model_len:
+        kept = max(0, (cfg.max_model_len - query) // cfg.block_size)
+        causes.append(f"its context is cut to {kept} blocks to fit maxModelLen")
+    k = max(cfg.prompt_dummy_shortenings())
+    if gap.phase == "prompt" and k > 0:
+        causes.append(f"its requests are {k} tokens short, left for the draft model")
+    if gap.phase == "decode":
+        causes.append("its sequences are cut at maxModelLen")
+    detail = f" ({' and '.join(causes)})" if causes else ""
+    return f"the engine's warmup dummy of any bucket serving it runs another bucket{detail}"
 
 
 def _holes(report: CoverageReport) -> str:

@@ -70,6 +70,9 @@ class RunnerSummary:
     kv_blocks: int | None
     # The compile hook's check of the drafter's graphs (runner summary "drafter", issue 16).
     drafter: DrafterRun | None = None
+    # Lines for the plan's known-unwarmable shapes the engine logged (runner summary
+    # "known_gaps"): reported, not failed (CoverageProven reason UnwarmableShapes).
+    known_gaps: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, text: str) -> RunnerSummary | None:
@@ -81,6 +84,7 @@ class RunnerSummary:
         if not isinstance(data, dict) or not isinstance(data.get("outcome"), str):
             return None
         unwarmed = data.get("unwarmed") or []
+        known = data.get("known_gaps") or []
         kv = data.get("kv_blocks")
         return cls(
             outcome=data["outcome"],
@@ -89,6 +93,7 @@ class RunnerSummary:
             unwarmed=tuple(str(u) for u in unwarmed) if isinstance(unwarmed, list) else (),
             kv_blocks=kv if isinstance(kv, int) else None,
             drafter=DrafterRun.parse(data.get("drafter")),
+            known_gaps=tuple(str(k) for k in known) if isinstance(known, list) else (),
         )
 
 
@@ -258,10 +263,13 @@ def _completed(summary: WarmupSummary, run: RunnerSummary | None, key: str) -> W
             f"Job {summary.job_name} completed but the runner did not verify key {key}: {found}"
         )
         return WarmupState(Verdict("False", Reason.WARMUP_FAILED, message), summary, True, run)
-    message = (
-        "The engine warmed every planned bucket and logged no unwarmed shape "
-        f"(Job {summary.job_name})"
-    )
+    message = "The engine warmed every planned bucket and logged no unwarmed shape"
+    if run.known_gaps:
+        message += (
+            f" but {len(run.known_gaps)} known gap(s), shapes no warmup can compile "
+            f"(CoverageProven UnwarmableShapes), e.g. {run.known_gaps[0]}"
+        )
+    message += f" (Job {summary.job_name})"
     if run.kv_blocks is not None:
         message += f"; KV blocks {run.kv_blocks}"
     update: dict[str, Any] = {"kv_blocks": run.kv_blocks}

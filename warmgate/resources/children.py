@@ -57,7 +57,12 @@ def desired_children(sdd: SpecDecodeDeployment, plan: PlanToRun, settings: Setti
     key = cache_key(sdd, buckets)
     warmup_engine = engine_launch(sdd, buckets)
     runner_plan = build_runner_plan(
-        sdd, buckets, key=key, engine=warmup_engine, sweep=plan.drafter_sweep
+        sdd,
+        buckets,
+        key=key,
+        engine=warmup_engine,
+        sweep=plan.drafter_sweep,
+        known_unwarmable=plan.known_unwarmable,
     )
     image = settings.operator_image
     warmup = build_warmup(

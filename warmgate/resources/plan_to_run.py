@@ -21,6 +21,9 @@ class PlanToRun:
     claim gets a new Job.
     ``drafter_sweep``: the warmup sweep of the drafter's graphs (format warmgate-drafter-sweep/1,
     docs/runner.md), None for methods without a draft model or nothing to drive.
+    ``known_unwarmable``: the reachable target shapes no bucket the engine's warmup compiles can
+    serve (CoverageProven reason UnwarmableShapes), as the engine logs them, e.g. ("prompt", 1,
+    8192, 1); the runner reports them as known gaps instead of failing.
     """
 
     buckets: BucketPlan
@@ -28,3 +31,4 @@ class PlanToRun:
     kv_blocks: int | None = None
     cache_claim_uid: str | None = None
     drafter_sweep: Manifest | None = None
+    known_unwarmable: tuple[tuple[str, int, int, int], ...] = ()

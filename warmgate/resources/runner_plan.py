@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 from warmgate.api import Manifest, SpecDecodeDeployment
@@ -66,9 +67,13 @@ def build_runner_plan(
     key: str,
     engine: EngineLaunch,
     sweep: Manifest | None = None,
+    known_unwarmable: Sequence[tuple[str, int, int, int]] = (),
 ) -> Manifest:
     """The runner's plan document, format v1, exactly as `warmgate.warmup.plan` validates it;
-    ``sweep`` is the drafter sweep (``PlanToRun.drafter_sweep``)."""
+    ``sweep`` is the drafter sweep (``PlanToRun.drafter_sweep``), ``known_unwarmable`` the
+    shapes the runner reports as known gaps (``PlanToRun.known_unwarmable``; written only when
+    there are some)."""
+    known = {"known_unwarmable": [list(g) for g in known_unwarmable]} if known_unwarmable else {}
     return {
         "format_version": PLAN_FORMAT_VERSION,
         "plan_id": f"{parent_name(sdd)}-{plan.digest[:12]}",
@@ -78,6 +83,7 @@ def build_runner_plan(
             "seed_file_text": plan.to_bucket_file(),
             "expected": _expected(plan),
             "abort_on_mismatch": True,
+            **known,
         },
         "kv_blocks_expected": plan.config.num_gpu_blocks,
         "cache": {

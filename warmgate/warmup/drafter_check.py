@@ -15,6 +15,7 @@ same graphs: graphs are united over processes and counts taken from the busiest 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,8 +102,17 @@ def check_drafter(
     sweep: SweepSpec | None,
     run: SweepRun | None,
     probe_began: float | None,
+    *,
+    unwarmable: Collection[Graph] = (),
+    target_gaps: int = 0,
 ) -> DrafterCheck:
-    """The check from the hook's events, the sweep's timing and the probe's start."""
+    """The check from the hook's events, the sweep's timing and the probe's start.
+
+    ``unwarmable`` are the plan's known-unwarmable target shapes: a drafter graph of one of them
+    in the probe is a known gap, like an undriven one. ``target_gaps`` is how many of them the
+    engine logged as not warmed-up: that many compiles outside the drafter in the probe are
+    theirs (one per process), not a graph the warmup left cold.
+    """
     check = DrafterCheck(expected=sweep.expected if sweep else frozenset())
     if not hook.enabled:
         return check
@@ -122,9 +132,10 @@ def check_drafter(
     check.compiled = graphs
     check.other = graphs - check.expected
     undriven = {g for g, _ in sweep.undriven} if sweep is not None else set()
+    undriven |= set(unwarmable)
     known = [e for e in in_probe if _graph(e) in undriven]
     check.known_gaps = sorted({g for e in known if (g := _graph(e)) is not None})
-    check.probe = _probe_reasons([e for e in in_probe if e not in known])
+    check.probe = _probe_reasons([e for e in in_probe if e not in known], target_gaps)
     return check
 
 
@@ -182,8 +193,9 @@ def _per_step(
     return out
 
 
-def _probe_reasons(events: list[HookEvent]) -> list[str]:
-    """Every drafter graph compiled in the probe, by name, then the other compiles as one line."""
+def _probe_reasons(events: list[HookEvent], target_gaps: int = 0) -> list[str]:
+    """Every drafter graph compiled in the probe, by name, then the other compiles as one line
+    (less the ``target_gaps`` the engine logged for the plan's known-unwarmable shapes)."""
     reasons: list[str] = []
     seen: set[Graph] = set()
     unnamed = False
@@ -201,8 +213,9 @@ def _probe_reasons(events: list[HookEvent]) -> list[str]:
         if e.where == "step" and e.count > e.drafter:  # drafter counts include known gaps
             busiest[e.pid] += e.count - e.drafter
             steps[e.pid] += 1
-    if busiest:
-        pid, count = busiest.most_common(1)[0]
+    pid, count = busiest.most_common(1)[0] if busiest else (0, 0)
+    if count > target_gaps:
+        count -= target_gaps
         reasons.append(
             f"{count} graph compilation(s) outside the drafter in {steps[pid]} probe step(s): "
             "target or sampler graphs the warmup did not compile"

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from warmgate.warmup.schema import Fields, PlanError
-from warmgate.warmup.sweepplan import HookSpec, SweepSpec, parse_hook, parse_sweep
+from warmgate.warmup.sweepplan import Graph, HookSpec, SweepSpec, graph, parse_hook, parse_sweep
 
 PLAN_FORMAT_VERSION = 1
 DIGEST_ALGORITHM = "sha256-canonical-json-v1"
@@ -65,6 +65,14 @@ class BucketSpec:
     seed_file_text: str
     expected: dict[str, ListExpectation]
     abort_on_mismatch: bool
+    # Shapes no bucket the engine's warmup compiles can serve (the operator's UnwarmableShapes):
+    # the engine logging them is a known gap, not an unwarmed shape (docs/runner.md).
+    known_unwarmable: tuple[Graph, ...] = ()
+
+    @property
+    def known_configs(self) -> frozenset[str]:
+        """The known-unwarmable shapes as the engine logs them: "('prompt', 1, 8192, 1)"."""
+        return frozenset(repr(g) for g in self.known_unwarmable)
 
 
 @dataclass(frozen=True)
@@ -265,10 +273,16 @@ def _buckets(f: Fields) -> BucketSpec:
         if sub.present:
             expected[name] = _expectation(sub)
     expected_fields.finish()
+    known = f.value("known_unwarmable", [])
+    if not isinstance(known, list):
+        f.error(f"known_unwarmable: expected a list, got {known!r}")
+        known = []
+    graphs = [graph(f, "known_unwarmable", v) for v in known]
     result = BucketSpec(
         seed_file_text=f.text("seed_file_text"),
         expected=expected,
         abort_on_mismatch=f.boolean("abort_on_mismatch", True),
+        known_unwarmable=tuple(g for g in graphs if g is not None),
     )
     f.finish()
     return result

@@ -19,8 +19,9 @@ from warmgate.warmup.statusboard import Board
 from warmgate.warmup.sweep import SweepRun
 from warmgate.warmup.verdict import Verdict
 
-# 2: engine_log.omitted records, list_copies, unreadable (issue 12); 3: drafter (issue 16)
-REPORT_VERSION = 3
+# 2: engine_log.omitted records, list_copies, unreadable (issue 12); 3: drafter (issue 16);
+# 4: known_gaps (the plan's known-unwarmable shapes the engine logged, reported, not failed)
+REPORT_VERSION = 4
 SUMMARY_LIMIT = 4096  # Kubernetes keeps at most 4096 bytes of a container's termination message.
 PROGRESS_PREFIX = "warmgate-progress"
 
@@ -38,6 +39,7 @@ class RunRecord:
     log: EngineLog | None = None
     verdict: Verdict | None = None
     unwarmed: list[str] = field(default_factory=list)
+    known_gaps: list[str] = field(default_factory=list)
     probe: ProbeResult | None = None
     cache: dict[str, Any] = field(default_factory=dict)
     kv_blocks_expected: int | None = None
@@ -153,6 +155,7 @@ def build_report(record: RunRecord) -> dict[str, Any]:
         "mismatches": verdict.mismatches if verdict else [],
         "unreadable": verdict.unreadable if verdict else [],
         "unwarmed": record.unwarmed,
+        "known_gaps": record.known_gaps,
         "kv_blocks_expected": record.kv_blocks_expected,
         "engine": {"argv": record.engine_argv, "exit_code": record.engine_exit_code},
         "engine_log": _log_section(record.log),
@@ -186,6 +189,8 @@ def summary(record: RunRecord, report_path: Path | None) -> str:
         "key": record.cache_key,
         "unwarmed_count": len(record.unwarmed),
         "unwarmed": list(record.unwarmed),
+        "known_gaps_count": len(record.known_gaps),
+        "known_gaps": list(record.known_gaps),
         "mismatches": list(verdict.mismatches) if verdict else [],
         "unreadable": list(verdict.unreadable) if verdict else [],
         "kv_blocks": record.log.kv_blocks if record.log else None,
@@ -206,7 +211,7 @@ def _shrink(doc: dict[str, Any]) -> str:
     # counts and the outcome always survive, the full detail is in the report on the volume.
     if len(doc["reason"]) > 1000:
         doc["reason"], doc["truncated"] = doc["reason"][:1000], True
-    for name in ("unwarmed", "mismatches", "unreadable"):
+    for name in ("unwarmed", "mismatches", "unreadable", "known_gaps"):
         if len(doc[name]) > 40:  # 40 lines of ~60 bytes already fill the budget.
             doc[name], doc["truncated"] = doc[name][:40], True
         while len(_encode(doc)) > SUMMARY_LIMIT and doc[name]:

@@ -25,7 +25,13 @@ from warmgate.warmup.report import (
     write_termination_log,
 )
 from warmgate.warmup.sweep import run_sweep
-from warmgate.warmup.verdict import decide, early_mismatches, final_verdict, unwarmed_reasons
+from warmgate.warmup.verdict import (
+    decide,
+    early_mismatches,
+    final_verdict,
+    known_gaps,
+    unwarmed_reasons,
+)
 
 
 class Runner:
@@ -229,11 +235,18 @@ class Runner:
             self.parser.close()
 
     def _conclude(self) -> None:
-        verdict = final_verdict(self.plan, self.parser.state)
+        log, known = self.parser.state, self.plan.buckets.known_configs
+        verdict = final_verdict(self.plan, log)
         self.record.verdict = verdict
-        drafter = self._drafter()
-        self.record.unwarmed = unwarmed_reasons(self.parser.state) + drafter.probe
+        self.record.known_gaps = known_gaps(log, known)
+        drafter = self._drafter(sum(1 for u in log.unwarmed if u.text in known))
+        self.record.unwarmed = unwarmed_reasons(log, known) + drafter.probe
         self._decide(*decide(verdict, self.record.unwarmed))
+        if self.record.outcome is Outcome.VERIFIED and self.record.known_gaps:
+            self.record.reason += (
+                f"; {len(self.record.known_gaps)} known gap(s), shapes the plan lists as "
+                f"unwarmable: {self.record.known_gaps[0]}"
+            )
         drafted = drafter.hook != "off" or self.plan.drafter_sweep is not None
         if self.record.outcome is Outcome.VERIFIED and drafted:
             if self.plan.drafter_hook.required and not drafter.verified:
@@ -242,11 +255,17 @@ class Runner:
         if self.record.outcome is Outcome.VERIFIED:
             self._publish()
 
-    def _drafter(self) -> DrafterCheck:
+    def _drafter(self, target_gaps: int) -> DrafterCheck:
         plan, record = self.plan, self.record
         events = self.parser.state.hook_events
         check = check_drafter(
-            events, plan.drafter_hook, plan.drafter_sweep, record.sweep, record.probe_began
+            events,
+            plan.drafter_hook,
+            plan.drafter_sweep,
+            record.sweep,
+            record.probe_began,
+            unwarmable=plan.buckets.known_unwarmable,
+            target_gaps=target_gaps,
         )
         self.record.drafter = check
         return check

@@ -8,7 +8,15 @@ from typing import Any
 import pytest
 from bucket_golden import Bucket, config, tables
 
-from warmgate.buckets import BucketIndex, Lookup, fallback_value, first_fit, plan_buckets
+from warmgate.buckets import (
+    BucketIndex,
+    EngineShapeConfig,
+    Lookup,
+    fallback_value,
+    first_fit,
+    plan_buckets,
+    prove_coverage,
+)
 from warmgate.buckets.lookup import DecodeRows
 
 
@@ -114,6 +122,28 @@ def test_contiguous_pa_block_lookup_uses_the_highest_block_id() -> None:
     assert plan.decode_shape(64, 8192, 1) == (64, 1, 8192)
 
 
+@pytest.mark.parametrize(
+    ("profile", "shape"), [("main-2026-08", (9, 1, 2001)), ("v0.26.0", (9, 1, 3000))]
+)
+def test_only_main_caps_the_contiguous_block_bucket(profile: str, shape: tuple[int, ...]) -> None:
+    """get_habana_paged_attn_buffers caps max(C, maxid + 1) at the KV blocks + 1 on main
+    (hpu_model_runner.py 2455-2471 at 091bbadd); v0.26.0 has no cap (2426-2433 at b059f9c9).
+    Either way the warmup compiles the shape: the dummy of (9, 1, 3000) has block ids up to
+    1999 and runs it."""
+    cfg = config(
+        "D",
+        contiguous_pa=True,
+        num_speculative_tokens=2,
+        profile=profile,
+        bucket_file="(1, 128, 0)\n(1, 1, 1000)\n(3, 1, 1000)\n",
+    )
+    plan = plan_buckets(cfg)
+    # 1 sequence, highest block id 1499: row 1 stops at 1000, row 3 holds 3000 -> B = 3, and
+    # row 9 first fits 3000.
+    assert plan.decode_step(1, 1500, 3).shape == shape
+    assert shape not in {g.shape for g in prove_coverage(plan).uncovered}
+
+
 def test_second_lookup_sees_the_first_lookups_fallback() -> None:
     # The engine appends the batch fallback before the block lookup of the same step.
     plan = plan_buckets(config("A"))
@@ -150,6 +180,29 @@ def test_unknown_block_count_gives_zero_ctx_fallbacks() -> None:
     # The engine builds fallback ctx 0 while num_hpu_blocks is unknown.
     plan = plan_buckets(config("A", num_gpu_blocks=None))
     assert plan.find_decode_bucket(65, 10).bucket == (64, 1, 0)
+
+
+def test_a_prompt_fallback_rounds_its_ctx_whether_or_not_blocks_are_pinned() -> None:
+    """The engine knows num_hpu_blocks before any lookup (initialize_kv_cache), so a prompt
+    fallback never drops its context onto a planned ctx-0 bucket (the eagle3 example's 8192)."""
+    for blocks in (None, 8192):
+        cfg = EngineShapeConfig(
+            max_num_seqs=128,
+            max_model_len=8192,
+            max_num_batched_tokens=8192,
+            num_gpu_blocks=blocks,
+            num_speculative_tokens=2,
+            speculative_method="eagle3",
+        )
+        plan = plan_buckets(cfg)
+        assert (1, 8192, 0) in plan.prompt_buckets
+        assert not any(q >= 8160 and c >= 1 for _, q, c in plan.prompt_buckets)
+        lookup = plan.find_prompt_bucket(1, 8160, 1)
+        assert (lookup.bucket, lookup.fallback, lookup.planned) == ((1, 8192, 1), True, False)
+        gaps = {g.shape: g for g in prove_coverage(plan).uncovered if g.phase == "prompt"}
+        example = gaps[(1, 8192, 1)].example
+        assert example[2] == 1
+        assert plan.find_prompt_bucket(*example).bucket == (1, 8192, 1)
 
 
 def test_bucket_index_matches_first_fit_exhaustively() -> None:

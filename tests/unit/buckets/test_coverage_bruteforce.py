@@ -1,4 +1,8 @@
-"""The interval prover agrees exactly with enumerating every state through the plan's lookups."""
+"""The interval prover agrees exactly with enumerating every state through the plan's lookups.
+
+The brute force counts a state warmed when its shape is one the engine's warmup compiles, as
+``warmup_sim`` simulates the warmup's dummies (not warmgate's ``warmup_shapes``).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
+from warmup_sim import simulated_decode_warmup, simulated_prompt_warmup
 
 from warmgate.buckets import (
     BucketPlan,
@@ -39,7 +44,8 @@ SMALL: dict[str, dict[str, Any]] = {
 
 def _assert_same(plan: BucketPlan, **kwargs: Any) -> None:
     fast = prove_coverage(plan, **kwargs)
-    slow = brute_force_coverage(plan, **kwargs)
+    warmed = (simulated_decode_warmup(plan), simulated_prompt_warmup(plan))
+    slow = brute_force_coverage(plan, **kwargs, warmed=warmed)
     assert (fast.decode_states, fast.prompt_states) == (slow.decode_states, slow.prompt_states)
     assert fast.uncovered == slow.uncovered
     assert fast.covered == slow.covered
@@ -48,10 +54,13 @@ def _assert_same(plan: BucketPlan, **kwargs: Any) -> None:
 @pytest.mark.parametrize("name", sorted(SMALL))
 @pytest.mark.parametrize("k", [0, 1, 2, 3])
 @pytest.mark.parametrize("strategy", ["exp", "lin", "pad"])
-def test_prover_matches_brute_force(name: str, k: int, strategy: str) -> None:
+@pytest.mark.parametrize("method", [None, "ngram", "eagle3"])
+def test_prover_matches_brute_force(name: str, k: int, strategy: str, method: str | None) -> None:
     base = {"num_gpu_blocks": 600, **SMALL[name]}
-    plan = plan_buckets(EngineShapeConfig(**base, num_speculative_tokens=k, strategy=strategy))
-    _assert_same(plan, partial_drafts=True)
+    cfg = EngineShapeConfig(
+        **base, num_speculative_tokens=k, strategy=strategy, speculative_method=method
+    )
+    _assert_same(plan_buckets(cfg), partial_drafts=True)
 
 
 @pytest.mark.parametrize("name", sorted(SMALL))
@@ -122,6 +131,7 @@ def _configs(draw: st.DrawFn) -> EngineShapeConfig:
         merged_prefill=draw(st.booleans()),
         profile=draw(st.sampled_from(["v0.26.0", "main-2026-08"])),
         bucket_file=file,
+        speculative_method=draw(st.sampled_from([None, "ngram", "eagle", "mtp"])),
     )
 
 

@@ -16,6 +16,7 @@ ENGINE_A = [
     "--max-model-len=4096",
     "--max-num-batched-tokens=2048",
     "--num-gpu-blocks=8192",
+    "--method=ngram",  # a draft model leaves prefills no bucket can serve (test below)
 ]
 EXAMPLE = EXAMPLES_DIR / "llama31-8b-eagle3-gaudi2.yaml"
 
@@ -31,7 +32,8 @@ def test_table_shows_verdict_gaps_completion_and_cost(capsys: pytest.CaptureFixt
     assert "NOT COVERED" in out
     assert "('decode', 128, 1, 2560)" in out  # the largest gap of config A, k=3
     assert "e.g. n=37 S=897 T=2" in out
-    assert "complete   +41 buckets" in out  # 1 prompt + 40 decode (issue 15)
+    assert "complete   +47 buckets" in out  # 7 prompt + 40 decode (issue 15)
+    assert "+ prompt (1, 2046, 19)" in out  # a row the warmup compiles, below (1, 2048, 31)
     assert "warmup     engine plan" in out
 
 
@@ -44,7 +46,7 @@ def test_json_carries_everything(capsys: pytest.CaptureFixture[str]) -> None:
     assert coverage["covered"] is False
     assert coverage["uncovered"][0]["engine_config"] == ["decode", 128, 1, 2560]
     assert completion["applies"] is True
-    assert completion["added"] == 41
+    assert completion["added"] == 47
     assert data["effective"] == {"digest": completion["digest"], "covered": True}
 
 
@@ -53,7 +55,7 @@ def test_json_carries_everything(capsys: pytest.CaptureFixture[str]) -> None:
     [
         ([], 0),  # completion applies: the plan warmgate warms is covered
         (["--no-complete"], 1),
-        (["--max-extra-buckets", "10"], 1),  # completion needs 41 > 10
+        (["--max-extra-buckets", "10"], 1),  # completion needs 47 > 10
     ],
 )
 def test_strict_exit_code(capsys: pytest.CaptureFixture[str], extra: list[str], code: int) -> None:
@@ -64,10 +66,30 @@ def test_strict_exit_code(capsys: pytest.CaptureFixture[str], extra: list[str], 
 def test_strict_passes_when_only_full_drafts_are_in_scope(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Without partial drafts only the long-prompt gap remains; completion closes it."""
+    """Without partial drafts only the long-prompt gaps remain; completion closes them."""
     code, data = _json(capsys, *ENGINE_A, "-k", "3", "--no-partial-drafts", "--strict")
     assert code == 0
-    assert data["completion"]["added"] == 1  # type: ignore[index]
+    assert data["completion"]["added"] == 7  # type: ignore[index]
+
+
+@pytest.mark.parametrize("method", [None, "eagle3"])
+def test_a_draft_model_leaves_prefills_no_bucket_can_serve(
+    capsys: pytest.CaptureFixture[str], method: str | None
+) -> None:
+    """eagle3 k=3 on config A: 2045-2046-token chunks after 17 context blocks run (1, 2048, 31)
+    uncompiled whatever is added; an unknown method proves for eagle too. Completion's plan
+    still applies (it covers everything else), and --strict still fails on those states."""
+    flags = [f for f in ENGINE_A if not f.startswith("--method")]
+    flags += [f"--method={method}"] if method else []
+    code, data = _json(capsys, *flags, "-k", "3", "--strict")
+    assert code == 1
+    completion = data["completion"]
+    assert isinstance(completion, dict)
+    assert completion["applies"] is True
+    assert completion["error"] is None
+    left = {(tuple(u["engine_config"]), tuple(u["example"])) for u in completion["unwarmable"]}
+    assert (("prompt", 1, 2048, 31), (1, 2045, 17)) in left
+    assert data["effective"] == {"digest": completion["digest"], "covered": False}
 
 
 def test_bucket_file_reads_back_covered(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -80,6 +102,7 @@ def test_bucket_file_reads_back_covered(capsys: pytest.CaptureFixture[str], tmp_
         max_num_batched_tokens=2048,
         num_gpu_blocks=8192,
         num_speculative_tokens=2,
+        speculative_method="ngram",
         bucket_file=target.read_text(),
     )
     assert prove_coverage(plan_buckets(cfg)).covered

@@ -9,9 +9,11 @@ import pytest
 from warmgate.buckets import (
     EngineShapeConfig,
     UncoveredShape,
+    brute_force_coverage,
     plan_buckets,
     prove_coverage,
 )
+from warmgate.buckets.states import StateSpace
 
 CONFIG_A = {
     "max_num_seqs": 64,
@@ -80,8 +82,11 @@ def test_long_prompt_context_falls_back() -> None:
     """A prompt of q < 128 tokens after 3969+ cached tokens needs ctx 32 > the largest bucket 31."""
     report = prove_coverage(plan_buckets(_config_a(0)))
     prompt = [u for u in report.uncovered if u.phase == "prompt"]
-    assert {u.shape for u in prompt} >= {(1, 128, 32), (1, 160, 32)}
-    assert all(u.example[2] == 32 for u in prompt)
+    fallbacks = [u for u in prompt if u.shape[2] == 32]
+    assert {u.shape for u in fallbacks} >= {(1, 128, 32), (1, 160, 32)}
+    assert all(u.example[2] == 32 for u in fallbacks)
+    # The one other prompt gap is planned but never compiled (next test).
+    assert {u.shape for u in prompt} - {u.shape for u in fallbacks} == {(1, 2048, 31)}
     assert prompt[0].engine_config[0] == "prompt"
 
 
@@ -89,8 +94,8 @@ def test_report_counts_and_order() -> None:
     report = prove_coverage(plan_buckets(_config_a(3)))
     # Decode: T in 1..4, n in 1..64, S in n..32n (8192 KV blocks never bind).
     assert report.decode_states == 4 * sum(32 * n - n + 1 for n in range(1, 65))
-    # Prompt: q in 1..2048 with ctx 0..ceil((4096 - q) / 128).
-    assert report.prompt_states == sum(math.ceil((4096 - q) / 128) + 1 for q in range(1, 2049))
+    # Prompt: q in 1..2048 with ctx 0..ceil((4096 - 1 - q) / 128).
+    assert report.prompt_states == sum(math.ceil((4095 - q) / 128) + 1 for q in range(1, 2049))
     counts = [u.states for u in report.uncovered]
     assert counts == sorted(counts, reverse=True)
     assert not report.covered
@@ -120,3 +125,39 @@ def test_contiguous_pa_space_reaches_every_block_id() -> None:
     report = prove_coverage(plan_buckets(cfg), prefix_caching=True)  # forced off by contiguous PA
     assert report.decode_states == sum(300 - n + 1 for n in range(1, 65))
     assert report.space.prefix_caching is False
+
+
+@pytest.mark.parametrize(("mml", "block", "mbt"), [(64, 8, 64), (70, 16, 40), (100, 32, 100)])
+def test_prompt_space_is_what_vllm_schedules(mml: int, block: int, mbt: int) -> None:
+    """(query, ceil(computed / block)) over vLLM's rules, enumerated token by token.
+
+    A request's first chunk starts after its prefix-cache hit (whole blocks), and a prompt has
+    at most mml tokens (recent vLLM rejects mml itself too); every later chunk is a running
+    request's, trimmed to mml - 1 - computed (``Scheduler.schedule``). Both under the budget.
+    """
+    reachable = set()
+    for computed in range(mml):
+        for query in range(1, mbt + 1):
+            first = computed % block == 0 and computed + query <= mml
+            if first or computed + query <= mml - 1:
+                reachable.add((query, -(-computed // block)))
+    cfg = EngineShapeConfig(
+        max_num_seqs=1, max_model_len=mml, max_num_batched_tokens=mbt, block_size=block
+    )
+    space = StateSpace.of(cfg, partial_drafts=True)
+    assert {(q, c) for _, q, c in space.prompt_candidates()} == reachable
+
+
+def test_a_chunk_after_17_blocks_runs_a_bucket_warmup_never_compiles() -> None:
+    """Config A: 1921 tokens after 2049-2174 computed ones pad to (1, 2048, 31), whose warmup
+    dummy runs 16 context blocks and compiles (1, 2048, 16) instead (docs/coverage.md)."""
+    plan = plan_buckets(_config_a(0))
+    assert plan.prompt_shape(1, 1921, 17) == (1, 2048, 31)
+    assert (1, 2048, 31) in plan.prompt_buckets
+    report = prove_coverage(plan)
+    (gap,) = [u for u in report.uncovered if u.shape == (1, 2048, 31)]
+    assert gap.phase == "prompt"
+    assert gap.example == (1, 1665, 17)  # the lexicographically smallest state running it
+    # q in 1665..2046, ctx from 17 up to ceil((4095 - q) / 128): 19, 18, then 17.
+    assert gap.states == sum(math.ceil((4095 - q) / 128) - 16 for q in range(1665, 2047))
+    assert gap in brute_force_coverage(plan).uncovered

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,7 @@ def test_the_demo_prints_the_operators_verdict(capsys: pytest.CaptureFixture[str
 
 
 def test_extra_buckets_are_what_completion_added() -> None:
-    sdd = example_sdd(EAGLE3)
+    sdd = example_sdd("minimal-ngram")
     evaluation = evaluate_plan(
         engine_shape_config(sdd), PlanPolicy.of(sdd), model_size(sdd).profile
     )
@@ -82,6 +83,30 @@ def test_extra_buckets_are_what_completion_added() -> None:
     assert evaluation.completion_applies
     assert evaluation.effective is evaluation.completed
     assert evaluation.effective_report.covered
+    assert evaluation.covered
+    assert evaluation.unwarmable is None
+    assert evaluation.known_unwarmable == []
+
+
+def test_an_unwarmable_completion_is_the_plan_warmed_with_its_gaps_known() -> None:
+    """UnwarmableError: its plan is the completion (within the cap), its proof names the left
+    states, and the pipeline proves nothing else uncovered."""
+    sdd = example_sdd(EAGLE3)
+    config, model = engine_shape_config(sdd), model_size(sdd).profile
+    evaluation = evaluate_plan(config, PlanPolicy.of(sdd), model)
+    assert evaluation.completion_error is None
+    assert evaluation.unwarmable is not None
+    assert evaluation.completion_applies
+    assert evaluation.effective is evaluation.completed
+    assert not evaluation.covered
+    report = evaluation.effective_report
+    assert report is evaluation.unwarmable
+    assert [g.engine_config for g in evaluation.known_unwarmable] == [("prompt", 1, 8192, 1)]
+    assert report.uncovered_states == 1 < evaluation.report.uncovered_states
+    capped = evaluate_plan(config, replace(PlanPolicy.of(sdd), max_extra_buckets=1), model)
+    assert capped.capped
+    assert capped.known_unwarmable == []
+    assert capped.effective is capped.engine_plan
 
 
 def test_the_policy_is_the_spec_s() -> None:

@@ -57,7 +57,7 @@ def test_a_bad_parameter_count_is_refused_naming_the_field(parameters: str) -> N
 
 
 def test_holes_are_closed_and_the_completed_plan_is_proven() -> None:
-    sdd = example_sdd("llama31-8b-eagle3-gaudi2")
+    sdd = example_sdd("minimal-ngram")
     result = evaluate(sdd)
     assert result.plan is not None
     assert result.coverage.status == "True"
@@ -68,6 +68,48 @@ def test_holes_are_closed_and_the_completed_plan_is_proven() -> None:
     assert set(engine_plan.decode_buckets) <= set(result.plan.decode_buckets)
     assert result.summary.hash == result.plan.digest
     assert result.plan.digest != engine_plan.digest
+
+
+def test_states_no_warmup_can_compile_are_reported_and_the_rest_is_warmed() -> None:
+    """eagle3 k=2, mml = mbt = 8192: a 8190-token chunk after one cached block pads to
+    (1, 8192, 1), whose warmup dummy is cut to 0 context blocks; completion's plan covers every
+    other state, so it is warmed and CoverageProven says why the one state is left."""
+    sdd = example_sdd("llama31-8b-eagle3-gaudi2")
+    result = evaluate(sdd)
+    assert (result.coverage.status, result.coverage.reason) == ("False", "UnwarmableShapes")
+    assert not result.stalled
+    assert result.may_warm
+    assert result.evaluation is not None
+    assert result.plan is result.evaluation.completed
+    assert result.summary is not None
+    assert (result.summary.extra_buckets or 0) > 0
+    assert result.summary.uncovered_count == 1
+    assert result.summary.uncovered_shapes == ["('prompt', 1, 8192, 1)"]
+    message = result.coverage.message
+    assert message.startswith("target: Completed the plan with ")
+    assert (
+        "1 of 1,835,072 reachable states in 1 shape(s) compile at runtime whatever the plan, e.g. "
+        "('prompt', 1, 8192, 1) for prompt state (1, 8190, 1): the engine's warmup dummy of any "
+        "bucket serving it runs another bucket (its context is cut to 0 blocks to fit "
+        "maxModelLen and its requests are 2 tokens short, left for the draft model)"
+    ) in message
+    assert "numSpeculativeTokens=1 leaves none at the top query row" in message
+    assert "warmup " in message  # the estimate: the plan is warmed
+    to_run = result.to_run(kv_blocks=None)
+    assert to_run is not None
+    assert to_run.known_unwarmable == (("prompt", 1, 8192, 1),)
+    status = build_status(sdd, result, at=T0)
+    stalled = get_condition(status.conditions, "Stalled")
+    assert stalled is None or stalled.status == "False"
+    assert status.phase != "Failed"
+
+
+def test_unwarmable_states_over_the_cap_stall_as_any_completion() -> None:
+    sdd = example_sdd("llama31-8b-eagle3-gaudi2", buckets={"coverage": {"maxExtraBuckets": 1}})
+    result = evaluate(sdd)
+    assert result.coverage.reason == "ExtraBucketsCapped"
+    assert result.stalled
+    assert result.to_run(kv_blocks=None) is None
 
 
 def test_complete_false_reports_holes_and_keeps_the_engine_plan() -> None:

@@ -181,6 +181,20 @@ def test_complete_job_with_verified_summary_of_this_key_is_warmed() -> None:
     assert "KV blocks 7" in state.verdict.message
 
 
+def test_known_gaps_of_a_verified_run_are_named_in_the_warmed_message() -> None:
+    gap = "Configuration: ('prompt', 1, 8192, 1) was not warmed-up!"
+    summary = {**json.loads(verified()), "known_gaps_count": 1, "known_gaps": [gap]}
+    done = job("Complete", startTime="2026-11-29T12:00:00Z", completionTime="2026-11-29T12:01:40Z")
+    state = evaluate_warmup(done, [pod("2026-11-29T12:00:00Z", json.dumps(summary))], KEY)
+    assert (state.verdict.status, state.verdict.reason) == ("True", "WarmupSucceeded")
+    assert state.summary_of_run is not None
+    assert state.summary_of_run.known_gaps == (gap,)
+    assert (
+        "logged no unwarmed shape but 1 known gap(s), shapes no warmup can compile "
+        f"(CoverageProven UnwarmableShapes), e.g. {gap} (Job "
+    ) in state.verdict.message
+
+
 @pytest.mark.parametrize(
     "pods",
     [

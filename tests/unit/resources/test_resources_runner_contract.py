@@ -35,6 +35,16 @@ def test_the_runner_validates_the_configmap_plan_file(case: Case, tmp_path: Path
     assert plan.engine.tensor_parallel_size == case.sdd.spec.engine.tensor_parallel_size
 
 
+def test_the_known_unwarmable_shapes_reach_the_runner_as_the_engine_logs_them(case: Case) -> None:
+    """Only a plan whose CoverageProven is UnwarmableShapes lists them (docs/runner.md)."""
+    buckets = _doc(case)["buckets"]
+    known = [tuple(g) for g in buckets.get("known_unwarmable", [])]
+    assert known == list(case.to_run.known_unwarmable)
+    assert parse_plan(_doc(case)).buckets.known_unwarmable == tuple(known)
+    if case.name == "llama31-8b-eagle3-gaudi2":
+        assert known == [("prompt", 1, 8192, 1)]
+
+
 def test_the_validator_is_strict_so_the_contract_means_something(case: Case) -> None:
     doc = _doc(case)
     doc["engine"]["unexpected"] = 1

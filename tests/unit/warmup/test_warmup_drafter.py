@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from runner_harness import make_drafter_plan
 
-from warmgate.warmup.drafter_check import NO_PROCESS, check_drafter
+from warmgate.warmup.drafter_check import NO_PROCESS, DrafterCheck, check_drafter
 from warmgate.warmup.hooklog import HookEvent, format_hook_line, parse_hook_line
 from warmgate.warmup.logparse import LogParser
 from warmgate.warmup.plan import PlanError, parse_plan
@@ -204,6 +204,37 @@ def test_compiles_are_placed_in_sweep_steps_and_the_probe() -> None:
         "probe": 2,
         "gaps": 1,
     }
+
+
+def test_the_plans_known_unwarmable_shapes_are_gaps_in_the_probe_and_nothing_else() -> None:
+    """The drafter's prefill of a known-unwarmable target shape and the target's own compile
+    of it (one per shape the engine logged) are known gaps; one more compile is unwarmed."""
+    events = [
+        *ATTACHED,
+        drafter(101.0, ["decode", 2, 1, 8]),
+        drafter(101.0, ["decode", 8, 1, 8]),
+        step(101.0, 2, 2),
+        drafter(111.0, ["decode", 4, 1, 4]),
+        step(111.0, 1, 1),
+        drafter(131.0, ["prompt", 1, 8192, 1]),
+        step(131.0, 2, 1),  # the drafter's graph and the target's (1, 8192, 1)
+    ]
+    known = [("prompt", 1, 8192, 1)]
+
+    def run(target_gaps: int) -> DrafterCheck:
+        hook = HookSpec(enabled=True)
+        return check_drafter(
+            events, hook, SPEC, RUN, 130.0, unwarmable=known, target_gaps=target_gaps
+        )
+
+    check = run(1)
+    assert (check.probe, check.known_gaps, check.verified) == ([], known, True)
+    unlogged = run(0)  # the engine logged no known gap: the target's compile is unwarmed
+    assert unlogged.probe == [
+        "1 graph compilation(s) outside the drafter in 1 probe step(s): target or sampler "
+        "graphs the warmup did not compile"
+    ]
+    assert unlogged.verified is False
 
 
 def test_without_an_attached_hook_nothing_is_verified() -> None:

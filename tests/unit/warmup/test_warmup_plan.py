@@ -177,3 +177,26 @@ def test_the_api_refuses_every_variable_the_runner_owns(name: str) -> None:
 
     with pytest.raises(ValidationError, match="env must not set"):
         EngineSpec.model_validate({"maxModelLen": 4096, "env": [{"name": name, "value": "0"}]})
+
+
+def test_known_unwarmable_shapes_parse_as_the_engine_logs_them(raw: dict[str, Any]) -> None:
+    assert parse_plan(raw).buckets.known_unwarmable == ()
+    raw["buckets"]["known_unwarmable"] = [["prompt", 1, 8192, 1], ["decode", 256, 1, 13056]]
+    buckets = parse_plan(raw).buckets
+    assert buckets.known_unwarmable == (("prompt", 1, 8192, 1), ("decode", 256, 1, 13056))
+    assert buckets.known_configs == {"('prompt', 1, 8192, 1)", "('decode', 256, 1, 13056)"}
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ({"prompt": 1}, "plan.buckets.known_unwarmable: expected a list"),
+        ([["prompt", 1, 8192]], "plan.buckets.known_unwarmable: expected [phase, batch, query"),
+        ([["mixed", 1, 8192, 1]], "plan.buckets.known_unwarmable: expected [phase, batch, query"),
+    ],
+)
+def test_a_malformed_known_unwarmable_shape_is_refused(
+    raw: dict[str, Any], value: object, problem: str
+) -> None:
+    raw["buckets"]["known_unwarmable"] = value
+    assert any(p.startswith(problem) for p in problems(raw)), problems(raw)
