@@ -9,8 +9,11 @@ from typing import Final
 
 OPERATOR_IMAGE_ENV: Final = "WARMGATE_OPERATOR_IMAGE"
 RESYNC_ENV: Final = "WARMGATE_RESYNC_SECONDS"
+SYNC_WORKERS_ENV: Final = "WARMGATE_SYNC_WORKERS"
 DEFAULT_OPERATOR_IMAGE: Final = "ghcr.io/warmgate/warmgate:0.1.0"
 DEFAULT_RESYNC_SECONDS: Final = 15.0
+DEFAULT_SYNC_WORKERS: Final = 8
+MAX_SYNC_WORKERS: Final = 256
 
 
 class SettingsError(ValueError):
@@ -28,6 +31,9 @@ class Settings:
     resync_seconds: float = DEFAULT_RESYNC_SECONDS
     # Where /metrics is served; None serves no metrics.
     metrics_port: int | None = None
+    # Threads that run syncs (kopf's executor); the one API client's connection pool holds as
+    # many connections, so no call waits for one or opens a throw-away connection.
+    sync_workers: int = DEFAULT_SYNC_WORKERS
 
     @classmethod
     def from_environment(
@@ -38,7 +44,12 @@ class Settings:
         resync = _positive_seconds(environ.get(RESYNC_ENV, ""), RESYNC_ENV)
         if metrics_port is not None and not 0 < metrics_port < 65536:
             raise SettingsError(f"--metrics-port: {metrics_port} is not a TCP port (1-65535)")
-        return cls(operator_image=image, resync_seconds=resync, metrics_port=metrics_port or None)
+        return cls(
+            operator_image=image,
+            resync_seconds=resync,
+            metrics_port=metrics_port or None,
+            sync_workers=_count(environ, SYNC_WORKERS_ENV, DEFAULT_SYNC_WORKERS, MAX_SYNC_WORKERS),
+        )
 
 
 def _positive_seconds(text: str, name: str) -> float:
@@ -51,3 +62,17 @@ def _positive_seconds(text: str, name: str) -> float:
     if not (math.isfinite(seconds) and seconds > 0):
         raise SettingsError(f"{name}: {text!r} must be a positive number of seconds")
     return seconds
+
+
+def _count(environ: Mapping[str, str], name: str, default: int, most: int) -> int:
+    """A whole number from 1 to ``most``; unset or empty: ``default``."""
+    text = environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise SettingsError(f"{name}: {text!r} is not a whole number") from None
+    if not 1 <= value <= most:
+        raise SettingsError(f"{name}: {text!r} must be from 1 to {most}")
+    return value

@@ -15,7 +15,7 @@ import kopf
 
 from warmgate.api import GROUP, PLURAL, VERSION, ManifestError, SpecDecodeDeployment, parse_manifest
 from warmgate.api.constants import FINALIZER
-from warmgate.handlers import metrics
+from warmgate.handlers import metrics, runtime_metrics
 from warmgate.handlers.kube_cluster import KubeCluster
 from warmgate.handlers.runner_endpoints import HttpRunnerEndpoints
 from warmgate.reconcile.cluster import EventType
@@ -36,15 +36,15 @@ def run(
 ) -> None:
     """Run the operator until it is stopped: every namespace when ``namespaces`` is empty."""
     kopf.configure(verbose=verbose)
-    runtime = Runtime(
-        settings, KubeCluster.connect(), PlanCache(_timed_evaluate), HttpRunnerEndpoints()
-    )
+    cluster = KubeCluster.connect(pool_size=settings.sync_workers)
+    runtime = Runtime(settings, cluster, PlanCache(_timed_evaluate), HttpRunnerEndpoints())
     if settings.metrics_port:
         metrics.serve(settings.metrics_port)
+        runtime_metrics.serve_client(cluster.connections)
         log.info(f"Started the metrics endpoint on port {settings.metrics_port}")
     kopf.run(
         registry=registry(settings),
-        settings=kopf_settings(),
+        settings=kopf_settings(settings),
         memo=runtime,
         standalone=True,
         clusterwide=not namespaces,
@@ -53,9 +53,11 @@ def run(
     )
 
 
-def kopf_settings() -> kopf.OperatorSettings:
-    """Keep kopf's bookkeeping under `warmgate.dev/` annotations, out of the typed status."""
+def kopf_settings(ours: Settings | None = None) -> kopf.OperatorSettings:
+    """Keep kopf's bookkeeping under `warmgate.dev/` annotations, out of the typed status;
+    run the syncs in as many threads as the API client's pool has connections."""
     settings = kopf.OperatorSettings()
+    settings.execution.max_workers = (ours or Settings()).sync_workers
     # The CRD's status schema prunes unknown fields, so kopf's default status storage would be
     # dropped by the server and the handlers would re-run forever.
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)

@@ -1,5 +1,8 @@
 """The cluster adapter over the official client: one API client, one connection pool.
 
+The process makes one `KubeCluster` at start-up (`connect`); its pool keeps as many connections
+as kopf has threads to run syncs in, so every call reuses a kept-alive connection.
+
 Every call goes through `_call`, the one place where an HTTP status becomes an answer: a 404
 on a read is "absent" (None), a 409 on a create or replace is "someone else wrote" (False), a
 404 on a delete or patch is "already gone" (False). Any other API error becomes a
@@ -56,6 +59,7 @@ class KubeCluster:
     """The operations of `warmgate.reconcile.cluster.Cluster` against a real API server."""
 
     def __init__(self, api: client.ApiClient) -> None:
+        self.api = api
         core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
         self._core, self._batch = core, batch
         self._apps: Any = client.AppsV1Api(api)  # plain-dict bodies: validated at call time
@@ -89,13 +93,23 @@ class KubeCluster:
         }
 
     @classmethod
-    def connect(cls) -> KubeCluster:
-        """Log in with the in-cluster ServiceAccount, else $KUBECONFIG; one client for all."""
+    def connect(cls, pool_size: int) -> KubeCluster:
+        """Log in with the in-cluster ServiceAccount, else $KUBECONFIG; one client for all,
+        whose pool keeps ``pool_size`` connections (one per thread that calls it)."""
         try:
             kube_config.load_incluster_config()  # type: ignore[no-untyped-call]
         except kube_config.ConfigException:
             kube_config.load_kube_config()  # type: ignore[no-untyped-call]
-        return cls(client.ApiClient())
+        configuration = client.Configuration.get_default_copy()
+        configuration.connection_pool_maxsize = pool_size
+        return cls(client.ApiClient(configuration))
+
+    def connections(self) -> tuple[int, int]:
+        """(connections opened, requests sent) by this client so far (urllib3's counters)."""
+        by_host = self.api.rest_client.pool_manager.pools  # a lock-guarded container
+        pools = [by_host.get(key) for key in by_host.keys()]  # noqa: SIM118 - it has no __iter__
+        live = [pool for pool in pools if pool is not None]
+        return sum(p.num_connections for p in live), sum(p.num_requests for p in live)
 
     def read(self, kind: ReadKind, namespace: str, name: str) -> Manifest | None:
         """The object, or None when it does not exist (404)."""

@@ -35,6 +35,16 @@ def test_a_bad_resync_interval_names_the_variable(value: str) -> None:
         Settings.from_environment({"WARMGATE_RESYNC_SECONDS": value})
 
 
+@pytest.mark.parametrize("value", ["many", "0", "-1", "257", "2.5"])
+def test_a_bad_worker_count_names_the_variable(value: str) -> None:
+    with pytest.raises(SettingsError, match="WARMGATE_SYNC_WORKERS"):
+        Settings.from_environment({"WARMGATE_SYNC_WORKERS": value})
+
+
+def test_the_worker_count_is_read() -> None:
+    assert Settings.from_environment({"WARMGATE_SYNC_WORKERS": "3"}).sync_workers == 3
+
+
 def test_a_bad_metrics_port_names_the_flag() -> None:
     with pytest.raises(SettingsError, match="--metrics-port"):
         Settings.from_environment({}, metrics_port=70000)
