@@ -10,10 +10,13 @@ from typing import Final
 OPERATOR_IMAGE_ENV: Final = "WARMGATE_OPERATOR_IMAGE"
 RESYNC_ENV: Final = "WARMGATE_RESYNC_SECONDS"
 SYNC_WORKERS_ENV: Final = "WARMGATE_SYNC_WORKERS"
+PLAN_CACHE_ENV: Final = "WARMGATE_PLAN_CACHE_MB"
 DEFAULT_OPERATOR_IMAGE: Final = "ghcr.io/warmgate/warmgate:0.1.0"
 DEFAULT_RESYNC_SECONDS: Final = 15.0
 DEFAULT_SYNC_WORKERS: Final = 8
 MAX_SYNC_WORKERS: Final = 256
+DEFAULT_PLAN_CACHE_MB: Final = 64
+MAX_PLAN_CACHE_MB: Final = 65536
 
 
 class SettingsError(ValueError):
@@ -34,6 +37,8 @@ class Settings:
     # Threads that run syncs (kopf's executor); the one API client's connection pool holds as
     # many connections, so no call waits for one or opens a throw-away connection.
     sync_workers: int = DEFAULT_SYNC_WORKERS
+    # The memory bound (MiB) of the planning results shared by objects with the same inputs.
+    plan_cache_mb: int = DEFAULT_PLAN_CACHE_MB
 
     @classmethod
     def from_environment(
@@ -49,6 +54,7 @@ class Settings:
             resync_seconds=resync,
             metrics_port=metrics_port or None,
             sync_workers=_count(environ, SYNC_WORKERS_ENV, DEFAULT_SYNC_WORKERS, MAX_SYNC_WORKERS),
+            plan_cache_mb=_count(environ, PLAN_CACHE_ENV, DEFAULT_PLAN_CACHE_MB, MAX_PLAN_CACHE_MB),
         )
 
 

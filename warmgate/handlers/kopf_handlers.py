@@ -37,10 +37,11 @@ def run(
     """Run the operator until it is stopped: every namespace when ``namespaces`` is empty."""
     kopf.configure(verbose=verbose)
     cluster = KubeCluster.connect(pool_size=settings.sync_workers)
-    runtime = Runtime(settings, cluster, PlanCache(_timed_evaluate), HttpRunnerEndpoints())
+    plans = PlanCache(_timed_evaluate, max_bytes=settings.plan_cache_mb * 2**20)
+    runtime = Runtime(settings, cluster, plans, HttpRunnerEndpoints())
     if settings.metrics_port:
         metrics.serve(settings.metrics_port)
-        runtime_metrics.serve_client(cluster.connections)
+        runtime_metrics.serve_runtime(cluster.connections, plans.stats)
         log.info(f"Started the metrics endpoint on port {settings.metrics_port}")
     kopf.run(
         registry=registry(settings),
@@ -112,10 +113,11 @@ def resync(
 
 
 def forget(body: kopf.Body, memo: Runtime, **_: Any) -> None:
-    """A deleted object: drop its metrics series and its retry count."""
+    """A deleted object: drop its metrics series, its retry count and its plan pin."""
     meta = body.get("metadata") or {}
     metrics.forget(str(meta.get("namespace") or ""), str(meta.get("name") or ""))
     memo.backoff.forget(str(meta.get("uid") or ""))
+    memo.plans.forget(str(meta.get("uid") or ""))
 
 
 def _parse(body: kopf.Body, *, report: bool) -> SpecDecodeDeployment | None:

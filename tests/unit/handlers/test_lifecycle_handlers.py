@@ -17,6 +17,7 @@ from warmgate.api import SpecDecodeDeploymentStatus
 from warmgate.api.constants import FINALIZER
 from warmgate.handlers import kopf_handlers, metrics
 from warmgate.handlers.kopf_handlers import kopf_settings, registry
+from warmgate.reconcile.plan_cache import PlanCache
 from warmgate.settings import Settings
 
 
@@ -48,12 +49,16 @@ def test_a_deleted_objects_series_are_removed() -> None:
         return [line for line in text.splitlines() if 'namespace="ns-gone"' in line]
 
     assert series()
+    plans = PlanCache(evaluate)
+    plans.get(sdd.model_copy(update={"metadata": sdd.metadata.model_copy(update={"uid": "u"})}))
     runtime: Any = type(
-        "Memo", (), {"backoff": type("B", (), {"forget": lambda self, uid: None})()}
+        "Memo", (), {"backoff": type("B", (), {"forget": lambda self, uid: None})(), "plans": plans}
     )()
     body = {"metadata": {"namespace": "ns-gone", "name": "gone", "uid": "u"}}
+    assert plans.stats().pinned == 1
     kopf_handlers.forget(body, runtime)  # type: ignore[arg-type]
     assert series() == []
+    assert plans.stats().pinned == 0  # its plan pin went too
 
 
 def test_an_api_failure_is_retried_after_the_backoff(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -41,8 +41,12 @@ def test_a_bad_worker_count_names_the_variable(value: str) -> None:
         Settings.from_environment({"WARMGATE_SYNC_WORKERS": value})
 
 
-def test_the_worker_count_is_read() -> None:
-    assert Settings.from_environment({"WARMGATE_SYNC_WORKERS": "3"}).sync_workers == 3
+def test_the_worker_count_and_the_plan_cache_bound_are_read() -> None:
+    env = {"WARMGATE_SYNC_WORKERS": "3", "WARMGATE_PLAN_CACHE_MB": "16"}
+    settings = Settings.from_environment(env)
+    assert (settings.sync_workers, settings.plan_cache_mb) == (3, 16)
+    with pytest.raises(SettingsError, match="WARMGATE_PLAN_CACHE_MB"):
+        Settings.from_environment({"WARMGATE_PLAN_CACHE_MB": "0"})
 
 
 def test_a_bad_metrics_port_names_the_flag() -> None:
