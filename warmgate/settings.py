@@ -12,7 +12,8 @@ RESYNC_ENV: Final = "WARMGATE_RESYNC_SECONDS"
 SYNC_WORKERS_ENV: Final = "WARMGATE_SYNC_WORKERS"
 PLAN_CACHE_ENV: Final = "WARMGATE_PLAN_CACHE_MB"
 DEFAULT_OPERATOR_IMAGE: Final = "ghcr.io/warmgate/warmgate:0.1.0"
-DEFAULT_RESYNC_SECONDS: Final = 15.0
+# Children are watched (handlers/children.py): the resync is only a safety net.
+DEFAULT_RESYNC_SECONDS: Final = 300.0
 DEFAULT_SYNC_WORKERS: Final = 8
 MAX_SYNC_WORKERS: Final = 256
 DEFAULT_PLAN_CACHE_MB: Final = 64
@@ -30,7 +31,8 @@ class Settings:
     # The image whose runner files the warmup Job's init container copies into the vLLM image;
     # the chart sets it to the operator's own image.
     operator_image: str = DEFAULT_OPERATOR_IMAGE
-    # The interval of the resync timer that follows the children of every object.
+    # The mean interval of the safety resync of every object (jittered by +-20%); a change of
+    # the object or of a watched child triggers a sync at once.
     resync_seconds: float = DEFAULT_RESYNC_SECONDS
     # Where /metrics is served; None serves no metrics.
     metrics_port: int | None = None
