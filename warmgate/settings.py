@@ -13,8 +13,8 @@ SYNC_WORKERS_ENV: Final = "WARMGATE_SYNC_WORKERS"
 PLAN_CACHE_ENV: Final = "WARMGATE_PLAN_CACHE_MB"
 DEFAULT_OPERATOR_IMAGE: Final = "ghcr.io/warmgate/warmgate:0.1.0"
 # Children are watched (handlers/children.py): the resync is only a safety net.
-DEFAULT_RESYNC_SECONDS: Final = 300.0
-DEFAULT_SYNC_WORKERS: Final = 8
+DEFAULT_RESYNC_SECONDS: Final = 900.0
+DEFAULT_SYNC_WORKERS: Final = 16
 MAX_SYNC_WORKERS: Final = 256
 DEFAULT_PLAN_CACHE_MB: Final = 64
 MAX_PLAN_CACHE_MB: Final = 65536

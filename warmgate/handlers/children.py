@@ -4,9 +4,11 @@ kopf watches the Jobs, Pods, Deployments and Services that carry the `warmgate.d
 server-side label selector, so nothing else is streamed to the operator) and calls
 `child_changed` for each event. The label names the parent (`resources.names.label_value` of its
 name), so the event maps to the parent's key and sets its `Wakeups` event; the parent's
-follower (`handlers.follower`) then syncs it. An event that only reflects the operator's own
-write (same kind, name and resourceVersion as a response the adapter received, `OwnWrites`)
-carries nothing new and wakes nobody.
+follower (`handlers.follower`) then syncs it, unless every event that woke it only reflects
+the operator's own write (same kind, name and resourceVersion as a response the adapter
+received, `OwnWrites`): those carry nothing new. The follower checks that after a short
+coalescing pause, because the watch event of a create often arrives before the create's
+response does.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ SERVICES: Final = ("v1", "services")  # for a hand edit, set back at once
 WATCHED: Final = (JOBS, PODS, DEPLOYMENTS, SERVICES)
 # The parent of a child: its namespace and the value of its `warmgate.dev/name` label.
 ParentKey = tuple[str, str]
+# What one watch event showed: (kind, namespace, name, resourceVersion); None for a deletion.
+ChildVersion = tuple[str, str, str, str] | None
 # Writes remembered until their watch event arrives (a bound, not a working set).
 OWN_WRITES_KEPT: Final = 20_000
 
@@ -67,6 +71,10 @@ class OwnWrites:
             while len(self._seen) > self._kept:
                 self._seen.popitem(last=False)
 
+    def echoes(self, versions: list[ChildVersion]) -> bool:
+        """Whether every one of these events brought back one of the operator's own writes."""
+        return all(v is not None and self.consume(*v) for v in versions)
+
     def consume(self, kind: str, namespace: str, name: str, version: str) -> bool:
         """Whether this version of the object is one the operator wrote (forgotten after)."""
         with self._lock:
@@ -82,24 +90,33 @@ class Wakeups:
 
     def __init__(self) -> None:
         self._events: dict[ParentKey, dict[str, asyncio.Event]] = {}
+        self._seen: dict[str, list[ChildVersion]] = {}
 
     def register(self, key: ParentKey, uid: str) -> asyncio.Event:
         event = asyncio.Event()
         self._events.setdefault(key, {})[uid] = event
+        self._seen[uid] = []
         return event
 
     def unregister(self, key: ParentKey, uid: str) -> None:
         followers = self._events.get(key, {})
         followers.pop(uid, None)
+        self._seen.pop(uid, None)
         if not followers:
             self._events.pop(key, None)
 
-    def wake(self, key: ParentKey | None) -> int:
+    def wake(self, key: ParentKey | None, version: ChildVersion = None) -> int:
         """Wake the followers of this parent key; how many there were (call on the loop)."""
         followers = self._events.get(key, {}) if key is not None else {}
-        for event in followers.values():
+        for uid, event in followers.items():
+            self._seen.setdefault(uid, []).append(version)
             event.set()
         return len(followers)
+
+    def take(self, uid: str) -> list[ChildVersion]:
+        """What the events that woke this follower showed, since the last take."""
+        seen, self._seen[uid] = self._seen.get(uid, []), []
+        return seen
 
 
 def label_selectors(settings: kopf.OperatorSettings) -> None:
@@ -108,10 +125,10 @@ def label_selectors(settings: kopf.OperatorSettings) -> None:
         settings.watching.label_selectors[resource] = LABEL_NAME
 
 
-def is_own_write(writes: OwnWrites, event_type: str | None, body: Mapping[str, Any]) -> bool:
-    """Whether a watch event only brings back what the operator wrote itself."""
+def child_version(event_type: str | None, body: Mapping[str, Any]) -> ChildVersion:
+    """What a watch event showed; None for a deletion (always news)."""
     if event_type == "DELETED":
-        return False
+        return None
     meta = body.get("metadata") or {}
     kind, version = str(body.get("kind") or ""), str(meta.get("resourceVersion") or "")
-    return writes.consume(kind, meta.get("namespace") or "", meta.get("name") or "", version)
+    return kind, meta.get("namespace") or "", meta.get("name") or "", version

@@ -6,8 +6,9 @@ object) sleeps until one of:
 
 - a watched child changed (`children.child_changed` sets its `Wakeups` event): a Job's
   completion or a Pod's readiness reaches the status within about a second;
-- the safety resync: `resync_seconds`, jittered by +-20% so objects never resync in lockstep
-  (shorter, `ACTIVE_RESYNC_SECONDS`, while a runner runs: its progress is polled from the Pod);
+- the safety resync: `resync_seconds`, jittered by +-20% so objects never resync in lockstep,
+  the first one anywhere in 0.2-1.2 intervals (shorter, `ACTIVE_RESYNC_SECONDS`, while a runner
+  runs: its progress is polled from the Pod); at most `RESYNCS` run at once;
 - the backoff after an API failure (`Outcome.retry_after`).
 
 The sync runs in a thread of kopf's executor, under the object's lock (a handler and the
@@ -39,6 +40,8 @@ from warmgate.reconcile.cluster import Logger
 from warmgate.reconcile.sync import Outcome, Runtime
 
 JITTER: Final = 0.2
+FIRST_LOW: Final = 0.2
+RESYNCS: Final = 4
 # While a runner runs, its progress (read from the Pod) is polled this often at most.
 ACTIVE_RESYNC_SECONDS: Final = 15.0
 # Events that come together (a Pod's, then its Job's status) are synced once.
@@ -101,6 +104,14 @@ class Operator(Runtime):
     statuses: StatusMemory = field(default_factory=StatusMemory)
     locks: ObjectLocks = field(default_factory=ObjectLocks)
     executor: Executor | None = None
+    # Resyncs in flight at once: the rest of the executor stays free for the syncs a change
+    # asked for, so a wave of resyncs never delays a Job's completion.
+    resyncs: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(RESYNCS))
+
+    def first_delay(self) -> float:
+        """The first resync of a follower, anywhere in one interval: objects created together
+        (a `kubectl apply` of hundreds) resync spread out, not in one wave."""
+        return self.settings.resync_seconds * random.uniform(FIRST_LOW, 1 + JITTER)
 
     def resync_delay(self, status: SpecDecodeDeploymentStatus | None = None) -> float:
         """The next safety resync, jittered; sooner while a runner runs."""
@@ -129,17 +140,22 @@ async def follow(
     meta = body.metadata
     key, uid = parent_key(meta.namespace, meta.name or ""), meta.uid or ""
     wake = op.wakeups.register(key, uid)
-    delay = op.resync_delay()  # the create or resume handler has just synced it
+    due = time.monotonic() + op.first_delay()  # the create or resume handler just synced it
     try:
         while not stopped:
-            await _sleep(wake, stopped, delay)
+            await _sleep(wake, stopped, max(0.0, due - time.monotonic()))
             if stopped:
                 break
             if wake.is_set():
-                await asyncio.sleep(COALESCE_SECONDS)
+                await asyncio.sleep(COALESCE_SECONDS)  # by now the writes have their answers
                 wake.clear()
-            outcome = await _in_thread(op, once, dict(body), logger)
-            delay = _next_delay(op, outcome)
+                if op.writes.echoes(op.wakeups.take(uid)) and time.monotonic() < due:
+                    continue  # only the operator's own writes came back: nothing new
+                outcome = await _in_thread(op, once, dict(body), logger)
+            else:
+                async with op.resyncs:
+                    outcome = await _in_thread(op, once, dict(body), logger)
+            due = time.monotonic() + _next_delay(op, outcome)
     finally:
         op.wakeups.unregister(key, uid)
 

@@ -170,13 +170,13 @@ async def child_changed(
     memo: Operator,
     **_: Any,
 ) -> None:
-    """A watched child changed: wake its parent's follower, unless it is the operator's echo.
+    """A watched child changed: wake its parent's follower (which skips the operator's echo).
 
     The initial listing (type None) wakes nobody: the resume handlers sync every object then.
     """
-    if type is None or children.is_own_write(memo.writes, type, body):
-        return
-    memo.wakeups.wake(children.child_parent(namespace, labels))
+    if type is not None:
+        version = children.child_version(type, body)
+        memo.wakeups.wake(children.child_parent(namespace, labels), version)
 
 
 def forget(body: kopf.Body, memo: Operator, **_: Any) -> None:

@@ -12,7 +12,13 @@ from support.fake_cluster import FakeCluster
 from warmgate.api import SpecDecodeDeploymentStatus
 from warmgate.api.conditions import set_condition
 from warmgate.api.constants import LABEL_NAME
-from warmgate.handlers.children import OwnWrites, Wakeups, child_parent, is_own_write, parent_key
+from warmgate.handlers.children import (
+    OwnWrites,
+    Wakeups,
+    child_parent,
+    child_version,
+    parent_key,
+)
 from warmgate.handlers.follower import Operator, StatusMemory
 from warmgate.reconcile.plan_cache import PlanCache
 from warmgate.reconcile.planning import evaluate
@@ -35,11 +41,13 @@ def test_a_childs_label_names_its_parent() -> None:
 def test_only_the_version_the_operator_wrote_is_its_echo() -> None:
     writes = OwnWrites()
     writes.add("Job", job("7"))
-    assert not is_own_write(writes, "MODIFIED", job("8"))  # someone else's change
-    assert not is_own_write(writes, "DELETED", job("7"))  # a deletion is always news
-    assert is_own_write(writes, "ADDED", job("7"))
-    assert not is_own_write(writes, "ADDED", job("7"))  # consumed once
     writes.add("Job", None)  # a 404 / 409 answer: nothing written
+    assert not writes.echoes([child_version("MODIFIED", job("8"))])  # someone else's change
+    assert not writes.echoes([child_version("DELETED", job("7"))])  # a deletion is news
+    assert not writes.echoes([child_version("ADDED", job("7")), None])  # one of them is news
+    writes.add("Job", job("7"))
+    assert writes.echoes([child_version("ADDED", job("7"))])
+    assert not writes.echoes([child_version("ADDED", job("7"))])  # consumed once
 
 
 def test_the_own_writes_are_bounded() -> None:
@@ -55,7 +63,10 @@ def test_a_wake_reaches_every_follower_of_the_key_and_nobody_else() -> None:
         wakeups = Wakeups()
         first = wakeups.register(("ns", "p"), "u1")
         other = wakeups.register(("ns", "q"), "u2")
-        woken = wakeups.wake(("ns", "p"))
+        woken = wakeups.wake(("ns", "p"), ("Job", "ns", "j", "7"))
+        wakeups.wake(("ns", "p"))
+        assert wakeups.take("u1") == [("Job", "ns", "j", "7"), None]
+        assert wakeups.take("u1") == []
         wakeups.unregister(("ns", "p"), "u1")
         return first.is_set(), other.is_set(), woken, wakeups.wake(("ns", "p"))
 
@@ -81,3 +92,11 @@ def test_the_resync_is_jittered_and_shorter_while_a_runner_runs() -> None:
     running = set_condition(None, "Warmed", "False", "WarmupRunning", "the runner runs")
     status = SpecDecodeDeploymentStatus(conditions=running)
     assert op.resync_delay(status) <= 18
+
+
+def test_the_first_resync_spreads_over_a_whole_interval() -> None:
+    random.seed(2)
+    op = Operator(Settings(resync_seconds=100), FakeCluster(), PlanCache(evaluate))
+    firsts = [op.first_delay() for _ in range(200)]
+    assert 20 <= min(firsts) < 40
+    assert 100 < max(firsts) <= 120
