@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -11,6 +12,8 @@ OPERATOR_IMAGE_ENV: Final = "WARMGATE_OPERATOR_IMAGE"
 RESYNC_ENV: Final = "WARMGATE_RESYNC_SECONDS"
 SYNC_WORKERS_ENV: Final = "WARMGATE_SYNC_WORKERS"
 PLAN_CACHE_ENV: Final = "WARMGATE_PLAN_CACHE_MB"
+PEERING_ENV: Final = "WARMGATE_PEERING"
+PEERING_LIFETIME_ENV: Final = "WARMGATE_PEERING_LIFETIME"
 DEFAULT_OPERATOR_IMAGE: Final = "ghcr.io/warmgate/warmgate:0.1.0"
 # Children are watched (handlers/children.py): the resync is only a safety net.
 DEFAULT_RESYNC_SECONDS: Final = 900.0
@@ -18,6 +21,10 @@ DEFAULT_SYNC_WORKERS: Final = 16
 MAX_SYNC_WORKERS: Final = 256
 DEFAULT_PLAN_CACHE_MB: Final = 64
 MAX_PLAN_CACHE_MB: Final = 65536
+DEFAULT_PEERING_LIFETIME: Final = 15
+MAX_PEERING_LIFETIME: Final = 3600
+# A peering object's name: a DNS-1123 subdomain, as every object name.
+_DNS_SUBDOMAIN: Final = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
 
 class SettingsError(ValueError):
@@ -41,6 +48,12 @@ class Settings:
     sync_workers: int = DEFAULT_SYNC_WORKERS
     # The memory bound (MiB) of the planning results shared by objects with the same inputs.
     plan_cache_mb: int = DEFAULT_PLAN_CACHE_MB
+    # The kopf peering object the operator's replicas share (one of them acts, the others
+    # stand by); None runs standalone, which is safe with one replica only.
+    peering: str | None = None
+    # Seconds after its last keep-alive that a replica counts as dead to the others: the
+    # failover time when the active replica dies without saying goodbye.
+    peering_lifetime: int = DEFAULT_PEERING_LIFETIME
 
     @classmethod
     def from_environment(
@@ -57,6 +70,10 @@ class Settings:
             metrics_port=metrics_port or None,
             sync_workers=_count(environ, SYNC_WORKERS_ENV, DEFAULT_SYNC_WORKERS, MAX_SYNC_WORKERS),
             plan_cache_mb=_count(environ, PLAN_CACHE_ENV, DEFAULT_PLAN_CACHE_MB, MAX_PLAN_CACHE_MB),
+            peering=_peering(environ),
+            peering_lifetime=_count(
+                environ, PEERING_LIFETIME_ENV, DEFAULT_PEERING_LIFETIME, MAX_PEERING_LIFETIME
+            ),
         )
 
 
@@ -84,3 +101,10 @@ def _count(environ: Mapping[str, str], name: str, default: int, most: int) -> in
     if not 1 <= value <= most:
         raise SettingsError(f"{name}: {text!r} must be from 1 to {most}")
     return value
+
+
+def _peering(environ: Mapping[str, str]) -> str | None:
+    name = environ.get(PEERING_ENV, "").strip() or None
+    if name is not None and not _DNS_SUBDOMAIN.match(name):
+        raise SettingsError(f"{PEERING_ENV}: {name!r} is not a valid object name")
+    return name

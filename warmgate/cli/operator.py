@@ -14,9 +14,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "operator",
         help="Run the operator (kopf) for SpecDecodeDeployments",
         description=(
-            "Logs in with the in-cluster service account or $KUBECONFIG. Runs standalone "
-            "(one replica, no kopf peering). Reads WARMGATE_OPERATOR_IMAGE and "
-            "WARMGATE_RESYNC_SECONDS once at start-up."
+            "Logs in with the in-cluster service account or $KUBECONFIG. Reads its settings "
+            "once at start-up: WARMGATE_OPERATOR_IMAGE, WARMGATE_RESYNC_SECONDS, "
+            "WARMGATE_SYNC_WORKERS, WARMGATE_PLAN_CACHE_MB, and WARMGATE_PEERING with "
+            "WARMGATE_PEERING_LIFETIME (kopf peering: several replicas, one of which acts; "
+            "unset runs standalone, for one replica). See docs/operator.md."
         ),
     )
     scope = parser.add_mutually_exclusive_group()
@@ -43,9 +45,14 @@ def run(args: argparse.Namespace) -> int:
         return 2
     # Imported here: the other commands must not pay kopf's import time.
     from warmgate.handlers import kopf_handlers  # noqa: PLC0415
+    from warmgate.handlers.peering import PeeringError  # noqa: PLC0415
 
     namespaces = () if args.all_namespaces else tuple(args.namespace)
-    kopf_handlers.run(
-        settings, namespaces=namespaces, liveness_endpoint=args.liveness, verbose=args.verbose
-    )
+    try:
+        kopf_handlers.run(
+            settings, namespaces=namespaces, liveness_endpoint=args.liveness, verbose=args.verbose
+        )
+    except PeeringError as exc:
+        print(f"warmgate operator: {exc}", file=sys.stderr)
+        return 2
     return 0

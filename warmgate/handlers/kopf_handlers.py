@@ -12,6 +12,7 @@ wakes (`handlers.children`) and which resyncs on a slow jittered interval.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -21,7 +22,7 @@ import kopf
 
 from warmgate.api import GROUP, PLURAL, VERSION, ManifestError, SpecDecodeDeployment, parse_manifest
 from warmgate.api.constants import FINALIZER, LABEL_NAME
-from warmgate.handlers import children, metrics, runtime_metrics
+from warmgate.handlers import children, metrics, peering, runtime_metrics
 from warmgate.handlers.follower import Operator, follow
 from warmgate.handlers.kube_cluster import KubeCluster
 from warmgate.handlers.runner_endpoints import HttpRunnerEndpoints
@@ -46,9 +47,14 @@ def run(
 ) -> None:
     """Run the operator until it is stopped: every namespace when ``namespaces`` is empty."""
     kopf.configure(verbose=verbose)
+    started = time.time()
     cluster = KubeCluster.connect(pool_size=settings.sync_workers)
     plans = PlanCache(_timed_evaluate, max_bytes=settings.plan_cache_mb * 2**20)
     executor = ThreadPoolExecutor(settings.sync_workers, thread_name_prefix="warmgate-sync")
+    if settings.peering is not None:
+        peering.ensure_objects(cluster.api, settings.peering, namespaces)
+    configured = kopf_settings(settings, executor)
+    peering.configure(configured, settings, started)
     memo = Operator(
         settings, cluster, plans, HttpRunnerEndpoints(), writes=cluster.writes, executor=executor
     )
@@ -58,9 +64,9 @@ def run(
         log.info(f"Started the metrics endpoint on port {settings.metrics_port}")
     kopf.run(
         registry=registry(settings),
-        settings=kopf_settings(settings, executor),
+        settings=configured,
         memo=memo,
-        standalone=True,
+        standalone=settings.peering is None,
         clusterwide=not namespaces,
         namespaces=namespaces,
         liveness_endpoint=liveness_endpoint,

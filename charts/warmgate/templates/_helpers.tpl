@@ -102,6 +102,13 @@ deployment docs list it and other kopf versions use it (create only).
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list", "watch"]
+{{- if .Values.highAvailability.enabled }}
+# Framework (kopf peering, highAvailability.enabled): each replica keeps alive in the release's
+# KopfPeering object (get, list, watch, patch); the operator creates it at start if missing.
+- apiGroups: ["kopf.dev"]
+  resources: ["kopfpeerings"]
+  verbs: ["get", "list", "watch", "patch", "create"]
+{{- end }}
 # Application: the children's owner references set blockOwnerDeletion, which clusters with the
 # OwnerReferencesPermissionEnforcement admission plugin (e.g. OpenShift) allow only to a client
 # that may update the owner's finalizers.
@@ -138,4 +145,10 @@ deployment docs list it and other kopf versions use it (create only).
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
   verbs: ["list", "watch"]
+{{- if and .Values.highAvailability.enabled (include "warmgate.clusterWide" .) }}
+# Framework (kopf peering, cluster-wide): the keep-alives go to a ClusterKopfPeering.
+- apiGroups: ["kopf.dev"]
+  resources: ["clusterkopfpeerings"]
+  verbs: ["get", "list", "watch", "patch", "create"]
+{{- end }}
 {{- end }}

@@ -66,3 +66,14 @@ def test_settings_are_frozen() -> None:
     settings = Settings()
     with pytest.raises(AttributeError):
         settings.operator_image = "other"  # type: ignore[misc]
+
+
+def test_peering_is_read_and_checked() -> None:
+    env = {"WARMGATE_PEERING": "warmgate", "WARMGATE_PEERING_LIFETIME": "20"}
+    settings = Settings.from_environment(env)
+    assert (settings.peering, settings.peering_lifetime) == ("warmgate", 20)
+    assert Settings.from_environment({}).peering is None  # standalone
+    with pytest.raises(SettingsError, match="WARMGATE_PEERING: 'Not_A_Name'"):
+        Settings.from_environment({"WARMGATE_PEERING": "Not_A_Name"})
+    with pytest.raises(SettingsError, match="WARMGATE_PEERING_LIFETIME"):
+        Settings.from_environment({"WARMGATE_PEERING_LIFETIME": "0"})
