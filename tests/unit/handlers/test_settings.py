@@ -77,3 +77,11 @@ def test_peering_is_read_and_checked() -> None:
         Settings.from_environment({"WARMGATE_PEERING": "Not_A_Name"})
     with pytest.raises(SettingsError, match="WARMGATE_PEERING_LIFETIME"):
         Settings.from_environment({"WARMGATE_PEERING_LIFETIME": "0"})
+
+
+def test_the_operator_limits_glibc_malloc_arenas() -> None:
+    import platform
+
+    from warmgate.cli.operator import limit_malloc_arenas
+
+    assert limit_malloc_arenas() is (platform.libc_ver()[0] == "glibc")
