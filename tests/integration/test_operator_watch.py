@@ -94,7 +94,10 @@ def test_the_operators_own_writes_do_not_wake_it(
     time.sleep(2)  # the sync that created the Job has written the status by now
     before = _requests(operator.get("/metrics"))
     time.sleep(3)
-    assert _requests(operator.get("/metrics")) == before
+    metrics = operator.get("/metrics")
+    assert _requests(metrics) == before
+    # The Job's ADDED event woke the follower, which found it was the operator's own write.
+    assert 'warmgate_follower_syncs_total{trigger="echo"}' in metrics
 
 
 def _requests(metrics: str) -> float:

@@ -35,6 +35,7 @@ import kopf
 from warmgate.api import SpecDecodeDeployment, SpecDecodeDeploymentStatus
 from warmgate.api.conditions import get_condition
 from warmgate.api.constants import Reason
+from warmgate.handlers import metrics
 from warmgate.handlers.children import OwnWrites, Wakeups, parent_key
 from warmgate.reconcile.cluster import Logger
 from warmgate.reconcile.sync import Outcome, Runtime
@@ -141,6 +142,7 @@ async def follow(
     key, uid = parent_key(meta.namespace, meta.name or ""), meta.uid or ""
     wake = op.wakeups.register(key, uid)
     due = time.monotonic() + op.first_delay()  # the create or resume handler just synced it
+    retrying = False
     try:
         while not stopped:
             await _sleep(wake, stopped, max(0.0, due - time.monotonic()))
@@ -150,11 +152,15 @@ async def follow(
                 await asyncio.sleep(COALESCE_SECONDS)  # by now the writes have their answers
                 wake.clear()
                 if op.writes.echoes(op.wakeups.take(uid)) and time.monotonic() < due:
+                    metrics.FOLLOWER_SYNCS.labels("echo").inc()
                     continue  # only the operator's own writes came back: nothing new
+                metrics.FOLLOWER_SYNCS.labels("child").inc()
                 outcome = await _in_thread(op, once, dict(body), logger)
             else:
+                metrics.FOLLOWER_SYNCS.labels("retry" if retrying else "resync").inc()
                 async with op.resyncs:
                     outcome = await _in_thread(op, once, dict(body), logger)
+            retrying = outcome is not None and outcome.retry_after is not None
             due = time.monotonic() + _next_delay(op, outcome)
     finally:
         op.wakeups.unregister(key, uid)
