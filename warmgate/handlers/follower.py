@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 import kopf
@@ -37,6 +37,7 @@ from warmgate.api.conditions import get_condition
 from warmgate.api.constants import Reason
 from warmgate.handlers import metrics
 from warmgate.handlers.children import OwnWrites, Wakeups, parent_key
+from warmgate.handlers.sync_reads import SyncReads
 from warmgate.reconcile.cluster import Logger
 from warmgate.reconcile.sync import Outcome, Runtime
 
@@ -121,6 +122,10 @@ class Operator(Runtime):
         if warmed is not None and warmed.reason == Reason.WARMUP_RUNNING:
             base = min(base, ACTIVE_RESYNC_SECONDS)
         return base * random.uniform(1 - JITTER, 1 + JITTER)
+
+    def for_one_sync(self) -> Operator:
+        """The runtime of one sync: its reads of the children are sent once (`SyncReads`)."""
+        return replace(self, cluster=SyncReads(self.cluster))
 
     def forget(self, uid: str) -> None:
         """A deleted object: drop what is kept about it."""

@@ -154,7 +154,7 @@ def resync(raw: dict[str, Any], logger: kopf.Logger, memo: Operator) -> Outcome 
         return None
     namespace, name, uid = sdd.metadata.namespace or "", sdd.metadata.name or "", sdd.metadata.uid
     with memo.locks.hold(uid or ""):
-        outcome = sync(memo.statuses.latest(sdd), memo, _KopfEvents(body), logger)
+        outcome = sync(memo.statuses.latest(sdd), memo.for_one_sync(), _KopfEvents(body), logger)
         if outcome.status_patch:
             try:
                 memo.cluster.patch_status(namespace, name, outcome.status_patch)
@@ -212,7 +212,7 @@ def _sync(
     logger: kopf.Logger,
     runtime: Operator,
 ) -> None:
-    outcome = sync(sdd, runtime, _KopfEvents(body), logger)
+    outcome = sync(sdd, runtime.for_one_sync(), _KopfEvents(body), logger)
     patch.status.update(outcome.status_patch)  # empty when unchanged: no API write
     if outcome.status_patch:  # kopf writes it after the handler returns
         runtime.statuses.remember(sdd.metadata.uid or "", outcome.status)
