@@ -537,3 +537,29 @@ def test_operator_runs_cluster_wide_as_the_service_account(
         operator.stop()
     assert denials(log.read_text()) == []
     helm("uninstall", "wg-cw", f"--namespace={namespace}")
+
+
+def test_high_availability_renders_replicas_with_peering(
+    control_plane: ControlPlane, helm: Helm, namespace: str
+) -> None:
+    """Issue 14 item 4: two replicas, kopf peering, its CRDs and rights; valid for the server."""
+    docs = helm.template(namespace, "--set=highAvailability.enabled=true")
+    objs = kinds(docs)
+    deployment = objs[("Deployment", namespace, "wg-warmgate")]
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
+    env = deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "WARMGATE_PEERING", "value": "wg-warmgate"} in env
+    assert {"name": "WARMGATE_PEERING_LIFETIME", "value": "15"} in env
+    peering_crds = yaml.safe_load_all((REPO_ROOT / "crds" / "kopf.dev_peerings.yaml").read_text())
+    for crd in peering_crds:
+        assert (
+            objs[("CustomResourceDefinition", "", crd["metadata"]["name"])]["spec"] == crd["spec"]
+        )
+    rules = objs[("ClusterRole", "", "wg-warmgate")]["rules"]
+    peering = {r["resources"][0]: r["verbs"] for r in rules if r["apiGroups"] == ["kopf.dev"]}
+    assert set(peering) == {"kopfpeerings", "clusterkopfpeerings"}
+    single = kinds(helm.template(namespace))[("Deployment", namespace, "wg-warmgate")]
+    assert single["spec"]["replicas"] == 1  # the default stays one standalone replica
+    assert single["spec"]["strategy"] == {"type": "Recreate"}
+    dry_run(control_plane, docs)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from kubernetes import client, config
 
 from warmgate.controlplane import ControlPlane
 from warmgate.handlers.kube_cluster import KubeCluster
@@ -119,3 +121,23 @@ def test_the_status_of_a_spec_decode_deployment_is_patched(
     cluster.patch_status(namespace, "s", {"observedGeneration": 1, "phase": "Planning"})
     status = get(control_plane, "-n", namespace, "sdd", "s")["status"]
     assert status == {"observedGeneration": 1, "phase": "Planning"}
+
+
+def test_one_client_reuses_its_pooled_connections(
+    control_plane: ControlPlane, namespace: str
+) -> None:
+    """Issue 14 item 3: calls from the sync threads share a pool of kept-alive connections."""
+    configuration = client.Configuration()
+    config.load_kube_config(str(control_plane.kubeconfig), client_configuration=configuration)
+    configuration.connection_pool_maxsize = 4  # as KubeCluster.connect sizes it
+    cluster = KubeCluster(client.ApiClient(configuration))
+
+    def reads(_: int) -> None:
+        for _ in range(10):
+            cluster.list_pods(namespace, "app=absent")
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(reads, range(4)))
+    opened, sent = cluster.connections()
+    assert sent == 40
+    assert 1 <= opened <= 4, f"{opened} connections for 40 requests from 4 threads"

@@ -146,3 +146,38 @@ def test_policy_caps_and_allowances_are_reported(
     obj = wait_for(control_plane, ns, allowed["metadata"]["name"], "condition=BucketsPlanned")
     assert condition_map(obj)["CoverageProven"] == ("False", "UncoveredShapesAllowed")
     assert "Stalled" not in condition_map(obj)
+
+
+def _counter(metrics: str, name: str) -> float:
+    lines = [line for line in metrics.splitlines() if line.startswith(f"{name} ")]
+    assert lines, f"{name} is not on /metrics"
+    return float(lines[0].split()[1])
+
+
+def test_objects_with_one_config_share_one_planning(
+    control_plane: ControlPlane, operator: OperatorProcess, module_namespace: str
+) -> None:
+    """Issue 14 item 2: the plan cache is keyed by the planner's inputs, shared by objects."""
+    ns = module_namespace
+    before = operator.get("/metrics")
+    engine = {"maxNumSeqs": 24, "maxModelLen": 2048, "maxNumBatchedTokens": 2048}
+    twins = [example("minimal-ngram", ns, f"twin-{i}", engine=engine) for i in range(3)]
+    other = example("minimal-ngram", ns, "twin-other", engine={**engine, "maxNumSeqs": 20})
+    for doc in [*twins, other]:
+        apply(control_plane, doc)
+    hashes = {
+        doc["metadata"]["name"]: wait_for(
+            control_plane, ns, doc["metadata"]["name"], "condition=BucketsPlanned"
+        )["status"]["plan"]["hash"]
+        for doc in [*twins, other]
+    }
+    assert len({hashes[f"twin-{i}"] for i in range(3)}) == 1
+    assert hashes["twin-other"] != hashes["twin-0"]
+    after = operator.get("/metrics")
+    misses = _counter(after, "warmgate_plan_cache_misses_total")
+    assert misses - _counter(before, "warmgate_plan_cache_misses_total") == 2
+    assert (
+        _counter(after, "warmgate_plan_cache_hits_total")
+        - _counter(before, "warmgate_plan_cache_hits_total")
+        >= 2
+    )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import ctypes
+import ctypes.util
 import os
 import sys
 
@@ -14,9 +16,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "operator",
         help="Run the operator (kopf) for SpecDecodeDeployments",
         description=(
-            "Logs in with the in-cluster service account or $KUBECONFIG. Runs standalone "
-            "(one replica, no kopf peering). Reads WARMGATE_OPERATOR_IMAGE and "
-            "WARMGATE_RESYNC_SECONDS once at start-up."
+            "Logs in with the in-cluster service account or $KUBECONFIG. Reads its settings "
+            "once at start-up: WARMGATE_OPERATOR_IMAGE, WARMGATE_RESYNC_SECONDS, "
+            "WARMGATE_SYNC_WORKERS, WARMGATE_PLAN_CACHE_MB, and WARMGATE_PEERING with "
+            "WARMGATE_PEERING_LIFETIME (kopf peering: several replicas, one of which acts; "
+            "unset runs standalone, for one replica). See docs/operator.md."
         ),
     )
     scope = parser.add_mutually_exclusive_group()
@@ -41,11 +45,36 @@ def run(args: argparse.Namespace) -> int:
     except SettingsError as exc:
         print(f"warmgate operator: {exc}", file=sys.stderr)
         return 2
+    limit_malloc_arenas()
     # Imported here: the other commands must not pay kopf's import time.
     from warmgate.handlers import kopf_handlers  # noqa: PLC0415
+    from warmgate.handlers.peering import PeeringError  # noqa: PLC0415
 
     namespaces = () if args.all_namespaces else tuple(args.namespace)
-    kopf_handlers.run(
-        settings, namespaces=namespaces, liveness_endpoint=args.liveness, verbose=args.verbose
-    )
+    try:
+        kopf_handlers.run(
+            settings, namespaces=namespaces, liveness_endpoint=args.liveness, verbose=args.verbose
+        )
+    except PeeringError as exc:
+        print(f"warmgate operator: {exc}", file=sys.stderr)
+        return 2
     return 0
+
+
+# glibc's mallopt parameter M_ARENA_MAX (malloc.h).
+M_ARENA_MAX = -8
+MALLOC_ARENAS = 2
+
+
+def limit_malloc_arenas() -> bool:
+    """At most two glibc malloc arenas, before any thread starts (like MALLOC_ARENA_MAX=2).
+
+    glibc gives each thread that allocates under contention an arena of its own; with the sync
+    threads, freed memory stays spread over many of them and the operator's resident memory
+    only grows. False where the C library is not glibc (nothing to do there).
+    """
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return bool(libc.mallopt(M_ARENA_MAX, MALLOC_ARENAS))
+    except (OSError, AttributeError):
+        return False

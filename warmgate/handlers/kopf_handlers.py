@@ -1,30 +1,41 @@
 """Kopf wiring: registers the SpecDecodeDeployment handlers, which call the reconcile's sync.
 
 `run` builds everything once at start-up: the cluster adapter (one API client), the plan
-cache, the metrics endpoint and the kopf registry, whose resync interval comes from the
-settings. The handlers reach them through kopf's ``memo``, which is the `Runtime`.
+cache, the executor of the syncs, the metrics endpoint and the kopf registry. The handlers
+reach them through kopf's ``memo``, the `follower.Operator`.
+
+What triggers a sync: the create, update and resume handlers (a spec change, the operator's
+start), and the object's follower daemon (`handlers.follower`), which a watched child's change
+wakes (`handlers.children`) and which resyncs on a slow jittered interval.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
-from typing import Any
+import time
+from collections.abc import Collection, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import Any, Final, cast
 
 import kopf
 
 from warmgate.api import GROUP, PLURAL, VERSION, ManifestError, SpecDecodeDeployment, parse_manifest
-from warmgate.api.constants import FINALIZER
-from warmgate.handlers import metrics
+from warmgate.api.constants import FINALIZER, LABEL_NAME
+from warmgate.handlers import children, metrics, peering, runtime_metrics
+from warmgate.handlers.follower import Operator, follow
 from warmgate.handlers.kube_cluster import KubeCluster
 from warmgate.handlers.runner_endpoints import HttpRunnerEndpoints
-from warmgate.reconcile.cluster import EventType
+from warmgate.reconcile.cluster import ClusterError, EventType
 from warmgate.reconcile.plan_cache import PlanCache
 from warmgate.reconcile.planning import PlanningResult, evaluate
-from warmgate.reconcile.sync import Runtime, sync
+from warmgate.reconcile.sync import Outcome, sync
 from warmgate.settings import Settings
 
 log = logging.getLogger(__name__)
+
+# Seconds a stopping follower may take before kopf cancels it (it stops within one sync).
+FOLLOWER_EXIT_SECONDS: Final = 3.0
 
 
 def run(
@@ -36,26 +47,42 @@ def run(
 ) -> None:
     """Run the operator until it is stopped: every namespace when ``namespaces`` is empty."""
     kopf.configure(verbose=verbose)
-    runtime = Runtime(
-        settings, KubeCluster.connect(), PlanCache(_timed_evaluate), HttpRunnerEndpoints()
+    started = time.time()
+    cluster = KubeCluster.connect(pool_size=settings.sync_workers)
+    plans = PlanCache(_timed_evaluate, max_bytes=settings.plan_cache_mb * 2**20)
+    executor = ThreadPoolExecutor(settings.sync_workers, thread_name_prefix="warmgate-sync")
+    if settings.peering is not None:
+        peering.ensure_objects(cluster.api, settings.peering, namespaces)
+    configured = kopf_settings(settings, executor)
+    peering.configure(configured, settings, started)
+    memo = Operator(
+        settings, cluster, plans, HttpRunnerEndpoints(), writes=cluster.writes, executor=executor
     )
     if settings.metrics_port:
         metrics.serve(settings.metrics_port)
+        runtime_metrics.serve_runtime(cluster.connections, plans.stats)
         log.info(f"Started the metrics endpoint on port {settings.metrics_port}")
     kopf.run(
         registry=registry(settings),
-        settings=kopf_settings(),
-        memo=runtime,
-        standalone=True,
+        settings=configured,
+        memo=memo,
+        standalone=settings.peering is None,
         clusterwide=not namespaces,
         namespaces=namespaces,
         liveness_endpoint=liveness_endpoint,
     )
 
 
-def kopf_settings() -> kopf.OperatorSettings:
-    """Keep kopf's bookkeeping under `warmgate.dev/` annotations, out of the typed status."""
+def kopf_settings(
+    ours: Settings | None = None, executor: ThreadPoolExecutor | None = None
+) -> kopf.OperatorSettings:
+    """Keep kopf's bookkeeping under `warmgate.dev/` annotations, out of the typed status;
+    run the syncs in as many threads as the API client's pool has connections."""
     settings = kopf.OperatorSettings()
+    if executor is not None:  # the handlers' and the followers' syncs share it
+        settings.execution.executor = executor
+    settings.execution.max_workers = (ours or Settings()).sync_workers
+    children.label_selectors(settings)
     # The CRD's status schema prunes unknown fields, so kopf's default status storage would be
     # dropped by the server and the handlers would re-run forever.
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
@@ -73,7 +100,9 @@ def kopf_settings() -> kopf.OperatorSettings:
 
 
 def registry(settings: Settings) -> kopf.OperatorRegistry:
-    """The handlers: one path for create, resume and update, the same path on a timer, login."""
+    """The handlers: one path for create, resume and update; each object's follower, woken by
+    its children's watch events and a slow jittered resync (``settings.resync_seconds``);
+    login."""
     handlers = kopf.OperatorRegistry()
     # kopf logs in with the official client's configuration (in-cluster, else $KUBECONFIG),
     # as its default registry does when the client is installed.
@@ -84,36 +113,83 @@ def registry(settings: Settings) -> kopf.OperatorRegistry:
     kopf.on.update(*resource, id="reconcile", registry=handlers)(reconcile)
     # Optional: no finalizer of its own; kopf calls it while it removes the timer's finalizer.
     kopf.on.delete(*resource, id="forget", optional=True, registry=handlers)(forget)
-    interval = settings.resync_seconds
-    kopf.timer(
-        *resource, id="resync", interval=interval, initial_delay=interval, registry=handlers
-    )(resync)
+    kopf.daemon(
+        *resource,
+        id="follow",
+        cancellation_timeout=FOLLOWER_EXIT_SECONDS,
+        registry=handlers,
+    )(follower)
+    present = {LABEL_NAME: kopf.PRESENT}
+    for kind in children.WATCHED:
+        kopf.on.event(*kind, id="child", labels=present, registry=handlers)(child_changed)
     return handlers
 
 
 def reconcile(
-    body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, memo: Runtime, **_: Any
+    body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, memo: Operator, **_: Any
 ) -> None:
     """Compute the whole status from the current state of the object and its children."""
     sdd = _parse(body, report=True)
     if sdd is not None:
-        _sync(sdd, body, patch, logger, memo)
+        with memo.locks.hold(sdd.metadata.uid or ""):
+            _sync(memo.statuses.latest(sdd), body, patch, logger, memo)
 
 
-def resync(
-    body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, memo: Runtime, **_: Any
+async def follower(
+    body: kopf.Body, logger: kopf.Logger, stopped: kopf.DaemonStopped, memo: Operator, **_: Any
 ) -> None:
-    """The same path on a timer: follows the warmup Job without watching Jobs."""
+    """The object's follower: syncs it when a child changes and on the slow resync."""
+
+    def once(raw: dict[str, Any], log: Any) -> Outcome | None:
+        return resync(raw, log, memo)
+
+    await follow(memo, body, logger, stopped, once)
+
+
+def resync(raw: dict[str, Any], logger: kopf.Logger, memo: Operator) -> Outcome | None:
+    """The same path from the follower (in a thread): it writes the status itself."""
+    body = kopf.Body(cast(kopf.RawBody, raw))
     sdd = _parse(body, report=False)  # the change handler already reported an unreadable object
-    if sdd is not None:
-        _sync(sdd, body, patch, logger, memo)
+    if sdd is None:
+        return None
+    namespace, name, uid = sdd.metadata.namespace or "", sdd.metadata.name or "", sdd.metadata.uid
+    with memo.locks.hold(uid or ""):
+        outcome = sync(memo.statuses.latest(sdd), memo.for_one_sync(), _KopfEvents(body), logger)
+        if outcome.status_patch:
+            try:
+                memo.cluster.patch_status(namespace, name, outcome.status_patch)
+            except ClusterError as exc:
+                logger.error(f"Could not write the status, retrying: {exc}")
+                retry = memo.backoff.after(uid or "", [exc])
+                return replace(outcome, retry_after=retry)
+            memo.statuses.remember(uid or "", outcome.status)
+    metrics.record(namespace, name, outcome.result)
+    metrics.record_status(namespace, name, outcome.status)
+    return outcome
 
 
-def forget(body: kopf.Body, memo: Runtime, **_: Any) -> None:
-    """A deleted object: drop its metrics series and its retry count."""
+async def child_changed(
+    type: str | None,  # kopf passes the watch event type under this name
+    body: kopf.Body,
+    namespace: str | None,
+    labels: Mapping[str, str],
+    memo: Operator,
+    **_: Any,
+) -> None:
+    """A watched child changed: wake its parent's follower (which skips the operator's echo).
+
+    The initial listing (type None) wakes nobody: the resume handlers sync every object then.
+    """
+    if type is not None:
+        version = children.child_version(type, body)
+        memo.wakeups.wake(children.child_parent(namespace, labels), version)
+
+
+def forget(body: kopf.Body, memo: Operator, **_: Any) -> None:
+    """A deleted object: drop its metrics series, its retry count, plan pin and status memory."""
     meta = body.get("metadata") or {}
     metrics.forget(str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-    memo.backoff.forget(str(meta.get("uid") or ""))
+    memo.forget(str(meta.get("uid") or ""))
 
 
 def _parse(body: kopf.Body, *, report: bool) -> SpecDecodeDeployment | None:
@@ -134,10 +210,12 @@ def _sync(
     body: kopf.Body,
     patch: kopf.Patch,
     logger: kopf.Logger,
-    runtime: Runtime,
+    runtime: Operator,
 ) -> None:
-    outcome = sync(sdd, runtime, _KopfEvents(body), logger)
+    outcome = sync(sdd, runtime.for_one_sync(), _KopfEvents(body), logger)
     patch.status.update(outcome.status_patch)  # empty when unchanged: no API write
+    if outcome.status_patch:  # kopf writes it after the handler returns
+        runtime.statuses.remember(sdd.metadata.uid or "", outcome.status)
     namespace, name = sdd.metadata.namespace or "", sdd.metadata.name or ""
     metrics.record(namespace, name, outcome.result)
     metrics.record_status(namespace, name, outcome.status)

@@ -1,5 +1,8 @@
 """The cluster adapter over the official client: one API client, one connection pool.
 
+The process makes one `KubeCluster` at start-up (`connect`); its pool keeps as many connections
+as kopf has threads to run syncs in, so every call reuses a kept-alive connection.
+
 Every call goes through `_call`, the one place where an HTTP status becomes an answer: a 404
 on a read is "absent" (None), a 409 on a create or replace is "someone else wrote" (False), a
 404 on a delete or patch is "already gone" (False). Any other API error becomes a
@@ -18,6 +21,7 @@ from kubernetes.client.exceptions import ApiException
 
 from warmgate.api import Manifest
 from warmgate.api.constants import GROUP, PLURAL, VERSION
+from warmgate.handlers.children import OwnWrites
 from warmgate.reconcile.cluster import ClusterError, DeleteKind, ListKind, PatchKind, ReadKind
 
 HTTP_NOT_FOUND: Final = 404
@@ -56,6 +60,9 @@ class KubeCluster:
     """The operations of `warmgate.reconcile.cluster.Cluster` against a real API server."""
 
     def __init__(self, api: client.ApiClient) -> None:
+        self.api = api
+        # What this adapter wrote, so the watch of the children ignores its echo.
+        self.writes = OwnWrites()
         core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
         self._core, self._batch = core, batch
         self._apps: Any = client.AppsV1Api(api)  # plain-dict bodies: validated at call time
@@ -89,13 +96,23 @@ class KubeCluster:
         }
 
     @classmethod
-    def connect(cls) -> KubeCluster:
-        """Log in with the in-cluster ServiceAccount, else $KUBECONFIG; one client for all."""
+    def connect(cls, pool_size: int) -> KubeCluster:
+        """Log in with the in-cluster ServiceAccount, else $KUBECONFIG; one client for all,
+        whose pool keeps ``pool_size`` connections (one per thread that calls it)."""
         try:
             kube_config.load_incluster_config()  # type: ignore[no-untyped-call]
         except kube_config.ConfigException:
             kube_config.load_kube_config()  # type: ignore[no-untyped-call]
-        return cls(client.ApiClient())
+        configuration = client.Configuration.get_default_copy()
+        configuration.connection_pool_maxsize = pool_size
+        return cls(client.ApiClient(configuration))
+
+    def connections(self) -> tuple[int, int]:
+        """(connections opened, requests sent) by this client so far (urllib3's counters)."""
+        by_host = self.api.rest_client.pool_manager.pools  # a lock-guarded container
+        pools = [by_host.get(key) for key in by_host.keys()]  # noqa: SIM118 - it has no __iter__
+        live = [pool for pool in pools if pool is not None]
+        return sum(p.num_connections for p in live), sum(p.num_requests for p in live)
 
     def read(self, kind: ReadKind, namespace: str, name: str) -> Manifest | None:
         """The object, or None when it does not exist (404)."""
@@ -120,14 +137,16 @@ class KubeCluster:
         """Create the object; False when one of that name already exists (409)."""
         create = self._creators[manifest["kind"]]
         namespace = manifest["metadata"]["namespace"]
-        return _call(create, namespace, manifest, tolerate=(HTTP_CONFLICT,)) is not None
+        return self._wrote(
+            manifest["kind"], _call(create, namespace, manifest, tolerate=(HTTP_CONFLICT,))
+        )
 
     def replace(self, manifest: Manifest) -> bool:
         """Replace a Deployment at its resourceVersion; False when a newer write won (409)."""
         meta = manifest["metadata"]
         replace = self._apps.replace_namespaced_deployment
         args = (meta["name"], meta["namespace"], manifest)
-        return _call(replace, *args, tolerate=(HTTP_CONFLICT,)) is not None
+        return self._wrote("Deployment", _call(replace, *args, tolerate=(HTTP_CONFLICT,)))
 
     def patch(self, kind: PatchKind, namespace: str, name: str, body: Manifest) -> bool:
         """A JSON merge patch (lists are replaced whole); False when the object is gone."""
@@ -135,7 +154,7 @@ class KubeCluster:
         found = _call(
             patch, name, namespace, body, _content_type=MERGE_PATCH, tolerate=(HTTP_NOT_FOUND,)
         )
-        return found is not None
+        return self._wrote(kind, found)
 
     def delete(self, kind: DeleteKind, namespace: str, name: str, uid: str) -> bool:
         """Delete exactly this object (UID precondition); dependents go in the background."""
@@ -153,9 +172,16 @@ class KubeCluster:
     def scale(self, namespace: str, name: str, replicas: int) -> None:
         """Follow spec.serving.replicas without touching the plan the Deployment serves."""
         body = {"spec": {"replicas": replicas}}
-        _call(self._apps.patch_namespaced_deployment_scale, name, namespace, body)
+        self._wrote(
+            "Deployment", _call(self._apps.patch_namespaced_deployment_scale, name, namespace, body)
+        )
 
     def set_pod_condition(self, namespace: str, name: str, condition: Manifest) -> None:
         """Set one Pod condition (strategic merge: conditions merge by type)."""
         body = {"status": {"conditions": [condition]}}
-        _call(self._core.patch_namespaced_pod_status, name, namespace, body)
+        self._wrote("Pod", _call(self._core.patch_namespaced_pod_status, name, namespace, body))
+
+    def _wrote(self, kind: str, found: Manifest | None) -> bool:
+        """Remember the object as written (its watch event is no news); whether it was."""
+        self.writes.add(kind, found)
+        return found is not None

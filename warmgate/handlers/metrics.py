@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING
 
-from prometheus_client import REGISTRY, Gauge, Histogram, start_http_server
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_server
 
 from warmgate.api.status import PlanSummary, SpecDecodeDeploymentStatus
 
@@ -14,6 +14,12 @@ if TYPE_CHECKING:
 
 _LABELS = ("namespace", "name")
 
+FOLLOWER_SYNCS = Counter(
+    "warmgate_follower_syncs",
+    "Syncs by the objects' followers, by trigger: child (a watched child changed), resync, "
+    "retry (after an API failure), echo (woken by the operator's own write: skipped).",
+    ["trigger"],
+)
 PLAN_SECONDS = Histogram(
     "warmgate_plan_duration_seconds",
     "Wall time of one planning stage: bucket plan, coverage proof and completion.",

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import hashlib
+import json
+from dataclasses import asdict, dataclass, replace
 
 from pydantic import ValidationError
 
 from warmgate.api import SpecDecodeDeployment, engine_shape_config
 from warmgate.api.constants import Reason
 from warmgate.api.status import MAX_UNCOVERED_LISTED, PlanSummary
-from warmgate.buckets import BucketPlan, BucketPlanError, CoverageReport, UncoveredShape
+from warmgate.buckets import (
+    BucketPlan,
+    BucketPlanError,
+    CoverageReport,
+    EngineShapeConfig,
+    UncoveredShape,
+)
 from warmgate.buckets.cost import format_seconds
 from warmgate.reconcile.model_size import ModelSize, model_size
 from warmgate.reconcile.plan_evaluation import (
@@ -67,22 +75,54 @@ def known_unwarmable(evaluation: PlanEvaluation) -> tuple[tuple[str, int, int, i
     return tuple(u.engine_config for u in evaluation.known_unwarmable)
 
 
+@dataclass(frozen=True)
+class PlanInputs:
+    """Everything `evaluate` reads of a spec: equal inputs always give equal planning results."""
+
+    config: EngineShapeConfig
+    policy: PlanPolicy
+    size: ModelSize
+    timeout_s: int
+
+    @classmethod
+    def of(cls, sdd: SpecDecodeDeployment) -> PlanInputs:
+        """The spec's inputs; ValueError (pydantic's ValidationError is one) when it has none."""
+        timeout = sdd.spec.warmup.timeout_seconds
+        return cls(engine_shape_config(sdd), PlanPolicy.of(sdd), model_size(sdd), timeout)
+
+    @property
+    def digest(self) -> str:
+        """sha256 of the inputs' canonical JSON: the key under which results are shared."""
+        doc = {
+            "config": self.config.model_dump(mode="json"),
+            "policy": asdict(self.policy),
+            "size": asdict(self.size),
+            "timeout": self.timeout_s,
+        }
+        text = json.dumps(doc, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
 def evaluate(sdd: SpecDecodeDeployment) -> PlanningResult:
-    """Run the plan pipeline with the spec's policy and turn it into the planning verdicts."""
+    """Run the plan pipeline with the spec's policy and turn it into the planning verdicts.
+
+    It reads the spec only through `PlanInputs`, so one result serves every object with the
+    same inputs (`plan_cache.PlanCache` shares them).
+    """
     waiting = Verdict("Unknown", Reason.PENDING, "Waiting for a bucket plan")
     try:
-        config = engine_shape_config(sdd)
-        size = model_size(sdd)
-        too_large = _too_large(plan_size(config), size)
+        inputs = PlanInputs.of(sdd)
+        size = inputs.size
+        too_large = _too_large(plan_size(inputs.config), size)
         if too_large is not None:
             return PlanningResult(None, too_large, waiting, stalled=True)
-        evaluation = evaluate_plan(config, PlanPolicy.of(sdd), size.profile)
+        evaluation = evaluate_plan(inputs.config, inputs.policy, size.profile)
     except (ValueError, ValidationError, BucketPlanError) as exc:
         reason = Reason.PLAN_FAILED if isinstance(exc, BucketPlanError) else Reason.INVALID_SPEC
         failed = Verdict("False", reason, one_line(exc))
         return PlanningResult(None, failed, waiting, stalled=True)
     result = _result(evaluation, size, *_coverage(evaluation))
-    return _in_time(result, size, sdd.spec.warmup.timeout_seconds)
+    return _in_time(result, size, inputs.timeout_s)
 
 
 def _too_large(plan: PlanSize, size: ModelSize) -> Verdict | None:

@@ -88,9 +88,11 @@ deployment docs list it and other kopf versions use it (create only).
 # pending deadline (patch: suspend and mark it); delete the Jobs of superseded plans or of a
 # changed warmup (a running one holds Gaudi cards) and the ConfigMaps nothing mounts any more.
 # Read the cache claim (get) for its UID. List the Job's Pods to read the runner's verdict.
+# Application (the follower, issue 14): watch the Jobs, Pods, Deployments and Services labelled
+# `warmgate.dev/name` (a server-side label selector), so a child's change wakes its parent.
 - apiGroups: ["batch"]
   resources: ["jobs"]
-  verbs: ["get", "list", "create", "patch", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["list", "create", "delete"]
@@ -99,7 +101,14 @@ deployment docs list it and other kopf versions use it (create only).
   verbs: ["get", "create"]
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["list"]
+  verbs: ["list", "watch"]
+{{- if .Values.highAvailability.enabled }}
+# Framework (kopf peering, highAvailability.enabled): each replica keeps alive in the release's
+# KopfPeering object (get, list, watch, patch); the operator creates it at start if missing.
+- apiGroups: ["kopf.dev"]
+  resources: ["kopfpeerings"]
+  verbs: ["get", "list", "watch", "patch", "create"]
+{{- end }}
 # Application: the children's owner references set blockOwnerDeletion, which clusters with the
 # OwnerReferencesPermissionEnforcement admission plugin (e.g. OpenShift) allow only to a client
 # that may update the owner's finalizers.
@@ -112,7 +121,7 @@ deployment docs list it and other kopf versions use it (create only).
 # only of Pods it owns; read the Service, create it, and patch it back when it drifted.
 - apiGroups: ["apps"]
   resources: ["deployments"]
-  verbs: ["get", "create", "update"]
+  verbs: ["get", "list", "watch", "create", "update"]
 - apiGroups: ["apps"]
   resources: ["deployments/scale"]
   verbs: ["patch"]
@@ -121,7 +130,7 @@ deployment docs list it and other kopf versions use it (create only).
   verbs: ["list"]
 - apiGroups: [""]
   resources: ["services"]
-  verbs: ["get", "create", "patch"]
+  verbs: ["get", "list", "watch", "create", "patch"]
 # Application (serving stage): open the `warmgate.dev/warmed` readiness gate of serving Pods
 # that run a verified plan (a Pod condition, written through the status subresource).
 - apiGroups: [""]
@@ -136,4 +145,10 @@ deployment docs list it and other kopf versions use it (create only).
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
   verbs: ["list", "watch"]
+{{- if and .Values.highAvailability.enabled (include "warmgate.clusterWide" .) }}
+# Framework (kopf peering, cluster-wide): the keep-alives go to a ClusterKopfPeering.
+- apiGroups: ["kopf.dev"]
+  resources: ["clusterkopfpeerings"]
+  verbs: ["get", "list", "watch", "patch", "create"]
+{{- end }}
 {{- end }}

@@ -11,12 +11,15 @@ from typing import Any
 import kopf
 import pytest
 from prometheus_client import generate_latest
+from support.fake_cluster import FakeCluster
 from support.paths import DOCS
 
 from warmgate.api import SpecDecodeDeploymentStatus
 from warmgate.api.constants import FINALIZER
 from warmgate.handlers import kopf_handlers, metrics
+from warmgate.handlers.follower import Operator
 from warmgate.handlers.kopf_handlers import kopf_settings, registry
+from warmgate.reconcile.plan_cache import PlanCache
 from warmgate.settings import Settings
 
 
@@ -48,12 +51,14 @@ def test_a_deleted_objects_series_are_removed() -> None:
         return [line for line in text.splitlines() if 'namespace="ns-gone"' in line]
 
     assert series()
-    runtime: Any = type(
-        "Memo", (), {"backoff": type("B", (), {"forget": lambda self, uid: None})()}
-    )()
+    plans = PlanCache(evaluate)
+    plans.get(sdd.model_copy(update={"metadata": sdd.metadata.model_copy(update={"uid": "u"})}))
+    runtime = Operator(Settings(), FakeCluster(), plans)
     body = {"metadata": {"namespace": "ns-gone", "name": "gone", "uid": "u"}}
+    assert plans.stats().pinned == 1
     kopf_handlers.forget(body, runtime)  # type: ignore[arg-type]
     assert series() == []
+    assert plans.stats().pinned == 0  # its plan pin went too
 
 
 def test_an_api_failure_is_retried_after_the_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -65,8 +70,10 @@ def test_an_api_failure_is_retried_after_the_backoff(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(kopf_handlers.metrics, "record", lambda *a: None)
     monkeypatch.setattr(kopf_handlers.metrics, "record_status", lambda *a: None)
     patch = kopf.Patch()
-    sdd: Any = type("S", (), {"metadata": type("M", (), {"namespace": "n", "name": "x"})()})()
+    meta = {"namespace": "n", "name": "x", "uid": "u"}
+    sdd: Any = type("S", (), {"metadata": type("M", (), meta)()})()
+    memo = Operator(Settings(), FakeCluster(), PlanCache(lambda _: outcome.result))
     with pytest.raises(kopf.TemporaryError) as raised:
-        kopf_handlers._sync(sdd, kopf.Body({}), patch, None, None)  # type: ignore[arg-type]
+        kopf_handlers._sync(sdd, kopf.Body({}), patch, None, memo)  # type: ignore[arg-type]
     assert raised.value.delay == 4.0
     assert patch["status"] == {"phase": "Ready"}

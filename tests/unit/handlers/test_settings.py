@@ -35,6 +35,20 @@ def test_a_bad_resync_interval_names_the_variable(value: str) -> None:
         Settings.from_environment({"WARMGATE_RESYNC_SECONDS": value})
 
 
+@pytest.mark.parametrize("value", ["many", "0", "-1", "257", "2.5"])
+def test_a_bad_worker_count_names_the_variable(value: str) -> None:
+    with pytest.raises(SettingsError, match="WARMGATE_SYNC_WORKERS"):
+        Settings.from_environment({"WARMGATE_SYNC_WORKERS": value})
+
+
+def test_the_worker_count_and_the_plan_cache_bound_are_read() -> None:
+    env = {"WARMGATE_SYNC_WORKERS": "3", "WARMGATE_PLAN_CACHE_MB": "16"}
+    settings = Settings.from_environment(env)
+    assert (settings.sync_workers, settings.plan_cache_mb) == (3, 16)
+    with pytest.raises(SettingsError, match="WARMGATE_PLAN_CACHE_MB"):
+        Settings.from_environment({"WARMGATE_PLAN_CACHE_MB": "0"})
+
+
 def test_a_bad_metrics_port_names_the_flag() -> None:
     with pytest.raises(SettingsError, match="--metrics-port"):
         Settings.from_environment({}, metrics_port=70000)
@@ -52,3 +66,22 @@ def test_settings_are_frozen() -> None:
     settings = Settings()
     with pytest.raises(AttributeError):
         settings.operator_image = "other"  # type: ignore[misc]
+
+
+def test_peering_is_read_and_checked() -> None:
+    env = {"WARMGATE_PEERING": "warmgate", "WARMGATE_PEERING_LIFETIME": "20"}
+    settings = Settings.from_environment(env)
+    assert (settings.peering, settings.peering_lifetime) == ("warmgate", 20)
+    assert Settings.from_environment({}).peering is None  # standalone
+    with pytest.raises(SettingsError, match="WARMGATE_PEERING: 'Not_A_Name'"):
+        Settings.from_environment({"WARMGATE_PEERING": "Not_A_Name"})
+    with pytest.raises(SettingsError, match="WARMGATE_PEERING_LIFETIME"):
+        Settings.from_environment({"WARMGATE_PEERING_LIFETIME": "0"})
+
+
+def test_the_operator_limits_glibc_malloc_arenas() -> None:
+    import platform
+
+    from warmgate.cli.operator import limit_malloc_arenas
+
+    assert limit_malloc_arenas() is (platform.libc_ver()[0] == "glibc")

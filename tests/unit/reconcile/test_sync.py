@@ -45,13 +45,16 @@ def test_a_proven_plan_creates_its_warmup_children_once(world: World) -> None:
     assert again.retry_after is None
 
 
-def test_the_plan_is_computed_once_per_generation(world: World) -> None:
+def test_the_plan_is_computed_once_per_planner_input(world: World) -> None:
     world.sync()
     world.sync()
     assert world.planned == [1]
-    world.edit(serving={"replicas": 2})
+    world.edit(serving={"replicas": 2})  # a new generation, the same planner inputs
     world.sync()
-    assert world.planned == [1, 2]
+    assert world.planned == [1]
+    world.edit(warmup={"timeoutSeconds": 7200})  # the warmup deadline is one of them
+    world.sync()
+    assert world.planned == [1, 3]
 
 
 def test_the_runners_verdict_warms_the_plan_and_rolls_out_serving(world: World) -> None:

@@ -1,0 +1,106 @@
+"""Issue 14 item 1: a watched child's change reaches the status at once, not at the resync.
+
+The operator runs with a one-hour safety resync, so anything that reaches the status within
+these tests' waits came through the watch of the children (`handlers/children.py`) and the
+object's follower (`handlers/follower.py`). No kubelet or Job controller runs here; the test
+plays them, as test_operator_warmup.py does.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from support.api_controllers import finish, get, runner_summary, started
+from support.kube_objects import condition_map
+
+from warmgate.controlplane import ControlPlane, OperatorProcess
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+HOUR = "3600"
+
+
+@pytest.fixture(scope="module")
+def operator(
+    control_plane: ControlPlane, module_namespace: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OperatorProcess]:
+    log = tmp_path_factory.mktemp("operator") / "operator.log"
+    env = {"WARMGATE_RESYNC_SECONDS": HOUR, "WARMGATE_OPERATOR_IMAGE": "warmgate:test"}
+    op = OperatorProcess(control_plane.kubeconfig, module_namespace, log, env=env)
+    try:
+        yield op.wait_alive()
+    finally:
+        op.stop()
+
+
+def test_a_jobs_completion_reaches_the_status_without_a_resync(
+    control_plane: ControlPlane, operator: OperatorProcess, module_namespace: str
+) -> None:
+    ns = module_namespace
+    warmup = started(control_plane, ns, "watched")["status"]["warmup"]
+    finish(
+        control_plane,
+        ns,
+        warmup["jobName"],
+        runner_summary("verified", warmup["cacheKey"]),
+        ok=True,
+    )
+    control_plane.kubectl(
+        "wait", "-n", ns, "sdd/watched", "--for=condition=Warmed", "--timeout=30s"
+    )
+    obj = get(control_plane, "-n", ns, "sdd", "watched")
+    assert condition_map(obj)["Warmed"] == ("True", "WarmupSucceeded")
+    # Verified: the follower went on to create the serving Deployment in the same sync.
+    deployment = get(control_plane, "-n", ns, "deployment", "watched-serving")
+    assert deployment["metadata"]["ownerReferences"][0]["uid"] == obj["metadata"]["uid"]
+
+
+def test_a_deleted_job_is_created_again_without_a_resync(
+    control_plane: ControlPlane, operator: OperatorProcess, module_namespace: str
+) -> None:
+    ns = module_namespace
+    job = started(control_plane, ns, "recreated")["status"]["warmup"]["jobName"]
+    uid = get(control_plane, "-n", ns, "job", job)["metadata"]["uid"]
+    control_plane.kubectl("delete", "job", job, "-n", ns, "--cascade=background", "--wait=false")
+    assert _eventually(lambda: _uid(control_plane, ns, job) not in (None, uid), seconds=30)
+
+
+def _uid(cp: ControlPlane, ns: str, job: str) -> str | None:
+    found = cp.kubectl("get", "-n", ns, "jobs", "-o", "json").stdout
+    uids = [
+        j["metadata"]["uid"] for j in json.loads(found)["items"] if j["metadata"]["name"] == job
+    ]
+    return uids[0] if uids else None
+
+
+def _eventually(check: Callable[[], bool], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.2)
+    return check()
+
+
+def test_the_operators_own_writes_do_not_wake_it(
+    control_plane: ControlPlane, operator: OperatorProcess, module_namespace: str
+) -> None:
+    """After its Job exists, an object left alone is synced no more (until the resync)."""
+    ns = module_namespace
+    started(control_plane, ns, "quiet")
+    time.sleep(2)  # the sync that created the Job has written the status by now
+    before = _requests(operator.get("/metrics"))
+    time.sleep(3)
+    metrics = operator.get("/metrics")
+    assert _requests(metrics) == before
+    # The Job's ADDED event woke the follower, which found it was the operator's own write.
+    assert 'warmgate_follower_syncs_total{trigger="echo"}' in metrics
+
+
+def _requests(metrics: str) -> float:
+    name = "warmgate_api_requests_total "
+    line = next(line for line in metrics.splitlines() if line.startswith(name))
+    return float(line.split()[1])

@@ -1,0 +1,102 @@
+"""The watch of the children maps events to parents and ignores the operator's own echo."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+from support.examples import example_sdd
+from support.fake_cluster import FakeCluster
+
+from warmgate.api import SpecDecodeDeploymentStatus
+from warmgate.api.conditions import set_condition
+from warmgate.api.constants import LABEL_NAME
+from warmgate.handlers.children import (
+    OwnWrites,
+    Wakeups,
+    child_parent,
+    child_version,
+    parent_key,
+)
+from warmgate.handlers.follower import Operator, StatusMemory
+from warmgate.reconcile.plan_cache import PlanCache
+from warmgate.reconcile.planning import evaluate
+from warmgate.settings import Settings
+
+
+def job(version: str, name: str = "p-warmup-1") -> dict[str, Any]:
+    meta = {"name": name, "namespace": "ns", "resourceVersion": version}
+    return {"kind": "Job", "metadata": meta}
+
+
+def test_a_childs_label_names_its_parent() -> None:
+    long_name = "a" * 70  # the label value is shortened with a hash, as the children's labels
+    assert child_parent("ns", {LABEL_NAME: parent_key("ns", long_name)[1]}) == parent_key(
+        "ns", long_name
+    )
+    assert child_parent("ns", {}) is None
+
+
+def test_only_the_version_the_operator_wrote_is_its_echo() -> None:
+    writes = OwnWrites()
+    writes.add("Job", job("7"))
+    writes.add("Job", None)  # a 404 / 409 answer: nothing written
+    assert not writes.echoes([child_version("MODIFIED", job("8"))])  # someone else's change
+    assert not writes.echoes([child_version("DELETED", job("7"))])  # a deletion is news
+    assert not writes.echoes([child_version("ADDED", job("7")), None])  # one of them is news
+    writes.add("Job", job("7"))
+    assert writes.echoes([child_version("ADDED", job("7"))])
+    assert not writes.echoes([child_version("ADDED", job("7"))])  # consumed once
+
+
+def test_the_own_writes_are_bounded() -> None:
+    writes = OwnWrites(kept=2)
+    for version in ("1", "2", "3"):
+        writes.add("Job", job(version))
+    assert not writes.consume("Job", "ns", "p-warmup-1", "1")
+    assert writes.consume("Job", "ns", "p-warmup-1", "3")
+
+
+def test_a_wake_reaches_every_follower_of_the_key_and_nobody_else() -> None:
+    async def scenario() -> tuple[bool, bool, int, int]:
+        wakeups = Wakeups()
+        first = wakeups.register(("ns", "p"), "u1")
+        other = wakeups.register(("ns", "q"), "u2")
+        woken = wakeups.wake(("ns", "p"), ("Job", "ns", "j", "7"))
+        wakeups.wake(("ns", "p"))
+        assert wakeups.take("u1") == [("Job", "ns", "j", "7"), None]
+        assert wakeups.take("u1") == []
+        wakeups.unregister(("ns", "p"), "u1")
+        return first.is_set(), other.is_set(), woken, wakeups.wake(("ns", "p"))
+
+    assert asyncio.run(scenario()) == (True, False, 1, 0)
+
+
+def test_the_written_status_stands_in_until_the_watch_brings_it_back() -> None:
+    memory = StatusMemory()
+    sdd = example_sdd("minimal-ngram", namespace="ns", name="p", uid="u")
+    written = SpecDecodeDeploymentStatus(observed_generation=1)
+    memory.remember("u", written)
+    assert memory.latest(sdd).status == written  # the body is older than the write
+    caught_up = sdd.model_copy(update={"status": written})
+    assert memory.latest(caught_up) is caught_up
+    assert memory.latest(sdd) is sdd  # forgotten once the body caught up
+
+
+def test_the_resync_is_jittered_and_shorter_while_a_runner_runs() -> None:
+    random.seed(1)
+    op = Operator(Settings(resync_seconds=300), FakeCluster(), PlanCache(evaluate))
+    delays = [op.resync_delay() for _ in range(50)]
+    assert 240 <= min(delays) < max(delays) <= 360
+    running = set_condition(None, "Warmed", "False", "WarmupRunning", "the runner runs")
+    status = SpecDecodeDeploymentStatus(conditions=running)
+    assert op.resync_delay(status) <= 18
+
+
+def test_the_first_resync_spreads_over_a_whole_interval() -> None:
+    random.seed(2)
+    op = Operator(Settings(resync_seconds=100), FakeCluster(), PlanCache(evaluate))
+    firsts = [op.first_delay() for _ in range(200)]
+    assert 20 <= min(firsts) < 40
+    assert 100 < max(firsts) <= 120

@@ -1,0 +1,80 @@
+"""One sync sends each read of a child once, until it writes (`handlers/sync_reads.py`)."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from support.fake_cluster import FakeCluster
+
+from warmgate.handlers.sync_reads import SyncReads
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reconcile"))
+from sync_world import World
+
+
+class Counting(FakeCluster):
+    """The fake cluster, counting the reads that reach it."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.reads: Counter[str] = Counter()
+
+    def read(self, kind: Any, namespace: str, name: str) -> Any:
+        self.reads[f"read {kind}"] += 1
+        return super().read(kind, namespace, name)
+
+    def list_pods(self, namespace: str, selector: str) -> Any:
+        self.reads["list Pod"] += 1
+        return super().list_pods(namespace, selector)
+
+    def list_objects(self, kind: Any, namespace: str, selector: str) -> Any:
+        self.reads[f"list {kind}"] += 1
+        return super().list_objects(kind, namespace, selector)
+
+    def events(self, namespace: str, uid: str) -> Any:
+        self.reads["events"] += 1
+        return super().events(namespace, uid)
+
+
+def config_map(name: str) -> dict[str, Any]:
+    meta = {"name": name, "namespace": "ns", "labels": {"a": "b"}}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta}
+
+
+def test_a_repeated_read_is_answered_once_and_a_write_forgets_it() -> None:
+    base = Counting()
+    base.put(config_map("one"))
+    reads = SyncReads(base)
+    first = reads.list_objects("ConfigMap", "ns", "a=b")
+    first[0]["metadata"]["name"] = "edited"  # a stage edits what it read
+    again = reads.list_objects("ConfigMap", "ns", "a=b")
+    assert [m["metadata"]["name"] for m in again] == ["one"]
+    assert base.reads["list ConfigMap"] == 1
+    reads.create(config_map("two"))
+    assert len(reads.list_objects("ConfigMap", "ns", "a=b")) == 2
+    assert base.reads["list ConfigMap"] == 2
+
+
+def test_a_steady_sync_reads_each_child_once() -> None:
+    """A pending warmup's resync: 8 reads, of which the Job list and the Deployment twice."""
+    plain, cached = World(), World()
+    for world in (plain, cached):
+        world.cluster = Counting(created=world.cluster.created)
+        world.runtime = replace(world.runtime, cluster=world.cluster)
+        world.sync()
+        world.sync()
+        world.cluster.reads.clear()
+    plain.sync()
+    cached.runtime = replace(cached.runtime, cluster=SyncReads(cached.cluster))
+    outcome = cached.sync()
+    assert sum(plain.cluster.reads.values()) == 8
+    assert plain.cluster.reads["list Job"] == plain.cluster.reads["read Deployment"] == 2
+    assert cached.cluster.reads == {k: 1 for k in plain.cluster.reads if k != "list Pod"} | {
+        "list Pod": 2  # two selectors: the Job's Pods and the serving Pods
+    }
+    assert outcome.status_patch == {}
+    assert cached.conditions() == plain.conditions()
