@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from support.api_controllers import seeds_example
+from support.polling import eventually
 
 from warmgate.controlplane import ControlPlane, OperatorProcess
 
@@ -76,22 +77,13 @@ def _job_of(cp: ControlPlane, ns: str, name: str) -> str | None:
     return ((found.get("status") or {}).get("warmup") or {}).get("jobName")
 
 
-def _eventually(check: Callable[[], bool], seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.2)
-    return check()
-
-
 def test_one_acts_and_the_standby_takes_over_when_it_dies(
     control_plane: ControlPlane, pair: tuple[OperatorProcess, OperatorProcess], namespace: str
 ) -> None:
     active, standby = pair
     ns = namespace
     control_plane.kubectl("apply", "-f", "-", stdin=json.dumps(seeds_example(ns, "first")))
-    assert _eventually(lambda: _job_of(control_plane, ns, "first") is not None, 60)
+    assert eventually(lambda: _job_of(control_plane, ns, "first") is not None, 60)
     assert _plannings(active) == 1
     assert _plannings(standby) == 0  # paused: it neither planned nor synced
     standby_requests = _counter(standby, "warmgate_api_requests_total")
@@ -100,7 +92,7 @@ def test_one_acts_and_the_standby_takes_over_when_it_dies(
     active.proc.wait()
     killed = time.monotonic()
     control_plane.kubectl("apply", "-f", "-", stdin=json.dumps(seeds_example(ns, "second")))
-    assert _eventually(lambda: _job_of(control_plane, ns, "second") is not None, 4 * LIFETIME + 30)
+    assert eventually(lambda: _job_of(control_plane, ns, "second") is not None, 4 * LIFETIME + 30)
     took = time.monotonic() - killed
     assert _plannings(standby) == 1  # it took over: one plan, shared by both objects
     assert _counter(standby, "warmgate_api_requests_total") > standby_requests
@@ -114,5 +106,5 @@ def test_a_graceful_stop_hands_over_at_once(
     ns = namespace
     active.stop()  # SIGTERM: kopf removes its keep-alive from the peering object
     control_plane.kubectl("apply", "-f", "-", stdin=json.dumps(seeds_example(ns, "handed")))
-    assert _eventually(lambda: _job_of(control_plane, ns, "handed") is not None, 60)
+    assert eventually(lambda: _job_of(control_plane, ns, "handed") is not None, 60)
     assert _plannings(standby) == 1

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from support.api_controllers import finish, get, runner_summary, started
 from support.kube_objects import condition_map
+from support.polling import eventually
 
 from warmgate.controlplane import ControlPlane, OperatorProcess
 
@@ -65,7 +66,7 @@ def test_a_deleted_job_is_created_again_without_a_resync(
     job = started(control_plane, ns, "recreated")["status"]["warmup"]["jobName"]
     uid = get(control_plane, "-n", ns, "job", job)["metadata"]["uid"]
     control_plane.kubectl("delete", "job", job, "-n", ns, "--cascade=background", "--wait=false")
-    assert _eventually(lambda: _uid(control_plane, ns, job) not in (None, uid), seconds=30)
+    assert eventually(lambda: _uid(control_plane, ns, job) not in (None, uid), seconds=30)
 
 
 def _uid(cp: ControlPlane, ns: str, job: str) -> str | None:
@@ -74,15 +75,6 @@ def _uid(cp: ControlPlane, ns: str, job: str) -> str | None:
         j["metadata"]["uid"] for j in json.loads(found)["items"] if j["metadata"]["name"] == job
     ]
     return uids[0] if uids else None
-
-
-def _eventually(check: Callable[[], bool], seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.2)
-    return check()
 
 
 def test_the_operators_own_writes_do_not_wake_it(
