@@ -33,6 +33,7 @@ __all__ = [
     "CostParams",
     "ModelProfile",
     "SweepCostParams",
+    "SweepStepCost",
     "estimate_buckets",
     "estimate_plan",
     "estimate_sweep_step",
@@ -205,17 +206,45 @@ def estimate_sweep_step(
     requests of k=3 (32 tokens a step), 8 x 1000 prompt tokens, 300-700 engine steps, 10 new
     graphs: low 300 * 0.02 + 8000 / 16000 + 10 * 0.2 = 8.5 s, high 700 * 0.08 + 2 + 4 = 62 s.
     """
-    model = model or ModelProfile()
     params = params or SweepCostParams()
-    graph = CostParams()
-    width = max(1.0, step_tokens / params.ref_step_tokens) ** 0.5
-    spans = []
-    for bound in (0, 1):
-        size = (max(model.params_b, 0.1) / graph.ref_params_b) ** graph.model_exp[bound]
-        decode = engine_steps[bound] * params.decode_step_s[bound] * width
-        prefill = prompt_tokens / params.prefill_tokens_s[bound]
-        spans.append(size * (decode + prefill) + new_graphs * params.drafter_graph_s[bound])
-    return spans[0], spans[1]
+    return SweepStepCost.of(step_tokens, prompt_tokens, engine_steps, model, params).seconds(
+        new_graphs
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SweepStepCost:
+    """A sweep step's seconds as (low, high) ``fixed + graphs * per_graph``: the engine steps
+    and prefill do not depend on how many of its graphs are new, so a greedy choice that
+    re-prices a step as other steps cover its shapes only multiplies (`estimate_sweep_step`)."""
+
+    fixed: Span
+    per_graph: Span
+
+    @classmethod
+    def of(
+        cls,
+        step_tokens: int,
+        prompt_tokens: int,
+        engine_steps: tuple[int, int],
+        model: ModelProfile | None,
+        params: SweepCostParams,
+    ) -> SweepStepCost:
+        model = model or ModelProfile()
+        graph = CostParams()
+        width = max(1.0, step_tokens / params.ref_step_tokens) ** 0.5
+        fixed = []
+        for bound in (0, 1):
+            size = (max(model.params_b, 0.1) / graph.ref_params_b) ** graph.model_exp[bound]
+            decode = engine_steps[bound] * params.decode_step_s[bound] * width
+            prefill = prompt_tokens / params.prefill_tokens_s[bound]
+            fixed.append(size * (decode + prefill))
+        return cls((fixed[0], fixed[1]), params.drafter_graph_s)
+
+    def seconds(self, new_graphs: int) -> tuple[float, float]:
+        """(low, high) seconds when ``new_graphs`` of the step's graphs are compiled by it."""
+        low = self.fixed[0] + new_graphs * self.per_graph[0]
+        return low, self.fixed[1] + new_graphs * self.per_graph[1]
 
 
 def format_span(low_s: float, high_s: float) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from warmgate.buckets.cost import ModelProfile, SweepCostParams, estimate_sweep_step
+from warmgate.buckets.cost import ModelProfile, SweepCostParams, SweepStepCost
 from warmgate.buckets.drafter import DrafterReport, DrafterShape
 from warmgate.buckets.drafter_walk import DrafterWalk, Key
 from warmgate.buckets.plan import BucketPlan
@@ -235,27 +235,43 @@ def _greedy(
     model: ModelProfile | None,
     params: SweepCostParams | None,
 ) -> list[SweepStep]:
-    """Take the step with the most new shapes per (high) second while it fits the budget."""
+    """Take the step with the most new shapes per (high) second while it fits the budget.
+
+    Each round re-prices every step by its count of shapes not covered yet; the counts are kept
+    up to date as shapes get covered (``holders``) instead of recounted, and a step's cost is
+    its fixed part plus its new graphs (`SweepStepCost`): the same choices, in linear time.
+    """
+    ramps = list(gains)  # by index: a Ramp's dataclass hash is not cached
+    sets = [gains[ramp] for ramp in ramps]
+    costs = [_cost(ramp, k, model, params or SweepCostParams()) for ramp in ramps]
+    orders = [_order(ramp) for ramp in ramps]
+    new = [len(gain) for gain in sets]
+    holders: dict[Key, list[int]] = {}
+    for i, gain in enumerate(sets):
+        for key in gain:
+            holders.setdefault(key, []).append(i)
     steps: list[SweepStep] = []
     covered: set[Key] = set()
     spent = 0.0
     while True:
-        best: tuple[float, tuple[int, int, int], Ramp, tuple[float, float], int] | None = None
-        for ramp, gain in gains.items():
-            new = len(gain - covered)
-            if not new:
+        best: tuple[float, tuple[int, int, int], int, tuple[float, float]] | None = None
+        for i, count in enumerate(new):
+            if not count:
                 continue
-            cost = _seconds(ramp, new, k, model, params)
+            cost = costs[i].seconds(count)
             if spent + cost[1] > budget_s:
                 continue
-            order = (-new / max(cost[1], 1e-9), _order(ramp))
+            order = (-count / max(cost[1], 1e-9), orders[i])
             if best is None or order < (best[0], best[1]):
-                best = (order[0], order[1], ramp, cost, new)
+                best = (order[0], order[1], i, cost)
         if best is None:
             return steps
-        _, _, ramp, cost, new = best
-        steps.append(_step(ramp, gains[ramp], new, cost))
-        covered |= gains[ramp]
+        _, _, chosen, cost = best
+        steps.append(_step(ramps[chosen], sets[chosen], new[chosen], cost))
+        for key in sets[chosen] - covered:
+            for holder in holders[key]:
+                new[holder] -= 1
+        covered |= sets[chosen]
         spent += cost[1]
 
 
@@ -263,13 +279,11 @@ def _order(ramp: Ramp) -> tuple[int, int, int]:
     return ramp.concurrency, ramp.prompt_tokens, ramp.max_tokens
 
 
-def _seconds(
-    ramp: Ramp, new: int, k: int, model: ModelProfile | None, params: SweepCostParams | None
-) -> tuple[float, float]:
+def _cost(ramp: Ramp, k: int, model: ModelProfile | None, params: SweepCostParams) -> SweepStepCost:
+    """The step's `estimate_sweep_step` as fixed seconds plus seconds per new graph."""
     n = ramp.concurrency
-    return estimate_sweep_step(
-        n * (1 + k), n * ramp.prompt_tokens, ramp.engine_steps, new, model=model, params=params
-    )
+    tokens = n * ramp.prompt_tokens
+    return SweepStepCost.of(n * (1 + k), tokens, ramp.engine_steps, model, params)
 
 
 def _step(ramp: Ramp, gain: set[Key], new: int, cost: tuple[float, float]) -> SweepStep:

@@ -17,10 +17,11 @@ from hypothesis import strategies as st
 from server_sim import ACCEPTS, accept_random, run_step
 
 from warmgate.buckets import BucketPlan, BucketPlanError, EngineShapeConfig, plan_buckets
+from warmgate.buckets.cost import estimate_sweep_step
 from warmgate.buckets.drafter import prove_drafter
-from warmgate.buckets.drafter_walk import DrafterWalk
-from warmgate.buckets.sweep import REASONS, SWEEP_FORMAT, SweepPlan, plan_sweep
-from warmgate.buckets.sweep_ramp import RampOracle
+from warmgate.buckets.drafter_walk import DrafterWalk, Key
+from warmgate.buckets.sweep import REASONS, SWEEP_FORMAT, SweepPlan, _greedy, plan_sweep
+from warmgate.buckets.sweep_ramp import Ramp, RampOracle
 
 ISSUE = EngineShapeConfig(
     max_num_seqs=8, max_model_len=4096, max_num_batched_tokens=2048, num_speculative_tokens=3
@@ -157,3 +158,62 @@ def test_config_a_like_sweeps_run_their_shapes(k: int) -> None:
     plan, sweep, runtime = _sweep(cfg, budget_s=600.0)
     assert sweep.steps
     _assert_sure(plan, sweep, runtime)
+
+
+def _recounting_greedy(
+    gains: dict[Ramp, set[Key]], budget_s: float, k: int
+) -> list[tuple[str, int, tuple[float, float]]]:
+    """The greedy as first written: recount every step's new shapes and re-price it each round."""
+    chosen: list[tuple[str, int, tuple[float, float]]] = []
+    covered: set[Key] = set()
+    spent = 0.0
+    while True:
+        best = None
+        for ramp, gain in gains.items():
+            new = len(gain - covered)
+            if not new:
+                continue
+            n = ramp.concurrency
+            cost = estimate_sweep_step(n * (1 + k), n * ramp.prompt_tokens, ramp.engine_steps, new)
+            if spent + cost[1] > budget_s:
+                continue
+            order = (-new / max(cost[1], 1e-9), (n, ramp.prompt_tokens, ramp.max_tokens))
+            if best is None or order < best[0]:
+                best = (order, ramp, cost, new)
+        if best is None:
+            return chosen
+        _, ramp, cost, new = best
+        chosen.append((f"n{ramp.concurrency}-p{ramp.prompt_tokens}-m{ramp.max_tokens}", new, cost))
+        covered |= gains[ramp]
+        spent += cost[1]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(1, 8),
+            st.integers(1, 3000),
+            st.integers(1, 400),
+            st.frozensets(st.integers(0, 40), min_size=1, max_size=12),
+        ),
+        min_size=1,
+        max_size=25,
+        unique_by=lambda t: t[:3],
+    ),
+    st.floats(5.0, 400.0),
+    st.integers(1, 4),
+)
+def test_the_greedy_picks_what_recounting_every_round_picks(
+    drawn: list[tuple[int, int, int, frozenset[int]]], budget_s: float, k: int
+) -> None:
+    """The kept counts and split costs choose the same steps, new counts and seconds."""
+    gains = {
+        Ramp(n, p, m, 0, 0, 0, 1, 0, (m // 2, m + 5)): {("decode", (1, 1, c)) for c in shapes}
+        for n, p, m, shapes in drawn
+    }
+    fast = [
+        (f"n{s.concurrency}-p{s.prompt_tokens}-m{s.max_tokens}", s.new, s.seconds)
+        for s in _greedy(gains, budget_s, k, None, None)
+    ]
+    assert fast == _recounting_greedy(gains, budget_s, k)
