@@ -60,7 +60,14 @@ def test_every_drawn_spec_builds_a_plan_the_runner_accepts(doc: dict[str, Any]) 
     plan = evaluate(sdd).plan
     assume(plan is not None)  # shapes the engine itself refuses never reach the builders
     assert plan is not None
-    children = desired_children(sdd, planned(sdd), SETTINGS)
+    refusal = ""
+    try:
+        children = desired_children(sdd, planned(sdd), SETTINGS)
+    except ValueError as exc:  # the designed refusal, reported as BuildFailed (Stalled)
+        refusal = str(exc)
+    if refusal:
+        assert "over a ConfigMap's 1 MiB" in refusal
+        return
     runner_plan = parse_plan(children.runner_plan)
     deployment = children.serving_deployment
     name = deployment["metadata"]["name"]
