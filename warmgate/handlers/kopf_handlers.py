@@ -36,6 +36,8 @@ log = logging.getLogger(__name__)
 
 # Seconds a stopping follower may take before kopf cancels it (it stops within one sync).
 FOLLOWER_EXIT_SECONDS: Final = 3.0
+# Seconds kopf waits for the echo of its own patch before it acts on an older event.
+CONSISTENCY_SECONDS: Final = 30.0
 
 
 def run(
@@ -89,6 +91,11 @@ def kopf_settings(
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=GROUP, key="last-handled-configuration"
     )
+    # After its own patch kopf waits this long for the watch to bring it back before it acts on
+    # an older event. Its 5 s default runs out when 1,000 objects are applied at once and the
+    # watch lags: kopf then ran the create handler again for a quarter of the objects
+    # (docs/benchmarks.md). Only a patch whose echo never comes waits the whole time.
+    settings.persistence.consistency_timeout = CONSISTENCY_SECONDS
     # kopf puts it on every object because of the resync timer (docs/operator.md says how to
     # remove it when the operator is gone).
     settings.persistence.finalizer = FINALIZER
