@@ -36,8 +36,9 @@ def _key(manifest: Manifest) -> Key:
 
 
 def _matches(labels: dict[str, str], selector: str) -> bool:
-    pairs = (item.split("=", 1) for item in selector.split(",") if item)
-    return all(labels.get(k) == v for k, v in pairs)
+    """``key=value`` terms, and ``key`` (the label exists), as the API server reads them."""
+    terms = (item.partition("=") for item in selector.split(",") if item)
+    return all(labels.get(k) == v if eq else k in labels for k, eq, v in terms)
 
 
 @dataclass
@@ -138,13 +139,13 @@ class FakeCluster:
         self._check("patch_status")
         self.status_writes.append(copy.deepcopy(body))
 
-    def create(self, manifest: Manifest) -> bool:
+    def create(self, manifest: Manifest) -> Manifest | None:
         self._check("create", manifest["kind"])
         if _key(manifest) in self.objects:
-            return False
-        self.put(manifest)
+            return None
+        stored = self.put(manifest)
         self.writes.append(("create", *_key(manifest)[::2]))
-        return True
+        return copy.deepcopy(stored)
 
     def replace(self, manifest: Manifest) -> bool:
         self._check("replace")

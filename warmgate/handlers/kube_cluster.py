@@ -133,13 +133,13 @@ class KubeCluster:
         found = _call(self._core.list_namespaced_event, namespace, field_selector=selector) or {}
         return list(found.get("items") or [])
 
-    def create(self, manifest: Manifest) -> bool:
-        """Create the object; False when one of that name already exists (409)."""
+    def create(self, manifest: Manifest) -> Manifest | None:
+        """Create the object: the server's answer; None when the name already exists (409)."""
         create = self._creators[manifest["kind"]]
         namespace = manifest["metadata"]["namespace"]
-        return self._wrote(
-            manifest["kind"], _call(create, namespace, manifest, tolerate=(HTTP_CONFLICT,))
-        )
+        created = _call(create, namespace, manifest, tolerate=(HTTP_CONFLICT,))
+        self._wrote(manifest["kind"], created)
+        return created
 
     def replace(self, manifest: Manifest) -> bool:
         """Replace a Deployment at its resourceVersion; False when a newer write won (409)."""

@@ -60,8 +60,9 @@ class Cluster(Protocol):
     def events(self, namespace: str, uid: str) -> list[Manifest]:
         """The Events about one object (``involvedObject.uid``)."""
 
-    def create(self, manifest: Manifest) -> bool:
-        """Create a ConfigMap, PVC, Service, Job or Deployment; False when the name exists."""
+    def create(self, manifest: Manifest) -> Manifest | None:
+        """Create a ConfigMap, PVC, Service, Job or Deployment: the object as the server stored
+        it (UID, resourceVersion), None when the name exists."""
 
     def replace(self, manifest: Manifest) -> bool:
         """Replace a Deployment at ``metadata.resourceVersion``; False when another write won."""

@@ -125,6 +125,12 @@ class PlanCache:
                 return self._plan(sdd, key, uid, flight)
             flight.done.wait()  # then found above, unless that planning raised
 
+    def known(self, sdd: SpecDecodeDeployment) -> bool:
+        """Whether ``sdd``'s result is at hand, so `get` returns without planning (not counted
+        as a hit, nothing pinned)."""
+        with self._lock:
+            return self._peek(plan_key(sdd), sdd.metadata.uid or "") is not None
+
     def forget(self, uid: str) -> None:
         """The object is gone: drop its pin."""
         with self._lock:
@@ -140,6 +146,10 @@ class PlanCache:
     def _lookup(self, key: str, uid: str) -> PlanningResult | None:
         if key in self._lru:
             self._lru.move_to_end(key)
+        return self._peek(key, uid)
+
+    def _peek(self, key: str, uid: str) -> PlanningResult | None:
+        if key in self._lru:
             return self._lru[key][0]
         pinned = self._pins.get(uid)
         if pinned is not None and pinned[0] == key:

@@ -58,12 +58,14 @@ class Stage:
         self.log.error(message)
         return message
 
-    def create(self, manifests: tuple[Manifest, ...]) -> None:
-        """Create the children that do not exist yet, with a `Created` Event for each."""
-        for manifest in manifests:
-            if self.cluster.create(manifest):
-                kind, name = manifest["kind"], manifest["metadata"]["name"]
-                self.events.post("Normal", "Created", f"Created {kind} {name}")
+    def create(self, manifests: tuple[Manifest, ...]) -> list[Manifest]:
+        """Create the children that do not exist yet, with one `Created` Event naming them;
+        returns them as created (the names that existed already are left out)."""
+        created = [found for m in manifests if (found := self.cluster.create(m)) is not None]
+        if created:
+            names = ", ".join(f"{m['kind']} {m['metadata']['name']}" for m in created)
+            self.events.post("Normal", "Created", f"Created {names}")
+        return created
 
 
 def controlled_by(obj: Manifest, uid: str) -> bool:

@@ -2,7 +2,8 @@
 
 The kopf handlers call `sync` for every event and on the resync timer. It writes
 BucketsPlanned=Unknown (Planning) before planning a generation the status does not describe
-yet, then orders the steps (`warm_stage.warm`, `serve_stage.serve`, `garbage.collect`), which
+yet (unless its plan is already known, e.g. another object's of the same inputs), then
+orders the steps (`warm_stage.warm`, `serve_stage.serve`, `garbage.collect`), which
 read the children through the cluster adapter and decide with the pure state machines
 (`warmup_state`, `serving_state`). An API failure keeps the last known state of the step it
 hit, skips the garbage collection, and asks the caller to retry after a backoff
@@ -73,7 +74,8 @@ def sync(
     """Plan (once per generation), warm the plan, serve verified plans, report it all."""
     stage = Stage(sdd, runtime.cluster, events, log, runtime.settings, at or now())
     stage.endpoints = runtime.endpoints
-    written = _notice(stage)
+    # The notice is for a planning that takes time: a known plan is at hand at once.
+    written = None if runtime.plans.known(sdd) else _notice(stage)
     result = runtime.plans.get(sdd)
     warmed = warm(stage, result)
     serving = serve(stage, warmed.verified, result)

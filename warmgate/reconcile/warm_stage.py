@@ -87,8 +87,11 @@ def _claim_uid(stage: Stage) -> str | None:
     claim = stage.cluster.read("PersistentVolumeClaim", stage.namespace, name)
     template = build_cache_claim(stage.sdd)
     if claim is None and template is not None:
-        stage.create((template,))
-        claim = stage.cluster.read("PersistentVolumeClaim", stage.namespace, name)
+        created = stage.create((template,))
+        if created:
+            claim = created[0]
+        else:  # someone else created it meanwhile
+            claim = stage.cluster.read("PersistentVolumeClaim", stage.namespace, name)
     return str(claim["metadata"]["uid"]) if claim is not None else None
 
 
@@ -116,14 +119,10 @@ def _warmup(stage: Stage, children: Children, to_run: PlanToRun) -> WarmupState:
     known = remembered(get_condition(old.conditions, WARMED), old.warmup, key, claim)
     if known is not None:
         return known
-    jobs = warmup_jobs(stage)
-    job = _current_job(stage, jobs, children)
-    if job is None:
-        _replace_stale(stage, jobs, children)
-        stage.create(children.warmup)
-        name = children.warmup_job["metadata"]["name"]
-        job = stage.cluster.read("Job", stage.namespace, name)
-    state, pods = _evaluate(stage, job, key)
+    job, new = _current_or_new(stage, children)
+    # A Job this very sync created has no Pods or Events worth two reads yet: the Job
+    # controller's first change to it wakes the object (the watch of its Jobs).
+    state, pods = (evaluate_warmup(job, [], key), []) if new else _evaluate(stage, job, key)
     state = with_progress(
         stage.sdd,
         state,
@@ -140,6 +139,20 @@ def _warmup(stage: Stage, children: Children, to_run: PlanToRun) -> WarmupState:
         update = {"warmed_buckets": total_buckets(to_run.buckets), "cache_claim_uid": claim}
         state = replace(state, summary=state.summary.model_copy(update=update))
     return state
+
+
+def _current_or_new(stage: Stage, children: Children) -> tuple[Manifest | None, bool]:
+    """The Job of this plan, created with its ConfigMaps when missing; whether this sync did."""
+    jobs = warmup_jobs(stage)
+    job = _current_job(stage, jobs, children)
+    if job is not None:
+        return job, False
+    _replace_stale(stage, jobs, children)
+    created = [m for m in stage.create(children.warmup) if m.get("kind") == "Job"]
+    if created:
+        return created[0], True
+    name = children.warmup_job["metadata"]["name"]  # someone else created it meanwhile
+    return stage.cluster.read("Job", stage.namespace, name), False
 
 
 def warmup_jobs(stage: Stage) -> list[Manifest]:

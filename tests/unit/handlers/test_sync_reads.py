@@ -45,7 +45,7 @@ def config_map(name: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta}
 
 
-def test_a_repeated_read_is_answered_once_and_a_write_forgets_it() -> None:
+def test_a_repeated_read_is_answered_once() -> None:
     base = Counting()
     base.put(config_map("one"))
     reads = SyncReads(base)
@@ -54,8 +54,37 @@ def test_a_repeated_read_is_answered_once_and_a_write_forgets_it() -> None:
     again = reads.list_objects("ConfigMap", "ns", "a=b")
     assert [m["metadata"]["name"] for m in again] == ["one"]
     assert base.reads["list ConfigMap"] == 1
-    reads.create(config_map("two"))
-    assert len(reads.list_objects("ConfigMap", "ns", "a=b")) == 2
+
+
+def test_the_syncs_own_creates_and_deletes_are_applied_to_what_it_listed() -> None:
+    """What the API would answer, without asking it again."""
+    base = Counting()
+    base.put(config_map("one"))
+    reads = SyncReads(base)
+    for selector in ("a=b", "a=c", "a"):  # matching, not matching, not key=value
+        reads.list_objects("ConfigMap", "ns", selector)
+    created = reads.create(config_map("two"))
+    assert created is not None
+    assert reads.read("Job", "ns", "x") is None  # another kind is still known
+    uid = created["metadata"]["uid"]
+    for selector in ("a=b", "a=c", "a"):
+        assert reads.list_objects("ConfigMap", "ns", selector) == base.list_objects(
+            "ConfigMap", "ns", selector
+        )
+    assert base.reads["list ConfigMap"] == 3 + 3 + 1  # the "a" list was asked again
+    assert reads.delete("ConfigMap", "ns", "two", uid)
+    assert [m["metadata"]["name"] for m in reads.list_objects("ConfigMap", "ns", "a=b")] == ["one"]
+    assert base.reads["list ConfigMap"] == 7
+    assert base.reads["read Job"] == 1
+
+
+def test_a_name_someone_else_took_forgets_the_kind() -> None:
+    base = Counting()
+    reads = SyncReads(base)
+    assert reads.list_objects("ConfigMap", "ns", "a=b") == []
+    base.put(config_map("one"))  # another client, between the list and the create
+    assert reads.create(config_map("one")) is None
+    assert [m["metadata"]["name"] for m in reads.list_objects("ConfigMap", "ns", "a=b")] == ["one"]
     assert base.reads["list ConfigMap"] == 2
 
 

@@ -6,6 +6,7 @@ The real controllers run these paths in tests/e2e; here the test plays them (syn
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -111,6 +112,20 @@ def test_the_status_says_planning_before_planning(world: World) -> None:
     assert notice["observedGeneration"] == 1
     world.sync()
     assert len(world.cluster.status_writes) == 1  # only once per generation
+
+
+def test_a_known_plan_needs_no_planning_notice(world: World) -> None:
+    """A second object of the same inputs finds the plan at hand: one status write, the final."""
+    world.sync()
+    other = World()
+    other.runtime = replace(other.runtime, plans=world.runtime.plans)
+    other.sdd = other.sdd.model_copy(
+        update={"metadata": other.sdd.metadata.model_copy(update={"uid": "another-uid"})}
+    )
+    outcome = other.sync()
+    assert other.cluster.status_writes == []
+    assert outcome.status_patch["conditions"]
+    assert other.conditions()["BucketsPlanned"] == ("True", "Planned")
 
 
 def test_a_plan_too_large_to_compute_is_refused_at_once() -> None:
