@@ -42,7 +42,7 @@ def test_a_missing_object_reads_as_none(cluster: KubeCluster, namespace: str) ->
     assert cluster.list_pods(namespace, "app=absent") == []
 
 
-def test_a_taken_name_gives_none_and_a_stale_replace_false(cluster: KubeCluster, namespace: str) -> None:
+def test_a_taken_name_and_a_stale_replace_are_refused(cluster: KubeCluster, namespace: str) -> None:
     assert cluster.create(deployment(namespace)) is not None
     assert cluster.create(deployment(namespace)) is None  # 409 AlreadyExists
     stored = cluster.read("Deployment", namespace, "adapter")

@@ -80,7 +80,9 @@ def sync(
     warmed = warm(stage, result)
     serving = serve(stage, warmed.verified, result)
     drift = _drift(stage, result, serving, runtime.endpoints)
-    if not stage.errors:
+    # An object's first sync (no status yet) has nothing superseded to collect: its children
+    # are all of this plan (a crash's leftovers of an edited spec wait for the next sync).
+    if not stage.errors and sdd.status is not None and sdd.status.conditions:
         try:
             collect(stage, warmed.children)
         except ClusterError as exc:

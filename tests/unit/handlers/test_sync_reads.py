@@ -107,3 +107,32 @@ def test_a_steady_sync_reads_each_child_once() -> None:
     }
     assert outcome.status_patch == {}
     assert cached.conditions() == plain.conditions()
+
+
+class CountingAll(Counting):
+    """Counting the writes too."""
+
+    def create(self, manifest: Any) -> Any:
+        self.reads[f"create {manifest['kind']}"] += 1
+        return super().create(manifest)
+
+    def patch_status(self, namespace: str, name: str, body: Any) -> None:
+        self.reads["patch status"] += 1
+        super().patch_status(namespace, name, body)
+
+
+def test_a_new_objects_first_sync_sends_six_requests_and_two_events() -> None:
+    """Planning notice, the Job list, the warmup's three children, the Deployment (docs/
+    benchmarks.md, "Operator at scale": kopf adds its finalizer and final patches)."""
+    world = World()
+    world.cluster = CountingAll(created=world.cluster.created)
+    world.runtime = replace(world.runtime, cluster=SyncReads(world.cluster))
+    world.sync()
+    assert world.cluster.reads == {
+        "patch status": 1,
+        "list Job": 1,
+        "create ConfigMap": 2,
+        "create Job": 1,
+        "read Deployment": 1,
+    }
+    assert world.events.reasons() == ["Created", "CoverageComplete"]
