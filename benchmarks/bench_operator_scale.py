@@ -165,7 +165,7 @@ def measure(
         row["  requests while creating, per object"] = f"{len(creating) / n:.1f}"
         kinds = count_by(creating, lambda r: f"{r.verb} {r.resource}")
         row["  (most frequent while creating, per object)"] = ", ".join(
-            f"{k} {v / n:.1f}" for k, v in list(kinds.items())[:6]
+            f"{k} {v / n:.1f}" for k, v in list(kinds.items())[:14]
         )
         time.sleep(args.settle)
         progress(f"idle window of {args.idle:.0f} s")
