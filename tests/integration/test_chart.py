@@ -117,7 +117,8 @@ def example_in(namespace: str, name: str) -> str:
 
 
 def denials(log: str) -> list[str]:
-    """Log lines where the API server refused the operator, or kopf ran short of permissions.
+    """Log lines where the API server refused the operator, or kopf ran short of permissions
+    (a bare "403" would match the milliseconds of a log timestamp).
 
     A cluster-wide operator also meets objects that earlier tests left in namespaces that never
     finish terminating (no controller-manager here); the server refuses new Events there with a
@@ -126,7 +127,7 @@ def denials(log: str) -> list[str]:
     return [
         line
         for line in log.splitlines()
-        if re.search(r"forbidden|403|Not enough permissions", line, re.IGNORECASE)
+        if re.search(r"forbidden|\(403\)|Not enough permissions", line, re.IGNORECASE)
         and "NamespaceTerminating" not in line
         and "unable to create new content in namespace" not in line
     ]
