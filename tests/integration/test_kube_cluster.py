@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client, config
+from support.polling import eventually
 
 from warmgate.controlplane import ControlPlane
 from warmgate.handlers.kube_cluster import KubeCluster
@@ -84,6 +85,8 @@ def test_lists_patches_and_deletes_exactly_the_object_read(
     """The operations garbage collection and drift repair use (issue 11 items 4, 8, 12)."""
     assert cluster.create(config_map(namespace, "one", {"app": "gc"}))
     assert cluster.create(config_map(namespace, "two", {"app": "other"}))
+    # ConfigMaps are listed from the watch cache at any version: it may lag a write briefly.
+    assert eventually(lambda: len(cluster.list_objects("ConfigMap", namespace, "app=gc")) == 1, 5)
     (one,) = cluster.list_objects("ConfigMap", namespace, "app=gc")
     assert one["metadata"]["name"] == "one"
     uid = one["metadata"]["uid"]
@@ -141,3 +144,34 @@ def test_one_client_reuses_its_pooled_connections(
     opened, sent = cluster.connections()
     assert sent == 40
     assert 1 <= opened <= 4, f"{opened} connections for 40 requests from 4 threads"
+
+
+def job(namespace: str, name: str) -> dict[str, Any]:
+    container = {"name": "main", "image": "registry.example.com/none:1"}
+    pod = {"restartPolicy": "Never", "containers": [container]}
+    meta = {"name": name, "namespace": namespace, "labels": {"app": "cache"}}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": meta,
+        "spec": {"template": {"spec": pod}},
+    }
+
+
+def test_a_list_shows_at_least_the_last_watch_event_and_waits_for_no_newer(
+    cluster: KubeCluster, namespace: str
+) -> None:
+    """Jobs and Pods are listed from the watch cache NotOlderThan the watch's last event."""
+    created = cluster.create(job(namespace, "one"))
+    assert created is not None
+    version = created["metadata"]["resourceVersion"]
+    cluster.versions.seen("Job", namespace, version)  # as the watch of the children would
+    assert [j["metadata"]["name"] for j in cluster.list_objects("Job", namespace, "app=cache")] == [
+        "one"
+    ]
+    # A version the cache has not reached (never from a real watch): an error to retry, not
+    # a list that may be older than the event that asked for it.
+    cluster.versions.seen("Job", namespace, str(int(version) + 10**9))
+    with pytest.raises(ClusterError) as raised:
+        cluster.list_objects("Job", namespace, "app=cache")
+    assert raised.value.status == 504

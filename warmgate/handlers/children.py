@@ -85,6 +85,30 @@ class OwnWrites:
             return False
 
 
+class WatchVersions:
+    """The resourceVersion each child kind's watch last delivered, per namespace.
+
+    A list of that kind NotOlderThan it is answered from the apiserver's watch cache instead of
+    etcd (a list by label is otherwise a quorum read that filters the whole namespace: 11 ms of
+    apiserver CPU for 400 Jobs, 114 ms for 800 ConfigMaps, docs/benchmarks.md), yet shows at
+    least everything the events that woke a sync showed: what an informer's cache promises.
+    A watch stream delivers one namespace's events in order, so the last one is the newest.
+    """
+
+    def __init__(self) -> None:
+        self._last: dict[tuple[str, str], str] = {}
+        self._lock = threading.Lock()
+
+    def seen(self, kind: str, namespace: str, version: str) -> None:
+        if version:
+            with self._lock:
+                self._last[kind, namespace] = version
+
+    def last(self, kind: str, namespace: str) -> str | None:
+        with self._lock:
+            return self._last.get((kind, namespace))
+
+
 class Wakeups:
     """One asyncio.Event per followed object, by parent key (a label value may be shared)."""
 

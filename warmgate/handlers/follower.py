@@ -36,7 +36,7 @@ from warmgate.api import SpecDecodeDeployment, SpecDecodeDeploymentStatus
 from warmgate.api.conditions import get_condition
 from warmgate.api.constants import Reason
 from warmgate.handlers import metrics
-from warmgate.handlers.children import OwnWrites, Wakeups, parent_key
+from warmgate.handlers.children import OwnWrites, Wakeups, WatchVersions, parent_key
 from warmgate.handlers.sync_reads import SyncReads
 from warmgate.reconcile.cluster import Logger
 from warmgate.reconcile.sync import Outcome, Runtime
@@ -103,6 +103,7 @@ class Operator(Runtime):
 
     wakeups: Wakeups = field(default_factory=Wakeups)
     writes: OwnWrites = field(default_factory=OwnWrites)
+    versions: WatchVersions = field(default_factory=WatchVersions)
     statuses: StatusMemory = field(default_factory=StatusMemory)
     locks: ObjectLocks = field(default_factory=ObjectLocks)
     executor: Executor | None = None

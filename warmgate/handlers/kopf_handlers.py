@@ -58,7 +58,13 @@ def run(
     configured = kopf_settings(settings, executor)
     peering.configure(configured, settings, started)
     memo = Operator(
-        settings, cluster, plans, HttpRunnerEndpoints(), writes=cluster.writes, executor=executor
+        settings,
+        cluster,
+        plans,
+        HttpRunnerEndpoints(),
+        writes=cluster.writes,
+        versions=cluster.versions,
+        executor=executor,
     )
     if settings.metrics_port:
         metrics.serve(settings.metrics_port)
@@ -185,11 +191,16 @@ async def child_changed(
 ) -> None:
     """A watched child changed: wake its parent's follower (which skips the operator's echo).
 
-    The initial listing (type None) wakes nobody: the resume handlers sync every object then.
+    Its resourceVersion is noted first, so the lists of the sync it causes show at least this
+    (`children.WatchVersions`). The initial listing (type None) wakes nobody: the resume
+    handlers sync every object then.
     """
+    meta = body.get("metadata") or {}
+    kind, version = str(body.get("kind") or ""), str(meta.get("resourceVersion") or "")
+    memo.versions.seen(kind, namespace or "", version)
     if type is not None:
-        version = children.child_version(type, body)
-        memo.wakeups.wake(children.child_parent(namespace, labels), version)
+        child = children.child_version(type, body)
+        memo.wakeups.wake(children.child_parent(namespace, labels), child)
 
 
 def forget(body: kopf.Body, memo: Operator, **_: Any) -> None:

@@ -21,12 +21,17 @@ from kubernetes.client.exceptions import ApiException
 
 from warmgate.api import Manifest
 from warmgate.api.constants import GROUP, PLURAL, VERSION
-from warmgate.handlers.children import OwnWrites
+from warmgate.handlers.children import OwnWrites, WatchVersions
 from warmgate.reconcile.cluster import ClusterError, DeleteKind, ListKind, PatchKind, ReadKind
 
 HTTP_NOT_FOUND: Final = 404
 HTTP_CONFLICT: Final = 409
 MERGE_PATCH: Final = "application/merge-patch+json"
+# Lists answered from the apiserver's watch cache: NotOlderThan the last watch event of the kind
+# (watched kinds), any version (ConfigMaps: only the garbage collection lists them, and a stale
+# answer only delays or repeats a delete). ReplicaSets and Events are read from etcd.
+WATCHED_LISTS: Final = frozenset({"Job", "Pod"})
+ANY_VERSION_LISTS: Final = frozenset({"ConfigMap"})
 
 
 def _retry_after(exc: ApiException) -> float | None:
@@ -63,6 +68,8 @@ class KubeCluster:
         self.api = api
         # What this adapter wrote, so the watch of the children ignores its echo.
         self.writes = OwnWrites()
+        # What the watch of the children delivered last, so lists can come from the cache.
+        self.versions = WatchVersions()
         core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
         self._core, self._batch = core, batch
         self._apps: Any = client.AppsV1Api(api)  # plain-dict bodies: validated at call time
@@ -123,9 +130,20 @@ class KubeCluster:
         return self.list_objects("Pod", namespace, selector)
 
     def list_objects(self, kind: ListKind, namespace: str, selector: str) -> list[Manifest]:
-        """The objects of ``kind`` matching a label selector."""
-        found = _call(self._listers[kind], namespace, label_selector=selector) or {}
-        return list(found.get("items") or [])
+        """The objects of ``kind`` matching a label selector (from the watch cache when it
+        is as new as the watch events the operator acted on, `WatchVersions`)."""
+        fresh: dict[str, Any] = self._freshness(kind, namespace)
+        found = _call(self._listers[kind], namespace, label_selector=selector, **fresh)
+        return list((found or {}).get("items") or [])
+
+    def _freshness(self, kind: str, namespace: str) -> dict[str, str]:
+        """How new a list must be: NotOlderThan the watch's last event, any, or etcd's."""
+        last = self.versions.last(kind, namespace) if kind in WATCHED_LISTS else None
+        if last is not None:
+            return {"resource_version": last, "resource_version_match": "NotOlderThan"}
+        if kind in ANY_VERSION_LISTS:
+            return {"resource_version": "0"}
+        return {}
 
     def events(self, namespace: str, uid: str) -> list[Manifest]:
         """The Events about one object, e.g. the Job controller's FailedCreate."""
