@@ -70,15 +70,21 @@ def run(
         metrics.serve(settings.metrics_port)
         runtime_metrics.serve_runtime(cluster.connections, plans.stats)
         log.info(f"Started the metrics endpoint on port {settings.metrics_port}")
-    kopf.run(
-        registry=registry(settings),
-        settings=configured,
-        memo=memo,
-        standalone=settings.peering is None,
-        clusterwide=not namespaces,
-        namespaces=namespaces,
-        liveness_endpoint=liveness_endpoint,
-    )
+    try:
+        kopf.run(
+            registry=registry(settings),
+            settings=configured,
+            memo=memo,
+            standalone=settings.peering is None,
+            clusterwide=not namespaces,
+            namespaces=namespaces,
+            liveness_endpoint=liveness_endpoint,
+        )
+    finally:
+        # Syncs still queued when kopf stops are dropped, not run one by one before the
+        # process may exit (hundreds after a burst of creations); the next operator's resume
+        # handlers sync every object again. The ones running finish their sync.
+        executor.shutdown(wait=True, cancel_futures=True)
 
 
 def kopf_settings(
