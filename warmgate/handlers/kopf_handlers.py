@@ -22,7 +22,7 @@ import kopf
 
 from warmgate.api import GROUP, PLURAL, VERSION, ManifestError, SpecDecodeDeployment, parse_manifest
 from warmgate.api.constants import FINALIZER, LABEL_NAME
-from warmgate.handlers import children, metrics, peering, runtime_metrics
+from warmgate.handlers import api_session, children, metrics, peering, runtime_metrics
 from warmgate.handlers.follower import Operator, follow
 from warmgate.handlers.kube_cluster import KubeCluster
 from warmgate.handlers.runner_endpoints import HttpRunnerEndpoints
@@ -72,7 +72,7 @@ def run(
         log.info(f"Started the metrics endpoint on port {settings.metrics_port}")
     try:
         kopf.run(
-            registry=registry(settings),
+            registry=registry(settings, namespaces),
             settings=configured,
             memo=memo,
             standalone=settings.peering is None,
@@ -118,14 +118,15 @@ def kopf_settings(
     return settings
 
 
-def registry(settings: Settings) -> kopf.OperatorRegistry:
+def registry(settings: Settings, namespaces: Collection[str] = ()) -> kopf.OperatorRegistry:
     """The handlers: one path for create, resume and update; each object's follower, woken by
     its children's watch events and a slow jittered resync (``settings.resync_seconds``);
     login."""
     handlers = kopf.OperatorRegistry()
     # kopf logs in with the official client's configuration (in-cluster, else $KUBECONFIG),
-    # as its default registry does when the client is installed.
-    kopf.on.login(id="login_via_client", registry=handlers)(kopf.login_via_client)
+    # as its default registry does, but with a bounded connection pool (`api_session`).
+    limit = api_session.connection_limit(len(children.WATCHED) + 1, len(namespaces))
+    kopf.on.login(id="login_via_client", registry=handlers)(api_session.bounded_login(limit))
     resource = (GROUP, VERSION, PLURAL)
     kopf.on.resume(*resource, id="reconcile", registry=handlers)(reconcile)
     kopf.on.create(*resource, id="reconcile", registry=handlers)(reconcile)
