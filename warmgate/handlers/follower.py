@@ -60,8 +60,13 @@ class StatusMemory:
         self._lock = threading.Lock()
 
     def remember(self, uid: str, status: SpecDecodeDeploymentStatus) -> None:
+        now = time.monotonic()
         with self._lock:
-            self._written[uid] = (status, time.monotonic() + REMEMBER_SECONDS)
+            # Expired entries go now, not at the object's next sync (minutes away): each one
+            # holds a whole status.
+            for stale in [key for key, (_, until) in self._written.items() if until < now]:
+                del self._written[stale]
+            self._written[uid] = (status, now + REMEMBER_SECONDS)
 
     def latest(self, sdd: SpecDecodeDeployment) -> SpecDecodeDeployment:
         """``sdd`` with the status last written to it, when its body is older than that."""
@@ -76,6 +81,10 @@ class StatusMemory:
     def forget(self, uid: str) -> None:
         with self._lock:
             self._written.pop(uid, None)
+
+    def __len__(self) -> int:
+        """How many statuses are held."""
+        return len(self._written)
 
 
 class ObjectLocks:

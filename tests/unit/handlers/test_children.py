@@ -6,12 +6,14 @@ import asyncio
 import random
 from typing import Any
 
+import pytest
 from support.examples import example_sdd
 from support.fake_cluster import FakeCluster
 
 from warmgate.api import SpecDecodeDeploymentStatus
 from warmgate.api.conditions import set_condition
 from warmgate.api.constants import LABEL_NAME
+from warmgate.handlers import follower
 from warmgate.handlers.children import (
     OwnWrites,
     Wakeups,
@@ -19,7 +21,7 @@ from warmgate.handlers.children import (
     child_version,
     parent_key,
 )
-from warmgate.handlers.follower import Operator, StatusMemory
+from warmgate.handlers.follower import REMEMBER_SECONDS, Operator, StatusMemory
 from warmgate.reconcile.plan_cache import PlanCache
 from warmgate.reconcile.planning import evaluate
 from warmgate.settings import Settings
@@ -82,6 +84,21 @@ def test_the_written_status_stands_in_until_the_watch_brings_it_back() -> None:
     caught_up = sdd.model_copy(update={"status": written})
     assert memory.latest(caught_up) is caught_up
     assert memory.latest(sdd) is sdd  # forgotten once the body caught up
+
+
+def test_an_expired_status_is_dropped_at_the_next_write_of_any_object(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr(follower.time, "monotonic", lambda: clock[0])
+    memory = StatusMemory()
+    memory.remember("u1", SpecDecodeDeploymentStatus(observed_generation=1))
+    clock[0] += REMEMBER_SECONDS / 2
+    memory.remember("u2", SpecDecodeDeploymentStatus(observed_generation=1))
+    assert len(memory) == 2  # neither expired yet
+    clock[0] += REMEMBER_SECONDS / 2 + 1
+    memory.remember("u3", SpecDecodeDeploymentStatus(observed_generation=1))
+    assert len(memory) == 2  # u1's expired; u1 is never synced again to drop it itself
 
 
 def test_the_resync_is_jittered_and_shorter_while_a_runner_runs() -> None:

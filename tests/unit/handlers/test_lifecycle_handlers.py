@@ -6,6 +6,7 @@ finalizer on the object, the series gone after a delete.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import kopf
@@ -77,3 +78,16 @@ def test_an_api_failure_is_retried_after_the_backoff(monkeypatch: pytest.MonkeyP
         kopf_handlers._sync(sdd, kopf.Body({}), patch, None, memo)  # type: ignore[arg-type]
     assert raised.value.delay == 4.0
     assert patch["status"] == {"phase": "Ready"}
+
+
+def test_the_body_kopf_keeps_loses_its_managed_fields_and_nothing_else() -> None:
+    managed = [{"manager": "kubectl", "operation": "Update", "fieldsV1": {"f:spec": {}}}]
+    meta = {"name": "a", "uid": "u1", "annotations": {"x": "y"}, "managedFields": managed}
+    event: Any = {"type": "MODIFIED", "object": {"metadata": meta, "spec": {"k": 1}}}
+    asyncio.run(kopf_handlers.trim_body(event=event))
+    assert event["object"] == {
+        "metadata": {"name": "a", "uid": "u1", "annotations": {"x": "y"}},
+        "spec": {"k": 1},
+    }
+    watching = registry(Settings())._watching.get_all_handlers()
+    assert "trim" in [h.id for h in watching]

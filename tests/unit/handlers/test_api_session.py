@@ -1,0 +1,58 @@
+"""kopf's login (handlers/api_session.py): the client's credentials, a bounded connection pool."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+from kubernetes.config import kube_config
+
+from warmgate.handlers import api_session, children
+from warmgate.handlers.kopf_handlers import kopf_settings
+
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:6443", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: secret-token}}]
+contexts: [{name: x, context: {cluster: c, user: u, namespace: ns1}}]
+current-context: x
+"""
+
+
+@pytest.fixture
+def kubeconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    path = tmp_path / "kubeconfig"
+    path.write_text(KUBECONFIG)
+    # The client reads $KUBECONFIG once, at its import.
+    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(path))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)  # not in-cluster
+    saved = client.Configuration.get_default_copy()
+    yield
+    client.Configuration.set_default(saved)  # login_via_client sets the client's default
+
+
+def test_the_pool_holds_every_watch_stream_and_room_for_requests() -> None:
+    kinds = len(children.WATCHED) + 1  # the children and the SpecDecodeDeployments
+    for namespaces in (0, 1, 3):
+        streams = (kinds + 1) * max(1, namespaces) + 2  # + peering; CRD, namespace observers
+        limit = api_session.connection_limit(kinds, namespaces)
+        assert limit == streams + api_session.REQUEST_CONNECTIONS
+
+
+@pytest.mark.usefixtures("kubeconfig")
+def test_the_login_carries_the_clients_credentials_into_a_bounded_pool() -> None:
+    login = api_session.bounded_login(limit=25)
+
+    async def log_in() -> tuple[str, int | None, str]:
+        info = await login(logger=logging.getLogger("test"), settings=kopf_settings())
+        assert info is not None
+        session = info.aiohttp_session
+        limit = session.connector.limit if session.connector is not None else None
+        await session.close()
+        return info.server, limit, session.headers["Authorization"]
+
+    assert asyncio.run(log_in()) == ("https://127.0.0.1:6443", 25, "Bearer secret-token")

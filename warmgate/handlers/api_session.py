@@ -1,0 +1,69 @@
+"""kopf's login: the client's credentials in an aiohttp session with a bounded connection pool.
+
+kopf's own session (`kopf.login_via_client`) has an unbounded pool (aiohttp `limit=0`): every
+request sent while the others are in flight opens another TLS connection, and the pool keeps
+it. Each one holds asyncio's 256 KiB read buffer (`asyncio/sslproto.py`, `max_size`) and
+OpenSSL's buffers, so the burst of patches after a `kubectl apply` of hundreds of objects
+left about 90 connections and 25 MB resident at 300 objects (docs/benchmarks.md, "Memory").
+This login reads the same credentials and bounds the pool: each watch stream holds a
+connection while it lasts, so the bound is the streams plus `REQUEST_CONNECTIONS`; more
+requests at once wait for a free connection instead of opening one.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+
+import aiohttp
+import kopf
+
+# Connections for kopf's short requests (patches, Events, keep-alives), beside the streams.
+REQUEST_CONNECTIONS: Final = 16
+# Streams besides the operator's kinds in each namespace: kopf's peering object; and once for
+# the operator: kopf's CRD and namespace observers (a bound, not an exact count).
+STREAMS_PER_NAMESPACE: Final = 1
+STREAMS_PER_OPERATOR: Final = 2
+
+Login = Callable[..., Awaitable[kopf.AiohttpSession | None]]
+
+
+def connection_limit(kinds: int, namespaces: int, requests: int = REQUEST_CONNECTIONS) -> int:
+    """Connections for a watch of ``kinds`` kinds in each namespace (0: cluster-wide)."""
+    scopes = max(1, namespaces)
+    return (kinds + STREAMS_PER_NAMESPACE) * scopes + STREAMS_PER_OPERATOR + requests
+
+
+def bounded_login(limit: int) -> Login:
+    """A kopf login handler: `kopf.login_via_client`'s credentials, at most ``limit``
+    connections."""
+
+    async def login_with_bounded_pool(
+        logger: kopf.Logger, settings: kopf.OperatorSettings, **kwargs: Any
+    ) -> kopf.AiohttpSession | None:
+        info = kopf.login_via_client(logger=logger, settings=settings, **kwargs)
+        if info is None:
+            return None
+        with warnings.catch_warnings():  # as kopf does: its basic-auth helper is deprecated
+            warnings.filterwarnings("ignore", category=DeprecationWarning, module="kopf")
+            auth = info.as_aiohttp_basic_auth()
+        session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=limit, ssl=info.as_ssl_context()),
+            headers=info.as_http_headers(),
+            auth=auth,
+            proxy=info.proxy_url,
+            trust_env=info.trust_env,
+        )
+        return kopf.AiohttpSession(
+            server=info.server,
+            priority=info.priority,
+            default_namespace=info.default_namespace,
+            expiration=info.expiration,
+            aiohttp_session=session,
+        )
+
+    return login_with_bounded_pool
+
+
+__all__ = ["REQUEST_CONNECTIONS", "bounded_login", "connection_limit"]
