@@ -24,6 +24,7 @@ import contextvars
 import random
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from contextlib import contextmanager
@@ -87,6 +88,26 @@ class StatusMemory:
         return len(self._written)
 
 
+class Gone:
+    """UIDs of deleted objects (the last ``kept``): a sync that was already running or queued
+    when its object was deleted must not bring the object's metrics series back."""
+
+    def __init__(self, kept: int = 10_000) -> None:
+        self._uids: OrderedDict[str, None] = OrderedDict()
+        self._kept = kept
+        self._lock = threading.Lock()
+
+    def add(self, uid: str) -> None:
+        with self._lock:
+            self._uids[uid] = None
+            while len(self._uids) > self._kept:
+                self._uids.popitem(last=False)
+
+    def __contains__(self, uid: object) -> bool:
+        with self._lock:
+            return uid in self._uids
+
+
 class ObjectLocks:
     """One lock per object uid: its handler and its follower take turns."""
 
@@ -115,6 +136,7 @@ class Operator(Runtime):
     versions: WatchVersions = field(default_factory=WatchVersions)
     statuses: StatusMemory = field(default_factory=StatusMemory)
     locks: ObjectLocks = field(default_factory=ObjectLocks)
+    gone: Gone = field(default_factory=Gone)
     executor: Executor | None = None
     # Resyncs in flight at once: the rest of the executor stays free for the syncs a change
     # asked for, so a wave of resyncs never delays a Job's completion.
@@ -209,4 +231,4 @@ async def _in_thread(
     return outcome
 
 
-__all__ = ["ObjectLocks", "Operator", "StatusMemory", "follow"]
+__all__ = ["Gone", "ObjectLocks", "Operator", "StatusMemory", "follow"]

@@ -153,7 +153,8 @@ def reconcile(
     sdd = _parse(body, report=True)
     if sdd is not None:
         with memo.locks.hold(sdd.metadata.uid or ""):
-            _sync(memo.statuses.latest(sdd), body, patch, logger, memo)
+            if sdd.metadata.uid not in memo.gone:
+                _sync(memo.statuses.latest(sdd), body, patch, logger, memo)
 
 
 async def follower(
@@ -175,6 +176,8 @@ def resync(raw: dict[str, Any], logger: kopf.Logger, memo: Operator) -> Outcome 
         return None
     namespace, name, uid = sdd.metadata.namespace or "", sdd.metadata.name or "", sdd.metadata.uid
     with memo.locks.hold(uid or ""):
+        if uid in memo.gone:  # deleted while this sync waited for the lock
+            return None
         outcome = sync(memo.statuses.latest(sdd), memo.for_one_sync(), _KopfEvents(body), logger)
         if outcome.status_patch:
             try:
@@ -184,8 +187,9 @@ def resync(raw: dict[str, Any], logger: kopf.Logger, memo: Operator) -> Outcome 
                 retry = memo.backoff.after(uid or "", [exc])
                 return replace(outcome, retry_after=retry)
             memo.statuses.remember(uid or "", outcome.status)
-    metrics.record(namespace, name, outcome.result)
-    metrics.record_status(namespace, name, outcome.status)
+        # Under the lock: a delete's `forget` removes the series after this, never before.
+        metrics.record(namespace, name, outcome.result)
+        metrics.record_status(namespace, name, outcome.status)
     return outcome
 
 
@@ -228,8 +232,11 @@ async def trim_body(event: kopf.RawEvent, **_: Any) -> None:
 def forget(body: kopf.Body, memo: Operator, **_: Any) -> None:
     """A deleted object: drop its metrics series, its retry count, plan pin and status memory."""
     meta = body.get("metadata") or {}
-    metrics.forget(str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-    memo.forget(str(meta.get("uid") or ""))
+    uid = str(meta.get("uid") or "")
+    with memo.locks.hold(uid):  # after a sync in flight, before any later one (`Gone`)
+        memo.gone.add(uid)
+        metrics.forget(str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+    memo.forget(uid)
 
 
 def _parse(body: kopf.Body, *, report: bool) -> SpecDecodeDeployment | None:

@@ -7,6 +7,7 @@ finalizer on the object, the series gone after a delete.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import kopf
@@ -22,6 +23,8 @@ from warmgate.handlers.follower import Operator
 from warmgate.handlers.kopf_handlers import kopf_settings, registry
 from warmgate.reconcile.plan_cache import PlanCache
 from warmgate.settings import Settings
+
+LOG = logging.getLogger("test_lifecycle_handlers")
 
 
 def test_the_finalizer_kopf_sets_is_the_documented_one() -> None:
@@ -91,3 +94,21 @@ def test_the_body_kopf_keeps_loses_its_managed_fields_and_nothing_else() -> None
     }
     watching = registry(Settings())._watching.get_all_handlers()
     assert "trim" in [h.id for h in watching]
+
+
+def test_a_sync_after_the_delete_brings_no_series_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A follower's sync that waited for the object's lock while `forget` ran does nothing."""
+    monkeypatch.setattr(kopf_handlers._KopfEvents, "post", lambda *_: None)  # no kopf context
+    from support.examples import example_sdd
+
+    from warmgate.reconcile.planning import evaluate
+
+    sdd = example_sdd("llama31-8b-seeds", namespace="ns-late", name="late", uid="late-uid")
+    runtime = Operator(Settings(operator_image="warmgate:test"), FakeCluster(), PlanCache(evaluate))
+    body = sdd.model_dump(by_alias=True, exclude_none=True, mode="json")
+    assert kopf_handlers.resync(body, LOG, runtime) is not None
+    assert 'namespace="ns-late"' in generate_latest(metrics.REGISTRY).decode()
+    kopf_handlers.forget(body, runtime)  # type: ignore[arg-type]
+    assert kopf_handlers.resync(body, LOG, runtime) is None
+    text = generate_latest(metrics.REGISTRY).decode()
+    assert 'namespace="ns-late"' not in text
