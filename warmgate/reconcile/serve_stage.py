@@ -82,10 +82,11 @@ def _roll(stage: Stage, desired: Manifest, deployment: Manifest | None) -> Manif
     """Apply the verified plan's Deployment when it is new, or repair what drifted."""
     meta = desired["metadata"]
     if deployment is None:
-        if stage.cluster.create(desired):
-            stage.events.post("Normal", "Created", f"Created Deployment {meta['name']}")
+        created = stage.create((desired,))
+        if created:
             _rolled(stage, meta)
-        return stage.cluster.read("Deployment", meta["namespace"], meta["name"])
+            return created[0]
+        return stage.cluster.read("Deployment", meta["namespace"], meta["name"])  # someone's
     applied = (deployment["metadata"].get("annotations") or {}).get(ANNOTATION_APPLIED_HASH)
     new_plan = applied != meta["annotations"][ANNOTATION_APPLIED_HASH]
     drifted = None if new_plan else _drift(desired, deployment)
