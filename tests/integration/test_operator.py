@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -43,6 +44,27 @@ def wait_for(
 ) -> dict[str, Any]:
     cp.kubectl("wait", "-n", ns, f"sdd/{name}", f"--for={condition}", f"--timeout={timeout}s")
     return dict(json.loads(cp.kubectl("get", "-n", ns, "sdd", name, "-o", "json").stdout))
+
+
+def wait_planned(
+    cp: ControlPlane, ns: str, name: str, generation: int, timeout: float = 90
+) -> dict[str, Any]:
+    """The object once BucketsPlanned is settled (True or False) for this generation."""
+    deadline = time.monotonic() + timeout
+    while True:
+        obj = dict(json.loads(cp.kubectl("get", "-n", ns, "sdd", name, "-o", "json").stdout))
+        planned = next(
+            (
+                c
+                for c in obj.get("status", {}).get("conditions", [])
+                if c["type"] == "BucketsPlanned"
+            ),
+            {},
+        )
+        if planned.get("observedGeneration") == generation and planned["status"] != "Unknown":
+            return obj
+        assert time.monotonic() < deadline, f"generation {generation} never planned: {planned}"
+        time.sleep(0.2)
 
 
 def test_example_is_planned_proven_and_reported(
@@ -98,7 +120,9 @@ def test_spec_change_replans_with_a_new_generation(
     first = wait_for(control_plane, ns, "replanned", "condition=CoverageProven")
     doc["spec"]["speculative"]["numSpeculativeTokens"] = 3
     apply(control_plane, doc)
-    second = wait_for(control_plane, ns, "replanned", "jsonpath={.status.observedGeneration}=2")
+    # observedGeneration=2 comes first with the Planning notice (BucketsPlanned=Unknown, the
+    # last plan still in status.plan): wait for the planning of generation 2 to be done.
+    second = wait_planned(control_plane, ns, "replanned", generation=2)
     assert second["status"]["plan"]["hash"] != first["status"]["plan"]["hash"]
     replanned = evaluate(parse_manifest(doc)).summary
     assert replanned is not None
