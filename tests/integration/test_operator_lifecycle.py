@@ -1,6 +1,6 @@
 """The operator process on a real API server, for issue 11: a plan too large is refused at
-once, the finalizer is the documented one, unknown status fields are kept, and a deleted
-object's metrics go with it."""
+once, no finalizer is set (an older operator's is removed), unknown status fields are kept, and
+a deleted object's metrics go with it."""
 
 from __future__ import annotations
 
@@ -40,13 +40,29 @@ def test_a_plan_of_millions_of_buckets_is_refused_within_seconds(
     assert get(control_plane, "-n", module_namespace, "jobs")["items"] == []
 
 
-def test_the_object_carries_the_documented_finalizer(
+def test_no_finalizer_is_set_and_an_older_operators_is_removed(
     control_plane: ControlPlane, operator: OperatorProcess, module_namespace: str
 ) -> None:
-    """Item 13: docs/api.md and docs/operator.md name the finalizer the operator sets."""
-    obj = started(control_plane, module_namespace, "finalized")
-    assert obj["metadata"]["finalizers"] == [FINALIZER]
+    """Issue 14: no per-object daemon, so no finalizer; the one operators before 0.5 set
+    (documented in docs/api.md and docs/operator.md) goes at the first sight of the object."""
+    obj = started(control_plane, module_namespace, "unfinalized")
+    assert "finalizers" not in obj["metadata"]
     assert FINALIZER == "warmgate.dev/finalizer"
+    old = seeds_example(module_namespace, "finalized")
+    old["metadata"]["finalizers"] = [FINALIZER, "example.com/keep"]
+    started(control_plane, module_namespace, "finalized", old)
+    deadline = time.monotonic() + 30
+    while (
+        left := get(control_plane, "-n", module_namespace, "sdd", "finalized")["metadata"].get(
+            "finalizers"
+        )
+    ) != ["example.com/keep"]:
+        assert time.monotonic() < deadline, left
+        time.sleep(0.2)
+    control_plane.kubectl(
+        "patch", "sdd", "finalized", "-n", module_namespace, "--type=json",
+        "-p", '[{"op": "remove", "path": "/metadata/finalizers"}]',
+    )  # fmt: skip
 
 
 def test_status_fields_of_a_newer_operator_are_kept(

@@ -1,43 +1,52 @@
-"""Each object's follower: a kopf daemon that syncs it when a child changes, and rarely else.
+"""The followers: one task that syncs each object when a child changes, and rarely else.
 
 The create, update and resume handlers sync an object when its spec changes or the operator
-starts. Between those, the follower (one daemon per object, kopf's way to run a loop per
-object) sleeps until one of:
+starts. Between those, `Followers` (one asyncio task for all objects, not a kopf daemon per
+object: a daemon needs a finalizer on every object and a task of its own) syncs an object when:
 
-- a watched child changed (`children.child_changed` sets its `Wakeups` event): a Job's
-  completion or a Pod's readiness reaches the status within about a second;
+- a watched child changed (`handlers.children`, `Followers.wake`): a Job's completion or a Pod's
+  readiness reaches the status within about a second;
 - the safety resync: `resync_seconds`, jittered by +-20% so objects never resync in lockstep,
   the first one anywhere in 0.2-1.2 intervals (shorter, `ACTIVE_RESYNC_SECONDS`, while a runner
   runs: its progress is polled from the Pod); at most `RESYNCS` run at once;
 - the backoff after an API failure (`Outcome.retry_after`).
 
-The sync runs in a thread of kopf's executor, under the object's lock (a handler and the
-follower never sync one object at once), and writes the status itself when it changed.
-`StatusMemory` keeps the status last written until the watch brings the object back with it,
-so a sync that starts in between neither writes it again nor posts its Events twice.
+The objects and their latest bodies come from the SpecDecodeDeployment watch (`Followers.track`,
+a deletion `Followers.drop`). A sync runs in a thread of kopf's executor, under the object's
+lock (a handler and the follower never sync one object at once), one at a time per object, and
+writes the status itself when it changed. `StatusMemory` keeps the status last written until
+the watch brings the object back with it, so a sync that starts in between neither writes it
+again nor posts its Events twice.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
+import heapq
+import itertools
 import random
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import Executor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-import kopf
-
 from warmgate.api import SpecDecodeDeployment, SpecDecodeDeploymentStatus
 from warmgate.api.conditions import get_condition
 from warmgate.api.constants import Reason
 from warmgate.handlers import metrics
-from warmgate.handlers.children import OwnWrites, Wakeups, WatchVersions, parent_key
+from warmgate.handlers.children import (
+    ChildVersion,
+    OwnWrites,
+    ParentKey,
+    WatchVersions,
+    parent_key,
+)
 from warmgate.handlers.sync_reads import SyncReads
 from warmgate.reconcile.cluster import Logger
 from warmgate.reconcile.sync import Outcome, Runtime
@@ -127,17 +136,182 @@ class ObjectLocks:
             self._locks.pop(uid, None)
 
 
+# One sync of an object's body in a thread: its outcome, None when the body is unreadable.
+SyncOnce = Callable[[dict[str, Any], Logger], Outcome | None]
+# The logger of one object's sync (kopf's object logger: its warnings become Events).
+ObjectLog = Callable[[dict[str, Any]], Logger]
+
+
+@dataclass(eq=False, slots=True)
+class _Followed:
+    """One followed object: its latest body and when it syncs next."""
+
+    key: ParentKey
+    body: dict[str, Any]
+    due: float
+    retrying: bool = False
+    woken: bool = False
+    running: bool = False
+    seen: list[ChildVersion] = field(default_factory=list)
+
+
+class Followers:
+    """Every object's follower in one asyncio task (no task, no finalizer per object).
+
+    The SpecDecodeDeployment watch tracks each object's latest body (`track`, `drop`), the
+    children's watch wakes objects (`wake`); `run` syncs each one when woken and when its
+    resync is due, at most one sync per object at a time, until it is stopped. Everything runs
+    on the event loop; the syncs themselves in the executor's threads.
+    """
+
+    def __init__(self) -> None:
+        self._objects: dict[str, _Followed] = {}
+        self._by_key: dict[ParentKey, set[str]] = {}
+        self._due: list[tuple[float, int, str]] = []  # a heap; stale entries are skipped
+        self._order = itertools.count()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._changed = asyncio.Event()
+        self._paused = False
+        # kopf's context of a watch event (its Event poster lives there), for the syncs.
+        self.context: contextvars.Context | None = None
+
+    def __len__(self) -> int:
+        return len(self._objects)
+
+    def track(self, body: dict[str, Any], op: Operator) -> None:
+        """The latest body of an object; a new one's first resync lies anywhere in one
+        interval (the create or resume handler has just synced it). Called from kopf's
+        handler of the object's watch events, whose context the syncs run in."""
+        if self.context is None:
+            self.context = contextvars.copy_context()
+        meta = body.get("metadata") or {}
+        uid = str(meta.get("uid") or "")
+        if meta.get("deletionTimestamp"):  # being deleted: nothing to follow any more
+            self.drop(uid)
+            return
+        followed = self._objects.get(uid)
+        if followed is not None:
+            followed.body = body
+            return
+        key = parent_key(meta.get("namespace"), str(meta.get("name") or ""))
+        followed = _Followed(key, body, time.monotonic() + op.first_delay())
+        self._objects[uid] = followed
+        self._by_key.setdefault(key, set()).add(uid)
+        self._schedule(uid, followed)
+
+    def drop(self, uid: str) -> None:
+        """An object deleted (or going): no more syncs of it."""
+        followed = self._objects.pop(uid, None)
+        if followed is None:
+            return
+        uids = self._by_key.get(followed.key, set())
+        uids.discard(uid)
+        if not uids:
+            self._by_key.pop(followed.key, None)
+
+    def wake(self, key: ParentKey | None, version: ChildVersion = None) -> int:
+        """Wake the objects of this parent key (a label value may be shared); how many."""
+        uids = self._by_key.get(key, set()) if key is not None else set()
+        for uid in uids:
+            followed = self._objects[uid]
+            followed.seen.append(version)
+            followed.woken = True
+        if uids:
+            self._changed.set()
+        return len(uids)
+
+    def pause(self) -> None:
+        """Another replica acts: follow nothing until kopf's watch brings the objects again."""
+        self._paused = True
+        for uid in list(self._objects):
+            self.drop(uid)
+
+    def resume(self) -> None:
+        self._paused = False
+        self._changed.set()
+
+    async def run(self, op: Operator, once: SyncOnce, object_log: ObjectLog) -> None:
+        """Start the syncs that are due, until cancelled; then cancel the ones in flight."""
+        try:
+            while True:
+                if not self._paused:
+                    self._start_due(op, once, object_log)
+                self._changed.clear()
+                delay = self._due[0][0] - time.monotonic() if self._due else None
+                if delay is None or delay > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._changed.wait(), delay)
+        finally:
+            for task in self._tasks:
+                task.cancel()
+
+    def _schedule(self, uid: str, followed: _Followed) -> None:
+        heapq.heappush(self._due, (followed.due, next(self._order), uid))
+        self._changed.set()
+
+    def _start_due(self, op: Operator, once: SyncOnce, object_log: ObjectLog) -> None:
+        now = time.monotonic()
+        starting = [uid for uid, f in self._objects.items() if f.woken and not f.running]
+        while self._due and self._due[0][0] <= now:
+            due, _, uid = heapq.heappop(self._due)
+            followed = self._objects.get(uid)
+            if followed is not None and followed.due == due and not followed.running:
+                starting.append(uid)
+        for uid in starting:
+            followed = self._objects[uid]
+            if followed.running:
+                continue
+            followed.running = True
+            task = asyncio.create_task(self._follow(uid, followed, op, once, object_log))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _follow(
+        self, uid: str, followed: _Followed, op: Operator, once: SyncOnce, object_log: ObjectLog
+    ) -> None:
+        """Sync one object while it is woken or due; one such task per object at a time."""
+        try:
+            while self._objects.get(uid) is followed and not self._paused:
+                if followed.woken:
+                    await asyncio.sleep(COALESCE_SECONDS)  # by now the writes have their answers
+                    followed.woken = False
+                    seen, followed.seen = followed.seen, []
+                    if op.writes.echoes(seen) and time.monotonic() < followed.due:
+                        metrics.FOLLOWER_SYNCS.labels("echo").inc()
+                        continue  # only the operator's own writes came back: nothing new
+                    metrics.FOLLOWER_SYNCS.labels("child").inc()
+                    outcome = await _in_thread(op, once, followed.body, object_log)
+                elif followed.due <= time.monotonic():
+                    metrics.FOLLOWER_SYNCS.labels("retry" if followed.retrying else "resync").inc()
+                    async with op.resyncs:
+                        outcome = await _in_thread(op, once, followed.body, object_log)
+                else:
+                    return
+                if uid in op.gone:  # deleted while the watch was away (the status write: 404)
+                    self.drop(uid)
+                    return
+                followed.retrying = outcome is not None and outcome.retry_after is not None
+                followed.due = time.monotonic() + _next_delay(op, outcome)
+                self._schedule(uid, followed)
+        finally:
+            followed.running = False
+
+
 @dataclass(frozen=True)
 class Operator(Runtime):
     """kopf's memo: the sync's runtime plus what the handlers and followers share."""
 
-    wakeups: Wakeups = field(default_factory=Wakeups)
+    followers: Followers = field(default_factory=Followers)
     writes: OwnWrites = field(default_factory=OwnWrites)
     versions: WatchVersions = field(default_factory=WatchVersions)
     statuses: StatusMemory = field(default_factory=StatusMemory)
     locks: ObjectLocks = field(default_factory=ObjectLocks)
     gone: Gone = field(default_factory=Gone)
     executor: Executor | None = None
+    # In a peering: the check that pauses the followers while another replica acts.
+    activity: Callable[[Followers], Coroutine[Any, Any, None]] | None = None
+    # The followers' task and the activity check, started and stopped with kopf.
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
     # Resyncs in flight at once: the rest of the executor stays free for the syncs a change
     # asked for, so a wave of resyncs never delays a Job's completion.
     resyncs: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(RESYNCS))
@@ -167,68 +341,32 @@ class Operator(Runtime):
         self.locks.forget(uid)
 
 
-# One sync of an object's body in a thread: its outcome, None when the body is unreadable.
-SyncOnce = Callable[[dict[str, Any], Logger], Outcome | None]
-
-
-async def follow(
-    op: Operator, body: kopf.Body, logger: Logger, stopped: kopf.DaemonStopped, once: SyncOnce
-) -> None:
-    """Sync this object on its children's changes and on the resync, until kopf stops it."""
-    meta = body.metadata
-    key, uid = parent_key(meta.namespace, meta.name or ""), meta.uid or ""
-    wake = op.wakeups.register(key, uid)
-    due = time.monotonic() + op.first_delay()  # the create or resume handler just synced it
-    retrying = False
-    try:
-        while not stopped:
-            await _sleep(wake, stopped, max(0.0, due - time.monotonic()))
-            if stopped:
-                break
-            if wake.is_set():
-                await asyncio.sleep(COALESCE_SECONDS)  # by now the writes have their answers
-                wake.clear()
-                if op.writes.echoes(op.wakeups.take(uid)) and time.monotonic() < due:
-                    metrics.FOLLOWER_SYNCS.labels("echo").inc()
-                    continue  # only the operator's own writes came back: nothing new
-                metrics.FOLLOWER_SYNCS.labels("child").inc()
-                outcome = await _in_thread(op, once, dict(body), logger)
-            else:
-                metrics.FOLLOWER_SYNCS.labels("retry" if retrying else "resync").inc()
-                async with op.resyncs:
-                    outcome = await _in_thread(op, once, dict(body), logger)
-            retrying = outcome is not None and outcome.retry_after is not None
-            due = time.monotonic() + _next_delay(op, outcome)
-    finally:
-        op.wakeups.unregister(key, uid)
-
-
 def _next_delay(op: Operator, outcome: Outcome | None) -> float:
     if outcome is not None and outcome.retry_after is not None:
         return outcome.retry_after
     return op.resync_delay(outcome.status if outcome is not None else None)
 
 
-async def _sleep(wake: asyncio.Event, stopped: kopf.DaemonStopped, delay: float) -> None:
-    """Until woken, the delay passed or the daemon is stopped."""
-    waits = {asyncio.ensure_future(wake.wait()), asyncio.ensure_future(stopped.wait())}
-    try:
-        await asyncio.wait(waits, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiting in waits:
-            waiting.cancel()
-
-
 async def _in_thread(
-    op: Operator, once: SyncOnce, raw: dict[str, Any], logger: Logger
+    op: Operator, once: SyncOnce, body: dict[str, Any], object_log: ObjectLog
 ) -> Outcome | None:
-    """Run one sync in kopf's executor, with kopf's context (its Event poster lives there)."""
-    context = contextvars.copy_context()
+    """Run one sync in kopf's executor, in a copy of the context of kopf's watch handlers
+    (its Event poster lives there: the followers' own task, started before it, lacks it).
+
+    A sync that raises (a bug: the sync reports the cluster's failures in its outcome) is
+    logged and the object resyncs as usual: one object never stops the others' followers."""
+    raw = dict(body)
+    logger = object_log(raw)
+    context = (op.followers.context or contextvars.copy_context()).copy()
     loop = asyncio.get_running_loop()
-    outcome: Outcome | None = await loop.run_in_executor(
-        op.executor, context.run, once, raw, logger
-    )
+    try:
+        outcome: Outcome | None = await loop.run_in_executor(
+            op.executor, context.run, once, raw, logger
+        )
+    except Exception as exc:
+        logger.error(f"The sync failed: {exc!r}", exc_info=exc)
+        return None
     return outcome
 
 
-__all__ = ["Gone", "ObjectLocks", "Operator", "StatusMemory", "follow"]
+__all__ = ["Followers", "Gone", "ObjectLocks", "Operator", "StatusMemory"]

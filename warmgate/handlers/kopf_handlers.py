@@ -5,15 +5,19 @@ cache, the executor of the syncs, the metrics endpoint and the kopf registry. Th
 reach them through kopf's ``memo``, the `follower.Operator`.
 
 What triggers a sync: the create, update and resume handlers (a spec change, the operator's
-start), and the object's follower daemon (`handlers.follower`), which a watched child's change
-wakes (`handlers.children`) and which resyncs on a slow jittered interval.
+start), and the followers (`handlers.follower`, one task for all objects), which a watched
+child's change wakes (`handlers.children`) and which resync each object on a slow jittered
+interval. No handler needs a finalizer, so kopf sets none (and removes the one an operator
+before 0.5 set, `FINALIZER`); a deleted object's DELETED watch event drops what is kept of it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, Final, cast
@@ -23,8 +27,8 @@ import kopf
 from warmgate.api import GROUP, PLURAL, VERSION, ManifestError, SpecDecodeDeployment, parse_manifest
 from warmgate.api.constants import FINALIZER, LABEL_NAME
 from warmgate.handlers import api_session, children, heap, metrics, peering, runtime_metrics
-from warmgate.handlers.follower import Operator, follow
-from warmgate.handlers.kube_cluster import KubeCluster
+from warmgate.handlers.follower import Followers, Operator
+from warmgate.handlers.kube_cluster import HTTP_NOT_FOUND, KubeCluster
 from warmgate.handlers.runner_endpoints import HttpRunnerEndpoints
 from warmgate.reconcile.cluster import ClusterError, EventType
 from warmgate.reconcile.plan_cache import PlanCache
@@ -34,8 +38,6 @@ from warmgate.settings import Settings
 
 log = logging.getLogger(__name__)
 
-# Seconds a stopping follower may take before kopf cancels it (it stops within one sync).
-FOLLOWER_EXIT_SECONDS: Final = 3.0
 # Seconds kopf waits for the echo of its own patch before it acts on an older event.
 CONSISTENCY_SECONDS: Final = 30.0
 
@@ -65,6 +67,7 @@ def run(
         writes=cluster.writes,
         versions=cluster.versions,
         executor=executor,
+        activity=_activity_check(cluster, settings, configured, namespaces),
     )
     if settings.metrics_port:
         metrics.serve(settings.metrics_port)
@@ -85,6 +88,20 @@ def run(
         # process may exit (hundreds after a burst of creations); the next operator's resume
         # handlers sync every object again. The ones running finish their sync.
         executor.shutdown(wait=True, cancel_futures=True)
+
+
+def _activity_check(
+    cluster: KubeCluster,
+    ours: Settings,
+    configured: kopf.OperatorSettings,
+    namespaces: Collection[str],
+) -> Callable[[Followers], Coroutine[Any, Any, None]] | None:
+    """In a peering, the check that pauses the followers while another replica acts."""
+    if ours.peering is None:
+        return None
+    return functools.partial(
+        peering.follow_activity, cluster.api, ours.peering, configured.peering.priority, namespaces
+    )
 
 
 def kopf_settings(
@@ -108,8 +125,8 @@ def kopf_settings(
     # watch lags: kopf then ran the create handler again for a quarter of the objects
     # (docs/benchmarks.md). Only a patch whose echo never comes waits the whole time.
     settings.persistence.consistency_timeout = CONSISTENCY_SECONDS
-    # kopf puts it on every object because of the resync timer (docs/operator.md says how to
-    # remove it when the operator is gone).
+    # No handler needs a finalizer; kopf removes this one, which operators before 0.5 put on
+    # every object for their per-object daemons, when it sees an object carrying it.
     settings.persistence.finalizer = FINALIZER
     # kopf turns object-log records at this level into Events: INFO would post "Timer 'resync'
     # succeeded" for every object on every resync. kopf.info also obeys this level, so the
@@ -119,9 +136,8 @@ def kopf_settings(
 
 
 def registry(settings: Settings, namespaces: Collection[str] = ()) -> kopf.OperatorRegistry:
-    """The handlers: one path for create, resume and update; each object's follower, woken by
-    its children's watch events and a slow jittered resync (``settings.resync_seconds``);
-    login."""
+    """The handlers: one path for create, resume and update; the watch of the objects and of
+    their children, which feeds the followers (started and stopped with the operator); login."""
     handlers = kopf.OperatorRegistry()
     # kopf logs in with the official client's configuration (in-cluster, else $KUBECONFIG),
     # as its default registry does, but with a bounded connection pool (`api_session`).
@@ -131,15 +147,9 @@ def registry(settings: Settings, namespaces: Collection[str] = ()) -> kopf.Opera
     kopf.on.resume(*resource, id="reconcile", registry=handlers)(reconcile)
     kopf.on.create(*resource, id="reconcile", registry=handlers)(reconcile)
     kopf.on.update(*resource, id="reconcile", registry=handlers)(reconcile)
-    # Optional: no finalizer of its own; kopf calls it while it removes the timer's finalizer.
-    kopf.on.delete(*resource, id="forget", optional=True, registry=handlers)(forget)
-    kopf.daemon(
-        *resource,
-        id="follow",
-        cancellation_timeout=FOLLOWER_EXIT_SECONDS,
-        registry=handlers,
-    )(follower)
-    kopf.on.event(*resource, id="trim", registry=handlers)(trim_body)
+    kopf.on.event(*resource, id="observe", registry=handlers)(observe)
+    kopf.on.startup(id="followers", registry=handlers)(start_followers)
+    kopf.on.cleanup(id="followers", registry=handlers)(stop_followers)
     present = {LABEL_NAME: kopf.PRESENT}
     for kind in children.WATCHED:
         kopf.on.event(*kind, id="child", labels=present, registry=handlers)(child_changed)
@@ -157,15 +167,30 @@ def reconcile(
                 _sync(memo.statuses.latest(sdd), body, patch, logger, memo)
 
 
-async def follower(
-    body: kopf.Body, logger: kopf.Logger, stopped: kopf.DaemonStopped, memo: Operator, **_: Any
+async def start_followers(
+    memo: Operator, settings: kopf.OperatorSettings, logger: kopf.Logger, **_: Any
 ) -> None:
-    """The object's follower: syncs it when a child changes and on the slow resync."""
+    """Start the one task that follows every object (`follower.Followers`); in a peering, the
+    check that pauses it while another replica acts."""
 
     def once(raw: dict[str, Any], log: Any) -> Outcome | None:
         return resync(raw, log, memo)
 
-    await follow(memo, body, logger, stopped, once)
+    def object_log(raw: dict[str, Any]) -> kopf.Logger:
+        return kopf.ObjectLogger(body=kopf.Body(cast(kopf.RawBody, raw)), settings=settings)
+
+    memo.tasks.append(asyncio.create_task(memo.followers.run(memo, once, object_log)))
+    if memo.activity is not None:
+        memo.tasks.append(asyncio.create_task(memo.activity(memo.followers)))
+    logger.debug("Started the followers")
+
+
+async def stop_followers(memo: Operator, **_: Any) -> None:
+    """Stop following: the syncs in flight are cancelled (their threads finish their sync)."""
+    for task in memo.tasks:
+        task.cancel()
+    await asyncio.gather(*memo.tasks, return_exceptions=True)
+    memo.tasks.clear()
 
 
 def resync(raw: dict[str, Any], logger: kopf.Logger, memo: Operator) -> Outcome | None:
@@ -183,6 +208,9 @@ def resync(raw: dict[str, Any], logger: kopf.Logger, memo: Operator) -> Outcome 
             try:
                 memo.cluster.patch_status(namespace, name, outcome.status_patch)
             except ClusterError as exc:
+                if exc.status == HTTP_NOT_FOUND:  # deleted unseen (the watch was away)
+                    _forget(namespace, name, uid or "", memo)
+                    return None
                 logger.error(f"Could not write the status, retrying: {exc}")
                 retry = memo.backoff.after(uid or "", [exc])
                 return replace(outcome, retry_after=retry)
@@ -201,7 +229,7 @@ async def child_changed(
     memo: Operator,
     **_: Any,
 ) -> None:
-    """A watched child changed: wake its parent's follower (which skips the operator's echo).
+    """A watched child changed: wake its parent (whose follower skips the operator's echo).
 
     Its resourceVersion is noted first, so the lists of the sync it causes show at least this
     (`children.WatchVersions`). The initial listing (type None) wakes nobody: the resume
@@ -212,30 +240,46 @@ async def child_changed(
     memo.versions.seen(kind, namespace or "", version)
     if type is not None:
         child = children.child_version(type, body)
-        memo.wakeups.wake(children.child_parent(namespace, labels), child)
+        memo.followers.wake(children.child_parent(namespace, labels), child)
 
 
-async def trim_body(event: kopf.RawEvent, **_: Any) -> None:
-    """Drop the managedFields of the body kopf keeps of each object for its follower.
+async def observe(
+    event: kopf.RawEvent,
+    type: str | None,
+    memo: Operator,
+    **_: Any,
+) -> None:
+    """Every watch event of an object: its latest body for the followers; a deletion forgets it.
 
-    kopf holds every object's latest body as long as the object exists; its managedFields are
-    about 40% of it (3 KB of a 7 KB body, more as Python objects) and nothing here reads
-    them. The event's body is the one kopf keeps (kopf/_core/reactor/processing.py,
-    `process_resource_event`), and event handlers run before the daemons and the change
-    handlers, so the object's other handlers see it trimmed too.
+    The body loses its managedFields first: the followers hold every object's latest body as
+    long as it exists, and the managedFields are about 40% of it (3 KB of a 7 KB body, more as
+    Python objects) that nothing here reads. Event handlers run before the change handlers, on
+    the dict kopf keeps (kopf/_core/reactor/processing.py), so they see it trimmed too.
     """
-    meta: dict[str, Any] | None = cast(dict[str, Any] | None, event["object"].get("metadata"))
-    if meta is not None:
+    raw = cast(dict[str, Any], event["object"])
+    meta = raw.get("metadata")
+    if isinstance(meta, dict):
         meta.pop("managedFields", None)
+    if type == "DELETED":
+        memo.followers.drop(str(meta.get("uid") or "") if isinstance(meta, dict) else "")
+        # In a thread: it waits for a sync of the object in flight (its lock).
+        await asyncio.get_running_loop().run_in_executor(memo.executor, forget, raw, memo)
+    else:
+        memo.followers.track(raw, memo)
 
 
-def forget(body: kopf.Body, memo: Operator, **_: Any) -> None:
+def forget(raw: Mapping[str, Any], memo: Operator) -> None:
     """A deleted object: drop its metrics series, its retry count, plan pin and status memory."""
-    meta = body.get("metadata") or {}
+    meta = raw.get("metadata") or {}
     uid = str(meta.get("uid") or "")
     with memo.locks.hold(uid):  # after a sync in flight, before any later one (`Gone`)
-        memo.gone.add(uid)
-        metrics.forget(str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        _forget(str(meta.get("namespace") or ""), str(meta.get("name") or ""), uid, memo)
+
+
+def _forget(namespace: str, name: str, uid: str, memo: Operator) -> None:
+    """Under the object's lock: it is gone (its followers stop), its series and memories go."""
+    memo.gone.add(uid)
+    metrics.forget(namespace, name)
     memo.forget(uid)
 
 
@@ -288,4 +332,4 @@ def _timed_evaluate(sdd: SpecDecodeDeployment) -> PlanningResult:
     return result
 
 
-__all__ = ["forget", "kopf_settings", "reconcile", "registry", "resync", "run", "trim_body"]
+__all__ = ["forget", "kopf_settings", "observe", "reconcile", "registry", "resync", "run"]

@@ -13,15 +13,23 @@ it closes its watches and stops its daemons, so it neither reads nor writes anyt
   last keep-alive.
 - Start: with a named peering kopf starts paused until it has read the peering object, so a new
   replica never acts before it knows whether another one is active.
+- The followers (one task for all objects, `handlers.follower`) are no kopf daemons, so kopf
+  cannot stop them: `follow_activity` reads the peering objects every
+  `ACTIVITY_CHECK_SECONDS` and pauses them (forgetting every object) while a live peer of
+  higher priority is in them, kopf's own rule. A standby follows nothing anyway: its paused
+  watch delivers no object to follow.
 
 The peering objects are created here, before kopf starts (kopf pauses forever without one).
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import random
-from collections.abc import Callable, Collection
-from typing import Any, Final
+from collections.abc import Callable, Collection, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final, Protocol, cast
 
 import kopf
 from kubernetes import client
@@ -34,6 +42,10 @@ PEERING_VERSION: Final = "v1"
 HTTP_NOT_FOUND: Final = 404
 HTTP_FORBIDDEN: Final = 403
 HTTP_CONFLICT: Final = 409
+# Seconds between two reads of the peering objects by the followers' activity check.
+ACTIVITY_CHECK_SECONDS: Final = 5.0
+
+log = logging.getLogger(__name__)
 
 
 class PeeringError(RuntimeError):
@@ -100,3 +112,62 @@ def _explain(exc: ApiException, name: str) -> str:
     if exc.status == HTTP_FORBIDDEN:
         return f"peering {name!r}: the operator may not create kopf.dev peering objects (RBAC)"
     return f"peering {name!r}: could not create the peering object: {exc.status} {exc.reason}"
+
+
+class Pausable(Protocol):
+    def pause(self) -> None: ...
+
+    def resume(self) -> None: ...
+
+
+def outranked(peering: Mapping[str, Any], priority: int, now: datetime) -> bool:
+    """Whether the peering object's status holds a live peer of higher priority than ours
+    (kopf's rule: that peer acts and this replica pauses)."""
+    for peer in (peering.get("status") or {}).values():
+        if not isinstance(peer, Mapping) or int(peer.get("priority") or 0) <= priority:
+            continue
+        try:
+            seen = datetime.fromisoformat(str(peer.get("lastseen")))
+        except ValueError:
+            continue
+        if seen.tzinfo is None:
+            seen = seen.replace(tzinfo=UTC)
+        if seen + timedelta(seconds=int(peer.get("lifetime") or 60)) > now:
+            return True
+    return False
+
+
+async def follow_activity(
+    api: client.ApiClient,
+    name: str,
+    priority: int,
+    namespaces: Collection[str],
+    followers: Pausable,
+) -> None:
+    """Pause the followers while another replica acts, resume them when none does."""
+    loop = asyncio.get_running_loop()
+    while True:
+        try:
+            peerings = await loop.run_in_executor(None, _read, api, name, namespaces)
+        except ApiException as exc:  # keep the last state; kopf's own watch decides anyway
+            log.warning(f"Could not read the peering {name!r}: {exc.status} {exc.reason}")
+        else:
+            now = datetime.now(UTC)
+            if any(outranked(peering, priority, now) for peering in peerings):
+                followers.pause()
+            else:
+                followers.resume()
+        await asyncio.sleep(ACTIVITY_CHECK_SECONDS)
+
+
+def _read(api: client.ApiClient, name: str, namespaces: Collection[str]) -> list[dict[str, Any]]:
+    custom = client.CustomObjectsApi(api)
+    if not namespaces:
+        plural = "clusterkopfpeerings"
+        found = custom.get_cluster_custom_object(PEERING_GROUP, PEERING_VERSION, plural, name)
+        return [cast(dict[str, Any], found)]
+    get = custom.get_namespaced_custom_object
+    return [
+        cast(dict[str, Any], get(PEERING_GROUP, PEERING_VERSION, ns, "kopfpeerings", name))
+        for ns in namespaces
+    ]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import random
 from typing import Any
 
@@ -16,7 +15,6 @@ from warmgate.api.constants import LABEL_NAME
 from warmgate.handlers import follower
 from warmgate.handlers.children import (
     OwnWrites,
-    Wakeups,
     child_parent,
     child_version,
     parent_key,
@@ -58,21 +56,6 @@ def test_the_own_writes_are_bounded() -> None:
         writes.add("Job", job(version))
     assert not writes.consume("Job", "ns", "p-warmup-1", "1")
     assert writes.consume("Job", "ns", "p-warmup-1", "3")
-
-
-def test_a_wake_reaches_every_follower_of_the_key_and_nobody_else() -> None:
-    async def scenario() -> tuple[bool, bool, int, int]:
-        wakeups = Wakeups()
-        first = wakeups.register(("ns", "p"), "u1")
-        other = wakeups.register(("ns", "q"), "u2")
-        woken = wakeups.wake(("ns", "p"), ("Job", "ns", "j", "7"))
-        wakeups.wake(("ns", "p"))
-        assert wakeups.take("u1") == [("Job", "ns", "j", "7"), None]
-        assert wakeups.take("u1") == []
-        wakeups.unregister(("ns", "p"), "u1")
-        return first.is_set(), other.is_set(), woken, wakeups.wake(("ns", "p"))
-
-    assert asyncio.run(scenario()) == (True, False, 1, 0)
 
 
 def test_the_written_status_stands_in_until_the_watch_brings_it_back() -> None:

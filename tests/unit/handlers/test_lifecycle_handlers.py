@@ -1,7 +1,7 @@
 """The kopf layer's part of issue 11 (item 13 and the retry of item 3), without a cluster.
 
-The integration tier (test_operator_lifecycle.py) proves the same on the real API server: the
-finalizer on the object, the series gone after a delete.
+The integration tier (test_operator_lifecycle.py) proves the same on the real API server: no
+finalizer on the object (an old one removed), the series gone after a delete.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from warmgate.settings import Settings
 LOG = logging.getLogger("test_lifecycle_handlers")
 
 
-def test_the_finalizer_kopf_sets_is_the_documented_one() -> None:
+def test_the_finalizer_kopf_removes_is_the_documented_one_of_older_operators() -> None:
     assert kopf_settings().persistence.finalizer == FINALIZER
     assert f"`{FINALIZER}`" in (DOCS / "api.md").read_text(encoding="utf-8")
     operator_doc = (DOCS / "operator.md").read_text(encoding="utf-8")
@@ -35,10 +35,12 @@ def test_the_finalizer_kopf_sets_is_the_documented_one() -> None:
     assert '"path": "/metadata/finalizers"' in operator_doc  # how to remove it by hand
 
 
-def test_the_delete_handler_adds_no_finalizer() -> None:
-    changing = registry(Settings())._changing
-    deletes = [h for h in changing.get_all_handlers() if h.id == "forget"]
-    assert [h.requires_finalizer for h in deletes] == [False]
+def test_no_handler_needs_a_finalizer_or_a_task_per_object() -> None:
+    handlers = registry(Settings())
+    assert handlers._spawning.get_all_handlers() == []  # no daemons, no timers
+    changing = handlers._changing.get_all_handlers()
+    assert changing
+    assert not any(h.requires_finalizer for h in changing)
 
 
 def test_a_deleted_objects_series_are_removed() -> None:
@@ -60,7 +62,7 @@ def test_a_deleted_objects_series_are_removed() -> None:
     runtime = Operator(Settings(), FakeCluster(), plans)
     body = {"metadata": {"namespace": "ns-gone", "name": "gone", "uid": "u"}}
     assert plans.stats().pinned == 1
-    kopf_handlers.forget(body, runtime)  # type: ignore[arg-type]
+    kopf_handlers.forget(body, runtime)
     assert series() == []
     assert plans.stats().pinned == 0  # its plan pin went too
 
@@ -83,17 +85,37 @@ def test_an_api_failure_is_retried_after_the_backoff(monkeypatch: pytest.MonkeyP
     assert patch["status"] == {"phase": "Ready"}
 
 
-def test_the_body_kopf_keeps_loses_its_managed_fields_and_nothing_else() -> None:
+def test_the_followed_body_loses_its_managed_fields_and_nothing_else() -> None:
     managed = [{"manager": "kubectl", "operation": "Update", "fieldsV1": {"f:spec": {}}}]
     meta = {"name": "a", "uid": "u1", "annotations": {"x": "y"}, "managedFields": managed}
     event: Any = {"type": "MODIFIED", "object": {"metadata": meta, "spec": {"k": 1}}}
-    asyncio.run(kopf_handlers.trim_body(event=event))
+    memo = Operator(Settings(), FakeCluster(), PlanCache(lambda _: None))  # type: ignore[arg-type,return-value]
+
+    async def observe() -> None:
+        await kopf_handlers.observe(event=event, type="MODIFIED", memo=memo)
+
+    asyncio.run(observe())
     assert event["object"] == {
         "metadata": {"name": "a", "uid": "u1", "annotations": {"x": "y"}},
         "spec": {"k": 1},
     }
+    assert len(memo.followers) == 1
     watching = registry(Settings())._watching.get_all_handlers()
-    assert "trim" in [h.id for h in watching]
+    assert "observe" in [h.id for h in watching]
+
+
+def test_a_deleted_event_stops_following_and_forgets_the_object() -> None:
+    memo = Operator(Settings(), FakeCluster(), PlanCache(lambda _: None))  # type: ignore[arg-type,return-value]
+    body = {"metadata": {"namespace": "ns-del", "name": "d", "uid": "u-del"}}
+
+    async def events() -> None:
+        await kopf_handlers.observe(event={"object": body}, type=None, memo=memo)
+        assert len(memo.followers) == 1
+        await kopf_handlers.observe(event={"object": body}, type="DELETED", memo=memo)
+
+    asyncio.run(events())
+    assert len(memo.followers) == 0
+    assert "u-del" in memo.gone
 
 
 def test_a_sync_after_the_delete_brings_no_series_back(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -108,7 +130,7 @@ def test_a_sync_after_the_delete_brings_no_series_back(monkeypatch: pytest.Monke
     body = sdd.model_dump(by_alias=True, exclude_none=True, mode="json")
     assert kopf_handlers.resync(body, LOG, runtime) is not None
     assert 'namespace="ns-late"' in generate_latest(metrics.REGISTRY).decode()
-    kopf_handlers.forget(body, runtime)  # type: ignore[arg-type]
+    kopf_handlers.forget(body, runtime)
     assert kopf_handlers.resync(body, LOG, runtime) is None
     text = generate_latest(metrics.REGISTRY).decode()
     assert 'namespace="ns-late"' not in text

@@ -1,0 +1,234 @@
+"""One task follows every object: wakes, echoes, resyncs, one sync per object, pause, deletion."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from support.fake_cluster import FakeCluster
+
+from warmgate.handlers.follower import Followers, Operator
+from warmgate.reconcile.cluster import Logger
+from warmgate.reconcile.plan_cache import PlanCache
+from warmgate.reconcile.sync import Outcome
+from warmgate.settings import Settings
+
+LOG = logging.getLogger("test_followers")
+
+
+def body(name: str, uid: str, namespace: str = "ns") -> dict[str, Any]:
+    return {"metadata": {"namespace": namespace, "name": name, "uid": uid}}
+
+
+class Syncs:
+    """A stand-in for one sync: records which objects were synced, optionally blocks or fails."""
+
+    def __init__(self) -> None:
+        self.uids: list[str] = []
+        self.running = 0
+        self.most = 0
+        self.release = threading.Event()
+        self.release.set()
+        self.fail: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, raw: dict[str, Any], log: Logger) -> Outcome | None:
+        uid = raw["metadata"]["uid"]
+        with self._lock:
+            self.running += 1
+            self.most = max(self.most, self.running)
+            self.uids.append(uid)
+        self.release.wait(5)
+        with self._lock:
+            self.running -= 1
+        if uid in self.fail:
+            self.fail.discard(uid)
+            raise RuntimeError("a bug in the sync")
+        return None
+
+
+def operator(monkeypatch: pytest.MonkeyPatch, first: float = 3600.0) -> Operator:
+    """Resyncs an hour away unless ``first`` says otherwise."""
+    monkeypatch.setattr(Operator, "first_delay", lambda self: first)
+    monkeypatch.setattr(Operator, "resync_delay", lambda self, status=None: 3600.0)
+    return Operator(Settings(), FakeCluster(), PlanCache(lambda _: None))  # type: ignore[arg-type,return-value]
+
+
+def run(op: Operator, syncs: Syncs, scenario: Callable[[Followers], Awaitable[None]]) -> None:
+    async def main() -> None:
+        task = asyncio.create_task(op.followers.run(op, syncs, lambda raw: LOG))
+        try:
+            await scenario(op.followers)
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(main())
+
+
+async def until(check: Callable[[], bool], timeout: float = 3.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.01)
+
+
+def test_a_wake_syncs_every_object_of_the_key_and_nobody_else(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    op, syncs = operator(monkeypatch), Syncs()
+
+    async def scenario(followers: Followers) -> None:
+        followers.track(body("p", "u1"), op)
+        followers.track(body("q", "u2"), op)
+        assert followers.wake(("ns", "p"), ("Job", "ns", "j", "7")) == 1
+        assert followers.wake(("ns", "nobody")) == 0
+        await until(lambda: syncs.uids == ["u1"])
+        await asyncio.sleep(0.3)
+
+    run(op, syncs, scenario)
+    assert syncs.uids == ["u1"]
+
+
+def test_the_operators_own_write_coming_back_syncs_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    op, syncs = operator(monkeypatch), Syncs()
+    job = {"kind": "Job", "metadata": {"namespace": "ns", "name": "j", "resourceVersion": "7"}}
+    op.writes.add("Job", job)
+
+    async def scenario(followers: Followers) -> None:
+        followers.track(body("p", "u1"), op)
+        followers.wake(("ns", "p"), ("Job", "ns", "j", "7"))  # the echo of the create
+        await asyncio.sleep(0.4)
+        assert syncs.uids == []
+        followers.wake(("ns", "p"), ("Job", "ns", "j", "8"))  # someone else's change
+        await until(lambda: syncs.uids == ["u1"])
+
+    run(op, syncs, scenario)
+
+
+def test_resyncs_come_when_due_and_a_failing_sync_stops_nobody(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    op, syncs = operator(monkeypatch, first=0.05), Syncs()
+    syncs.fail.add("u1")
+    monkeypatch.setattr(Operator, "resync_delay", lambda self, status=None: 0.05)
+
+    async def scenario(followers: Followers) -> None:
+        followers.track(body("p", "u1"), op)
+        followers.track(body("q", "u2"), op)
+        await until(lambda: syncs.uids.count("u1") >= 3 and syncs.uids.count("u2") >= 3)
+
+    run(op, syncs, scenario)
+
+
+def test_one_sync_per_object_at_a_time_and_a_wake_during_it_syncs_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    op, syncs = operator(monkeypatch), Syncs()
+    syncs.release.clear()
+
+    async def scenario(followers: Followers) -> None:
+        followers.track(body("p", "u1"), op)
+        followers.wake(("ns", "p"))
+        await until(lambda: syncs.running == 1)
+        for _ in range(5):
+            followers.wake(("ns", "p"))
+            await asyncio.sleep(0.02)
+        syncs.release.set()
+        await until(lambda: len(syncs.uids) == 2)
+        await asyncio.sleep(0.3)
+
+    run(op, syncs, scenario)
+    assert syncs.most == 1
+    assert syncs.uids == ["u1", "u1"]  # the wakes during the sync: one more sync
+
+
+def test_a_paused_follower_drops_every_object_until_the_watch_brings_them_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    op, syncs = operator(monkeypatch), Syncs()
+
+    async def scenario(followers: Followers) -> None:
+        followers.track(body("p", "u1"), op)
+        followers.pause()
+        assert len(followers) == 0
+        assert followers.wake(("ns", "p")) == 0
+        followers.track(body("p", "u1"), op)  # kopf's re-listing, before the check resumes
+        followers.wake(("ns", "p"))
+        await asyncio.sleep(0.3)
+        assert syncs.uids == []  # paused: nothing runs
+        followers.resume()
+        await until(lambda: syncs.uids == ["u1"])
+
+    run(op, syncs, scenario)
+
+
+def test_an_object_being_deleted_or_gone_is_followed_no_more(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    op, syncs = operator(monkeypatch), Syncs()
+
+    def gone_after_sync(raw: dict[str, Any], log: Logger) -> Outcome | None:
+        syncs(raw, log)
+        op.gone.add(raw["metadata"]["uid"])  # its status write found no object (404)
+        return None
+
+    async def scenario(followers: Followers) -> None:
+        followers.track(body("p", "u1"), op)
+        going = body("p", "u1")
+        going["metadata"]["deletionTimestamp"] = "2026-12-01T00:00:00Z"
+        followers.track(going, op)
+        assert len(followers) == 0
+        followers.track(body("q", "u2"), op)
+        followers.wake(("ns", "q"))
+        await until(lambda: len(followers) == 0)
+
+    async def main() -> None:
+        task = asyncio.create_task(op.followers.run(op, gone_after_sync, lambda raw: LOG))
+        try:
+            await scenario(op.followers)
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(main())
+    assert syncs.uids == ["u2"]
+
+
+POSTER: contextvars.ContextVar[str] = contextvars.ContextVar("poster")
+
+
+def test_syncs_run_in_the_context_of_the_watch_handler_that_tracked_the_object(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """kopf's Event poster lives in the context of its watch handlers, not in the task the
+    followers run in (started before kopf sets it up)."""
+    op, seen = operator(monkeypatch), []
+
+    def sync(raw: dict[str, Any], log: Logger) -> Outcome | None:
+        seen.append(POSTER.get("missing"))
+        return None
+
+    async def main() -> None:
+        task = asyncio.create_task(op.followers.run(op, sync, lambda raw: LOG))
+
+        async def watch_handler() -> None:  # what kopf runs for a watch event
+            POSTER.set("kopf's poster")
+            op.followers.track(body("p", "u1"), op)
+
+        await asyncio.create_task(watch_handler())
+        op.followers.wake(("ns", "p"))
+        await until(lambda: seen != [])
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(main())
+    assert seen == ["kopf's poster"]
