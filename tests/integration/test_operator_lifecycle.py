@@ -43,7 +43,7 @@ def test_a_plan_of_millions_of_buckets_is_refused_within_seconds(
 def test_no_finalizer_is_set_and_an_older_operators_is_removed(
     control_plane: ControlPlane, operator: OperatorProcess, module_namespace: str
 ) -> None:
-    """Issue 14: no per-object daemon, so no finalizer; the one operators before 0.5 set
+    """Issue 14: no per-object daemon, so no finalizer; the one earlier builds set
     (documented in docs/api.md and docs/operator.md) goes at the first sight of the object."""
     obj = started(control_plane, module_namespace, "unfinalized")
     assert "finalizers" not in obj["metadata"]

@@ -7,8 +7,8 @@ reach them through kopf's ``memo``, the `follower.Operator`.
 What triggers a sync: the create, update and resume handlers (a spec change, the operator's
 start), and the followers (`handlers.follower`, one task for all objects), which a watched
 child's change wakes (`handlers.children`) and which resync each object on a slow jittered
-interval. No handler needs a finalizer, so kopf sets none (and removes the one an operator
-before 0.5 set, `FINALIZER`); a deleted object's DELETED watch event drops what is kept of it.
+interval. No handler needs a finalizer, so kopf sets none (and removes the one earlier builds
+set, `FINALIZER`); a deleted object's DELETED watch event drops what is kept of it.
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ def kopf_settings(
     # watch lags: kopf then ran the create handler again for a quarter of the objects
     # (docs/benchmarks.md). Only a patch whose echo never comes waits the whole time.
     settings.persistence.consistency_timeout = CONSISTENCY_SECONDS
-    # No handler needs a finalizer; kopf removes this one, which operators before 0.5 put on
+    # No handler needs a finalizer; kopf removes this one, which earlier builds put on
     # every object for their per-object daemons, when it sees an object carrying it.
     settings.persistence.finalizer = FINALIZER
     # kopf turns object-log records at this level into Events: INFO would post "Timer 'resync'

@@ -1,0 +1,65 @@
+"""The per-object gauges: one collector, the same exposition as a Gauge per metric."""
+
+from __future__ import annotations
+
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+from support.examples import example_sdd
+
+from warmgate.api import SpecDecodeDeploymentStatus
+from warmgate.api.status import WarmupSummary
+from warmgate.handlers import metrics
+from warmgate.reconcile.planning import evaluate
+
+PER_OBJECT = {
+    "warmgate_plan_buckets",
+    "warmgate_plan_extra_buckets",
+    "warmgate_plan_uncovered_shapes",
+    "warmgate_coverage_proven",
+    "warmgate_plan_estimated_warmup_seconds",
+    "warmgate_warmed",
+    "warmgate_warmup_duration_seconds",
+    "warmgate_serving_ready_replicas",
+    "warmgate_ready",
+    "warmgate_warmup_progress_ratio",
+    "warmgate_warmup_estimated_remaining_seconds",
+    "warmgate_warmup_elapsed_seconds",
+    "warmgate_serving_unwarmed_shapes",
+    "warmgate_serving_not_prepared_buckets",
+}
+
+
+def samples(namespace: str) -> dict[tuple[str, str], float]:
+    """(metric, phase) -> value of one namespace's series, parsed from the exposition."""
+    text = generate_latest(metrics.REGISTRY).decode()
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.labels.get("namespace") == namespace:
+                assert family.type == "gauge"
+                assert family.documentation  # every family has its help text
+                found[sample.name, sample.labels.get("phase", "")] = sample.value
+    return found
+
+
+def test_an_objects_series_are_exported_and_removed() -> None:
+    sdd = example_sdd("llama31-8b-seeds", namespace="ns-m", name="m")
+    result = evaluate(sdd)
+    assert result.summary is not None
+    metrics.record("ns-m", "m", result)
+    metrics.record_status("ns-m", "m", SpecDecodeDeploymentStatus())
+    found = samples("ns-m")
+    assert {name for name, _ in found} == PER_OBJECT - {"warmgate_warmup_duration_seconds"}
+    assert found["warmgate_plan_buckets", "prompt"] == result.summary.prompt_buckets
+    assert found["warmgate_plan_buckets", "decode"] == result.summary.spec_decode_buckets
+    assert found["warmgate_coverage_proven", ""] == (1 if result.coverage.holds else 0)
+    status = SpecDecodeDeploymentStatus(warmup=WarmupSummary(duration_seconds=42))
+    metrics.record_status("ns-m", "m", status)
+    assert samples("ns-m")["warmgate_warmup_duration_seconds", ""] == 42
+    metrics.record_status("ns-m", "other", SpecDecodeDeploymentStatus())
+    metrics.forget("ns-m", "m")
+    left = {name for name, _ in samples("ns-m")}  # the other object's series stay
+    assert "warmgate_ready" in left
+    assert "warmgate_plan_buckets" not in left
+    metrics.forget("ns-m", "other")
+    assert samples("ns-m") == {}
