@@ -151,6 +151,7 @@ class _Followed:
     due: float
     retrying: bool = False
     woken: bool = False
+    news: bool = False  # the object itself is new or changed
     running: bool = False
     seen: list[ChildVersion] = field(default_factory=list)
 
@@ -179,9 +180,10 @@ class Followers:
         return len(self._objects)
 
     def track(self, body: dict[str, Any], op: Operator) -> None:
-        """The latest body of an object; a new one's first resync lies anywhere in one
-        interval (the create or resume handler has just synced it). Called from kopf's
-        handler of the object's watch events, whose context the syncs run in."""
+        """The latest body of an object: a new one (created, or first seen since the operator
+        started) and a changed spec, label or annotation sync at once; a new one's first resync
+        lies anywhere in one interval after. Called from kopf's handler of the object's watch
+        events, whose context the syncs run in."""
         if self.context is None:
             self.context = contextvars.copy_context()
         meta = body.get("metadata") or {}
@@ -191,13 +193,22 @@ class Followers:
             return
         followed = self._objects.get(uid)
         if followed is not None:
+            changed = _essence(followed.body) != _essence(body)
             followed.body = body
+            if changed:  # a spec, label or annotation edit: not its status (the operator's)
+                self._news(followed)
             return
         key = parent_key(meta.get("namespace"), str(meta.get("name") or ""))
         followed = _Followed(key, body, time.monotonic() + op.first_delay())
         self._objects[uid] = followed
         self._by_key.setdefault(key, set()).add(uid)
         self._schedule(uid, followed)
+        self._news(followed)  # created, or seen first since the operator started: sync now
+
+    def _news(self, followed: _Followed) -> None:
+        followed.news = True
+        followed.woken = True
+        self._changed.set()
 
     def drop(self, uid: str) -> None:
         """An object deleted (or going): no more syncs of it."""
@@ -276,10 +287,11 @@ class Followers:
                     await asyncio.sleep(COALESCE_SECONDS)  # by now the writes have their answers
                     followed.woken = False
                     seen, followed.seen = followed.seen, []
-                    if op.writes.echoes(seen) and time.monotonic() < followed.due:
+                    news, followed.news = followed.news, False
+                    if not news and op.writes.echoes(seen) and time.monotonic() < followed.due:
                         metrics.FOLLOWER_SYNCS.labels("echo").inc()
                         continue  # only the operator's own writes came back: nothing new
-                    metrics.FOLLOWER_SYNCS.labels("child").inc()
+                    metrics.FOLLOWER_SYNCS.labels("object" if news else "child").inc()
                     outcome = await _in_thread(op, once, followed.body, object_log)
                 elif followed.due <= time.monotonic():
                     metrics.FOLLOWER_SYNCS.labels("retry" if followed.retrying else "resync").inc()
@@ -307,6 +319,8 @@ class Operator(Runtime):
     statuses: StatusMemory = field(default_factory=StatusMemory)
     locks: ObjectLocks = field(default_factory=ObjectLocks)
     gone: Gone = field(default_factory=Gone)
+    # The generation of each object whose spec could not be read, reported once (InvalidSpec).
+    refused: dict[str, Any] = field(default_factory=dict)
     executor: Executor | None = None
     # In a peering: the check that pauses the followers while another replica acts.
     activity: Callable[[Followers], Coroutine[Any, Any, None]] | None = None
@@ -339,6 +353,13 @@ class Operator(Runtime):
         self.plans.forget(uid)
         self.statuses.forget(uid)
         self.locks.forget(uid)
+        self.refused.pop(uid, None)
+
+
+def _essence(body: dict[str, Any]) -> tuple[Any, ...]:
+    """What a user changes: the spec (its generation), labels and annotations."""
+    meta = body.get("metadata") or {}
+    return meta.get("generation"), meta.get("labels"), meta.get("annotations")
 
 
 def _next_delay(op: Operator, outcome: Outcome | None) -> float:

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Collection, Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import Any, Final, cast
+from typing import Any, cast
 
 import kopf
 
@@ -37,9 +37,6 @@ from warmgate.reconcile.sync import Outcome, sync
 from warmgate.settings import Settings
 
 log = logging.getLogger(__name__)
-
-# Seconds kopf waits for the echo of its own patch before it acts on an older event.
-CONSISTENCY_SECONDS: Final = 30.0
 
 
 def run(
@@ -114,17 +111,9 @@ def kopf_settings(
         settings.execution.executor = executor
     settings.execution.max_workers = (ours or Settings()).sync_workers
     children.label_selectors(settings)
-    # The CRD's status schema prunes unknown fields, so kopf's default status storage would be
-    # dropped by the server and the handlers would re-run forever.
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=GROUP, key="last-handled-configuration"
-    )
-    # After its own patch kopf waits this long for the watch to bring it back before it acts on
-    # an older event. Its 5 s default runs out when 1,000 objects are applied at once and the
-    # watch lags: kopf then ran the create handler again for a quarter of the objects
-    # (docs/benchmarks.md). Only a patch whose echo never comes waits the whole time.
-    settings.persistence.consistency_timeout = CONSISTENCY_SECONDS
+    # No change handlers (create/update/resume): the followers see every change in the
+    # object's watch events and sync level-based, so kopf writes nothing to an object (no
+    # last-handled annotation, no progress) and never waits for its own patch's echo.
     # No handler needs a finalizer; kopf removes this one, which earlier builds put on
     # every object for their per-object daemons, when it sees an object carrying it.
     settings.persistence.finalizer = FINALIZER
@@ -136,17 +125,15 @@ def kopf_settings(
 
 
 def registry(settings: Settings, namespaces: Collection[str] = ()) -> kopf.OperatorRegistry:
-    """The handlers: one path for create, resume and update; the watch of the objects and of
-    their children, which feeds the followers (started and stopped with the operator); login."""
+    """The handlers: the watch of the objects and of their children, which feeds the followers
+    (started and stopped with the operator; they sync on a new object, a changed spec, label
+    or annotation, a changed child, and the resync); login."""
     handlers = kopf.OperatorRegistry()
     # kopf logs in with the official client's configuration (in-cluster, else $KUBECONFIG),
     # as its default registry does, but with a bounded connection pool (`api_session`).
     limit = api_session.connection_limit(len(children.WATCHED) + 1, len(namespaces))
     kopf.on.login(id="login_via_client", registry=handlers)(api_session.bounded_login(limit))
     resource = (GROUP, VERSION, PLURAL)
-    kopf.on.resume(*resource, id="reconcile", registry=handlers)(reconcile)
-    kopf.on.create(*resource, id="reconcile", registry=handlers)(reconcile)
-    kopf.on.update(*resource, id="reconcile", registry=handlers)(reconcile)
     kopf.on.event(*resource, id="observe", registry=handlers)(observe)
     kopf.on.startup(id="followers", registry=handlers)(start_followers)
     kopf.on.cleanup(id="followers", registry=handlers)(stop_followers)
@@ -154,17 +141,6 @@ def registry(settings: Settings, namespaces: Collection[str] = ()) -> kopf.Opera
     for kind in children.WATCHED:
         kopf.on.event(*kind, id="child", labels=present, registry=handlers)(child_changed)
     return handlers
-
-
-def reconcile(
-    body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, memo: Operator, **_: Any
-) -> None:
-    """Compute the whole status from the current state of the object and its children."""
-    sdd = _parse(body, report=True)
-    if sdd is not None:
-        with memo.locks.hold(sdd.metadata.uid or ""):
-            if sdd.metadata.uid not in memo.gone:
-                _sync(memo.statuses.latest(sdd), body, patch, logger, memo)
 
 
 async def start_followers(
@@ -194,9 +170,10 @@ async def stop_followers(memo: Operator, **_: Any) -> None:
 
 
 def resync(raw: dict[str, Any], logger: kopf.Logger, memo: Operator) -> Outcome | None:
-    """The same path from the follower (in a thread): it writes the status itself."""
+    """One sync of an object (in a thread): compute the whole status from the current state of
+    the object and its children, and write it when it changed."""
     body = kopf.Body(cast(kopf.RawBody, raw))
-    sdd = _parse(body, report=False)  # the change handler already reported an unreadable object
+    sdd = _parse(body, memo)
     if sdd is None:
         return None
     namespace, name, uid = sdd.metadata.namespace or "", sdd.metadata.name or "", sdd.metadata.uid
@@ -283,36 +260,21 @@ def _forget(namespace: str, name: str, uid: str, memo: Operator) -> None:
     memo.forget(uid)
 
 
-def _parse(body: kopf.Body, *, report: bool) -> SpecDecodeDeployment | None:
-    """The object as the models read it; None (timer) or PermanentError when they cannot."""
+def _parse(body: kopf.Body, memo: Operator) -> SpecDecodeDeployment | None:
+    """The object as the models read it; None when they cannot, reported once per generation.
+
+    The server validated the spec, so an unreadable one is version skew between the CRD and the
+    operator: retrying cannot help, so it gets one `InvalidSpec` warning until the spec changes.
+    """
     try:
         return parse_manifest(dict(body))
     except ManifestError as exc:
-        if not report:
-            return None
-        # The server validated the spec, so this is version skew between CRD and operator.
-        # Retrying cannot help; report it once and wait for the next change of the object.
-        kopf.warn(body, reason="InvalidSpec", message=str(exc)[:1024])
-        raise kopf.PermanentError(f"Refused an object the operator cannot read: {exc}") from exc
-
-
-def _sync(
-    sdd: SpecDecodeDeployment,
-    body: kopf.Body,
-    patch: kopf.Patch,
-    logger: kopf.Logger,
-    runtime: Operator,
-) -> None:
-    outcome = sync(sdd, runtime.for_one_sync(), _KopfEvents(body), logger)
-    patch.status.update(outcome.status_patch)  # empty when unchanged: no API write
-    if outcome.status_patch:  # kopf writes it after the handler returns
-        runtime.statuses.remember(sdd.metadata.uid or "", outcome.status)
-    namespace, name = sdd.metadata.namespace or "", sdd.metadata.name or ""
-    metrics.record(namespace, name, outcome.result)
-    metrics.record_status(namespace, name, outcome.status)
-    if outcome.retry_after is not None:
-        # kopf still writes the status patch, then calls the handler again after the delay.
-        raise kopf.TemporaryError("the cluster did not answer; retrying", delay=outcome.retry_after)
+        meta = body.get("metadata") or {}
+        uid, generation = str(meta.get("uid") or ""), meta.get("generation")
+        if memo.refused.get(uid) != generation:
+            memo.refused[uid] = generation
+            kopf.warn(body, reason="InvalidSpec", message=str(exc)[:1024])
+        return None
 
 
 class _KopfEvents:
@@ -332,4 +294,4 @@ def _timed_evaluate(sdd: SpecDecodeDeployment) -> PlanningResult:
     return result
 
 
-__all__ = ["forget", "kopf_settings", "observe", "reconcile", "registry", "resync", "run"]
+__all__ = ["forget", "kopf_settings", "observe", "registry", "resync", "run"]

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 
 FOLLOWER_SYNCS = Counter(
     "warmgate_follower_syncs",
-    "Syncs by the objects' followers, by trigger: child (a watched child changed), resync, "
+    "Syncs by the objects' followers, by trigger: object (new, or its spec, labels or "
+    "annotations changed), child (a watched child changed), resync, "
     "retry (after an API failure), echo (woken by the operator's own write: skipped).",
     ["trigger"],
 )

@@ -87,6 +87,8 @@ def test_a_wake_syncs_every_object_of_the_key_and_nobody_else(
     async def scenario(followers: Followers) -> None:
         followers.track(body("p", "u1"), op)
         followers.track(body("q", "u2"), op)
+        await until(lambda: sorted(syncs.uids) == ["u1", "u2"])  # new objects sync at once
+        syncs.uids.clear()
         assert followers.wake(("ns", "p"), ("Job", "ns", "j", "7")) == 1
         assert followers.wake(("ns", "nobody")) == 0
         await until(lambda: syncs.uids == ["u1"])
@@ -105,6 +107,8 @@ def test_the_operators_own_write_coming_back_syncs_nothing(
 
     async def scenario(followers: Followers) -> None:
         followers.track(body("p", "u1"), op)
+        await until(lambda: syncs.uids == ["u1"])
+        syncs.uids.clear()
         followers.wake(("ns", "p"), ("Job", "ns", "j", "7"))  # the echo of the create
         await asyncio.sleep(0.4)
         assert syncs.uids == []
@@ -129,6 +133,30 @@ def test_resyncs_come_when_due_and_a_failing_sync_stops_nobody(
     run(op, syncs, scenario)
 
 
+def test_a_spec_label_or_annotation_change_syncs_the_status_alone_does_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    op, syncs = operator(monkeypatch), Syncs()
+
+    async def scenario(followers: Followers) -> None:
+        first = body("p", "u1") | {"spec": {"k": 1}}
+        first["metadata"]["generation"] = 1
+        followers.track(first, op)
+        await until(lambda: syncs.uids == ["u1"])
+        with_status = first | {"status": {"phase": "Pending"}}  # the operator's own write
+        followers.track(with_status, op)
+        await asyncio.sleep(0.3)
+        assert syncs.uids == ["u1"]
+        edited = with_status | {"metadata": first["metadata"] | {"generation": 2}}
+        followers.track(edited, op)
+        await until(lambda: syncs.uids == ["u1", "u1"])
+        rewarm = {"warmgate.dev/rewarm": "now"}
+        followers.track(edited | {"metadata": edited["metadata"] | {"annotations": rewarm}}, op)
+        await until(lambda: syncs.uids == ["u1", "u1", "u1"])
+
+    run(op, syncs, scenario)
+
+
 def test_one_sync_per_object_at_a_time_and_a_wake_during_it_syncs_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -136,8 +164,7 @@ def test_one_sync_per_object_at_a_time_and_a_wake_during_it_syncs_again(
     syncs.release.clear()
 
     async def scenario(followers: Followers) -> None:
-        followers.track(body("p", "u1"), op)
-        followers.wake(("ns", "p"))
+        followers.track(body("p", "u1"), op)  # a new object: synced at once
         await until(lambda: syncs.running == 1)
         for _ in range(5):
             followers.wake(("ns", "p"))
@@ -188,7 +215,6 @@ def test_an_object_being_deleted_or_gone_is_followed_no_more(
         followers.track(going, op)
         assert len(followers) == 0
         followers.track(body("q", "u2"), op)
-        followers.wake(("ns", "q"))
         await until(lambda: len(followers) == 0)
 
     async def main() -> None:
@@ -225,7 +251,6 @@ def test_syncs_run_in_the_context_of_the_watch_handler_that_tracked_the_object(
             op.followers.track(body("p", "u1"), op)
 
         await asyncio.create_task(watch_handler())
-        op.followers.wake(("ns", "p"))
         await until(lambda: seen != [])
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

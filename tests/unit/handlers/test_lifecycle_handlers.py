@@ -38,9 +38,8 @@ def test_the_finalizer_kopf_removes_is_the_documented_one_of_older_operators() -
 def test_no_handler_needs_a_finalizer_or_a_task_per_object() -> None:
     handlers = registry(Settings())
     assert handlers._spawning.get_all_handlers() == []  # no daemons, no timers
-    changing = handlers._changing.get_all_handlers()
-    assert changing
-    assert not any(h.requires_finalizer for h in changing)
+    # No change handlers either: kopf writes nothing to the objects (the followers sync).
+    assert handlers._changing.get_all_handlers() == []
 
 
 def test_a_deleted_objects_series_are_removed() -> None:
@@ -68,21 +67,33 @@ def test_a_deleted_objects_series_are_removed() -> None:
 
 
 def test_an_api_failure_is_retried_after_the_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The sync's backoff reaches kopf as TemporaryError, after the status patch was taken."""
+    """The sync's backoff reaches the follower as the outcome's delay, after the status was
+    written; an unreadable spec is reported once per generation, not on every sync."""
+    from support.examples import example_sdd
+
     from warmgate.reconcile.sync import Outcome
 
     outcome = Outcome(result=None, status=None, status_patch={"phase": "Ready"}, retry_after=4.0)  # type: ignore[arg-type]
     monkeypatch.setattr(kopf_handlers, "sync", lambda *a, **k: outcome)
     monkeypatch.setattr(kopf_handlers.metrics, "record", lambda *a: None)
     monkeypatch.setattr(kopf_handlers.metrics, "record_status", lambda *a: None)
-    patch = kopf.Patch()
-    meta = {"namespace": "n", "name": "x", "uid": "u"}
-    sdd: Any = type("S", (), {"metadata": type("M", (), meta)()})()
-    memo = Operator(Settings(), FakeCluster(), PlanCache(lambda _: outcome.result))
-    with pytest.raises(kopf.TemporaryError) as raised:
-        kopf_handlers._sync(sdd, kopf.Body({}), patch, None, memo)  # type: ignore[arg-type]
-    assert raised.value.delay == 4.0
-    assert patch["status"] == {"phase": "Ready"}
+    cluster = FakeCluster()
+    memo = Operator(Settings(), cluster, PlanCache(lambda _: outcome.result))
+    sdd = example_sdd("llama31-8b-seeds", namespace="n", name="x", uid="u")
+    body = sdd.model_dump(by_alias=True, exclude_none=True, mode="json")
+    done = kopf_handlers.resync(body, LOG, memo)
+    assert done is not None
+    assert done.retry_after == 4.0
+    assert cluster.status_writes == [{"phase": "Ready"}]
+    warned: list[str] = []
+    monkeypatch.setattr(kopf, "warn", lambda *a, **k: warned.append(k["reason"]))
+    body["spec"]["engine"]["maxNumSeqs"] = "many"  # a CRD newer than the operator
+    assert kopf_handlers.resync(body, LOG, memo) is None
+    assert kopf_handlers.resync(body, LOG, memo) is None
+    assert warned == ["InvalidSpec"]
+    body["metadata"]["generation"] = 7
+    assert kopf_handlers.resync(body, LOG, memo) is None
+    assert warned == ["InvalidSpec", "InvalidSpec"]
 
 
 def test_the_followed_body_loses_its_managed_fields_and_nothing_else() -> None:
