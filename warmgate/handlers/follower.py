@@ -1,9 +1,12 @@
-"""The followers: one task that syncs each object when a child changes, and rarely else.
+"""The followers: one task that syncs each object when it or a child changes, and rarely else.
 
-The create, update and resume handlers sync an object when its spec changes or the operator
-starts. Between those, `Followers` (one asyncio task for all objects, not a kopf daemon per
-object: a daemon needs a finalizer on every object and a task of its own) syncs an object when:
+`Followers` (one asyncio task for all objects; not kopf's change handlers, which write their
+state into every object and wait for its echo, nor a kopf daemon per object, which needs a
+finalizer on every object and a task of its own) syncs an object when:
 
+- it is new to the followers (created, or first listed since the operator started or resumed)
+  or its generation (spec), labels or annotations changed (`Followers.track`, from the
+  SpecDecodeDeployment watch); its status changing (the operator's own write) is no news;
 - a watched child changed (`handlers.children`, `Followers.wake`): a Job's completion or a Pod's
   readiness reaches the status within about a second;
 - the safety resync: `resync_seconds`, jittered by +-20% so objects never resync in lockstep,
@@ -152,6 +155,7 @@ class _Followed:
     retrying: bool = False
     woken: bool = False
     news: bool = False  # the object itself is new or changed
+    fresh: bool = True  # its first sync is still to come
     running: bool = False
     seen: list[ChildVersion] = field(default_factory=list)
 
@@ -199,7 +203,7 @@ class Followers:
                 self._news(followed)
             return
         key = parent_key(meta.get("namespace"), str(meta.get("name") or ""))
-        followed = _Followed(key, body, time.monotonic() + op.first_delay())
+        followed = _Followed(key, body, time.monotonic() + op.first_delay())  # until its sync
         self._objects[uid] = followed
         self._by_key.setdefault(key, set()).add(uid)
         self._schedule(uid, followed)
@@ -303,7 +307,12 @@ class Followers:
                     self.drop(uid)
                     return
                 followed.retrying = outcome is not None and outcome.retry_after is not None
-                followed.due = time.monotonic() + _next_delay(op, outcome)
+                delay = _next_delay(op, outcome)
+                if followed.fresh and not followed.retrying:
+                    # Objects applied together resync spread over an interval, not in one wave.
+                    delay = op.first_delay()
+                followed.fresh = False
+                followed.due = time.monotonic() + delay
                 self._schedule(uid, followed)
         finally:
             followed.running = False

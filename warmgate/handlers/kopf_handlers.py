@@ -1,13 +1,14 @@
-"""Kopf wiring: registers the SpecDecodeDeployment handlers, which call the reconcile's sync.
+"""Kopf wiring: the watches that feed the followers, which call the reconcile's sync.
 
 `run` builds everything once at start-up: the cluster adapter (one API client), the plan
 cache, the executor of the syncs, the metrics endpoint and the kopf registry. The handlers
 reach them through kopf's ``memo``, the `follower.Operator`.
 
-What triggers a sync: the create, update and resume handlers (a spec change, the operator's
-start), and the followers (`handlers.follower`, one task for all objects), which a watched
-child's change wakes (`handlers.children`) and which resync each object on a slow jittered
-interval. No handler needs a finalizer, so kopf sets none (and removes the one earlier builds
+What triggers a sync: the followers (`handlers.follower`, one task for all objects), fed by the
+SpecDecodeDeployment watch (`observe`: a new or changed object syncs at once) and woken by a
+watched child's change (`child_changed`, `handlers.children`); they also resync each object on
+a slow jittered interval. There are no kopf change handlers, so kopf writes nothing to the
+objects, and no handler needs a finalizer, so kopf sets none (and removes the one earlier builds
 set, `FINALIZER`); a deleted object's DELETED watch event drops what is kept of it.
 """
 

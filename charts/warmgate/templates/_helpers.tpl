@@ -63,14 +63,13 @@ kopf 1.45 posts Events through the core v1 API; events.k8s.io is granted too bec
 deployment docs list it and other kopf versions use it (create only).
 */}}
 {{- define "warmgate.namespacedRules" -}}
-# Framework (kopf): watch the SpecDecodeDeployments (an initial list, then a watch) and store the
-# handler progress and last-handled state in `warmgate.dev/` annotations (merge patch).
+# Framework (kopf): watch the SpecDecodeDeployments (an initial list, then a watch); patch only to
+# remove the finalizer `warmgate.dev/finalizer` that earlier builds set.
 - apiGroups: ["warmgate.dev"]
   resources: ["specdecodedeployments"]
   verbs: ["list", "watch", "patch"]
-# Application: the reconcile handler writes `status` (conditions, plan); kopf sends it to the
-# status subresource because the CRD declares one. The sync also writes "Planning" there
-# itself before it plans a new generation.
+# Application: the sync writes `status` (conditions, plan) to the status subresource, and
+# "Planning" there before it plans a new generation.
 - apiGroups: ["warmgate.dev"]
   resources: ["specdecodedeployments/status"]
   verbs: ["patch"]

@@ -257,3 +257,19 @@ def test_syncs_run_in_the_context_of_the_watch_handler_that_tracked_the_object(
 
     asyncio.run(main())
     assert seen == ["kopf's poster"]
+
+
+def test_the_first_resync_after_the_first_sync_spreads_over_an_interval(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Objects applied together resync anywhere in an interval after their first sync
+    (`first_delay`), the later ones a jittered interval apart (`resync_delay`)."""
+    op, syncs = operator(monkeypatch, first=0.05), Syncs()
+
+    async def scenario(followers: Followers) -> None:
+        followers.track(body("p", "u1"), op)
+        await until(lambda: syncs.uids == ["u1", "u1"])  # the first sync, then the first resync
+        await asyncio.sleep(0.3)
+
+    run(op, syncs, scenario)
+    assert syncs.uids == ["u1", "u1"]  # the next one is an hour away
