@@ -177,6 +177,7 @@ class Followers:
         self._tasks: set[asyncio.Task[None]] = set()
         self._changed = asyncio.Event()
         self._paused = False
+        self._recheck = asyncio.Event()  # an object seen while paused: check the peering now
         # kopf's context of a watch event (its Event poster lives there), for the syncs.
         self.context: contextvars.Context | None = None
 
@@ -190,6 +191,8 @@ class Followers:
         events, whose context the syncs run in."""
         if self.context is None:
             self.context = contextvars.copy_context()
+        if self._paused:  # kopf's watch delivers objects again: it has likely resumed
+            self._recheck.set()
         meta = body.get("metadata") or {}
         uid = str(meta.get("uid") or "")
         if meta.get("deletionTimestamp"):  # being deleted: nothing to follow any more
@@ -244,6 +247,13 @@ class Followers:
     def resume(self) -> None:
         self._paused = False
         self._changed.set()
+
+    async def next_check(self, seconds: float) -> None:
+        """Wait until the next activity check is due: ``seconds``, or sooner when an object
+        arrived while paused (kopf resumed: the standby acts at once, not up to a period later)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._recheck.wait(), seconds)
+        self._recheck.clear()
 
     async def run(self, op: Operator, once: SyncOnce, object_log: ObjectLog) -> None:
         """Start the syncs that are due, until cancelled; then cancel the ones in flight."""

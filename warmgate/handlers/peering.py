@@ -119,6 +119,8 @@ class Pausable(Protocol):
 
     def resume(self) -> None: ...
 
+    async def next_check(self, seconds: float) -> None: ...
+
 
 def outranked(peering: Mapping[str, Any], priority: int, now: datetime) -> bool:
     """Whether the peering object's status holds a live peer of higher priority than ours
@@ -157,7 +159,7 @@ async def follow_activity(
                 followers.pause()
             else:
                 followers.resume()
-        await asyncio.sleep(ACTIVITY_CHECK_SECONDS)
+        await followers.next_check(ACTIVITY_CHECK_SECONDS)
 
 
 def _read(api: client.ApiClient, name: str, namespaces: Collection[str]) -> list[dict[str, Any]]:

@@ -273,3 +273,27 @@ def test_the_first_resync_after_the_first_sync_spreads_over_an_interval(
 
     run(op, syncs, scenario)
     assert syncs.uids == ["u1", "u1"]  # the next one is an hour away
+
+
+def test_an_object_arriving_while_paused_brings_the_activity_check_forward(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """kopf delivers objects only once it resumed: the check runs then, not a period later."""
+    op = operator(monkeypatch)
+
+    async def scenario() -> tuple[float, float]:
+        followers = op.followers
+        began = time.monotonic()
+        await followers.next_check(0.2)  # nothing arrived: the whole period
+        waited = time.monotonic() - began
+        followers.pause()
+        check = asyncio.create_task(followers.next_check(30))
+        await asyncio.sleep(0.05)
+        began = time.monotonic()
+        followers.track(body("p", "u1"), op)  # kopf's re-listing after it resumed
+        await check
+        return waited, time.monotonic() - began
+
+    waited, forward = asyncio.run(scenario())
+    assert waited >= 0.2
+    assert forward < 1.0
