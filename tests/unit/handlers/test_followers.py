@@ -60,7 +60,11 @@ def operator(monkeypatch: pytest.MonkeyPatch, first: float = 3600.0) -> Operator
     return Operator(Settings(), FakeCluster(), PlanCache(lambda _: None))  # type: ignore[arg-type,return-value]
 
 
-def run(op: Operator, syncs: Syncs, scenario: Callable[[Followers], Awaitable[None]]) -> None:
+def run(
+    op: Operator,
+    syncs: Callable[[dict[str, Any], Logger], Outcome | None],
+    scenario: Callable[[Followers], Awaitable[None]],
+) -> None:
     async def main() -> None:
         task = asyncio.create_task(op.followers.run(op, syncs, lambda raw: LOG))
         try:
@@ -217,15 +221,7 @@ def test_an_object_being_deleted_or_gone_is_followed_no_more(
         followers.track(body("q", "u2"), op)
         await until(lambda: len(followers) == 0)
 
-    async def main() -> None:
-        task = asyncio.create_task(op.followers.run(op, gone_after_sync, lambda raw: LOG))
-        try:
-            await scenario(op.followers)
-        finally:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-
-    asyncio.run(main())
+    run(op, gone_after_sync, scenario)
     assert syncs.uids == ["u2"]
 
 
