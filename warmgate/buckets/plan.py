@@ -6,12 +6,12 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any
 
 from warmgate.buckets.bucket_file import format_bucket_file, parse_bucket_file
 from warmgate.buckets.config import EngineShapeConfig
 from warmgate.buckets.generate import Bucket, generate_decode, generate_prompt, select_file_buckets
+from warmgate.buckets.lazy import cached_property
 from warmgate.buckets.lookup import (
     FALLBACK_BLOCKS_BASE,
     FALLBACK_BS_BASE,

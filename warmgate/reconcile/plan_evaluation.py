@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Final
 
 from warmgate.api import SpecDecodeDeployment
@@ -31,6 +30,7 @@ from warmgate.buckets import (
     plan_diff,
     prove_coverage,
 )
+from warmgate.buckets.lazy import cached_property
 from warmgate.buckets.strategies import decode_ranges, prompt_ranges
 from warmgate.buckets.sweep import DEFAULT_BUDGET_S
 from warmgate.reconcile.drafter_plan import DrafterPlan, plan_drafter, sweep_budget
