@@ -25,7 +25,6 @@ again nor posts its Events twice.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import heapq
 import itertools
@@ -251,8 +250,7 @@ class Followers:
     async def next_check(self, seconds: float) -> None:
         """Wait until the next activity check is due: ``seconds``, or sooner when an object
         arrived while paused (kopf resumed: the standby acts at once, not up to a period later)."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._recheck.wait(), seconds)
+        await _wait(self._recheck, seconds)
         self._recheck.clear()
 
     async def run(self, op: Operator, once: SyncOnce, object_log: ObjectLog) -> None:
@@ -264,8 +262,7 @@ class Followers:
                 self._changed.clear()
                 delay = self._due[0][0] - time.monotonic() if self._due else None
                 if delay is None or delay > 0:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._changed.wait(), delay)
+                    await _wait(self._changed, delay)
         finally:
             for task in self._tasks:
                 task.cancel()
@@ -373,6 +370,17 @@ class Operator(Runtime):
         self.statuses.forget(uid)
         self.locks.forget(uid)
         self.refused.pop(uid, None)
+
+
+async def _wait(event: asyncio.Event, seconds: float | None) -> None:
+    """Until the event is set or the seconds passed. Not `asyncio.wait_for`: in Python 3.11 it
+    can swallow a cancellation that comes as the event is set (cpython issue 86296), and the
+    followers' task then never stopped."""
+    waiter = asyncio.ensure_future(event.wait())
+    try:
+        await asyncio.wait({waiter}, timeout=seconds)
+    finally:
+        waiter.cancel()
 
 
 def _essence(body: dict[str, Any]) -> tuple[Any, ...]:
