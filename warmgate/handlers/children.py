@@ -3,7 +3,7 @@
 kopf watches the Jobs, Pods, Deployments and Services that carry the `warmgate.dev/name` label (a
 server-side label selector, so nothing else is streamed to the operator) and calls
 `child_changed` for each event. The label names the parent (`resources.names.label_value` of its
-name), so the event maps to the parent's key and sets its `Wakeups` event; the parent's
+name), so the event maps to the parent's key and wakes it (`follower.Followers.wake`); the parent's
 follower (`handlers.follower`) then syncs it, unless every event that woke it only reflects
 the operator's own write (same kind, name and resourceVersion as a response the adapter
 received, `OwnWrites`): those carry nothing new. The follower checks that after a short
@@ -13,7 +13,6 @@ response does.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -107,40 +106,6 @@ class WatchVersions:
     def last(self, kind: str, namespace: str) -> str | None:
         with self._lock:
             return self._last.get((kind, namespace))
-
-
-class Wakeups:
-    """One asyncio.Event per followed object, by parent key (a label value may be shared)."""
-
-    def __init__(self) -> None:
-        self._events: dict[ParentKey, dict[str, asyncio.Event]] = {}
-        self._seen: dict[str, list[ChildVersion]] = {}
-
-    def register(self, key: ParentKey, uid: str) -> asyncio.Event:
-        event = asyncio.Event()
-        self._events.setdefault(key, {})[uid] = event
-        self._seen[uid] = []
-        return event
-
-    def unregister(self, key: ParentKey, uid: str) -> None:
-        followers = self._events.get(key, {})
-        followers.pop(uid, None)
-        self._seen.pop(uid, None)
-        if not followers:
-            self._events.pop(key, None)
-
-    def wake(self, key: ParentKey | None, version: ChildVersion = None) -> int:
-        """Wake the followers of this parent key; how many there were (call on the loop)."""
-        followers = self._events.get(key, {}) if key is not None else {}
-        for uid, event in followers.items():
-            self._seen.setdefault(uid, []).append(version)
-            event.set()
-        return len(followers)
-
-    def take(self, uid: str) -> list[ChildVersion]:
-        """What the events that woke this follower showed, since the last take."""
-        seen, self._seen[uid] = self._seen.get(uid, []), []
-        return seen
 
 
 def label_selectors(settings: kopf.OperatorSettings) -> None:
