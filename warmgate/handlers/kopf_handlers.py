@@ -118,11 +118,29 @@ def kopf_settings(
     # No handler needs a finalizer; kopf removes this one, which earlier builds put on
     # every object for their per-object daemons, when it sees an object carrying it.
     settings.persistence.finalizer = FINALIZER
+    # Nothing compares an object with its last handled state (that is for change handlers):
+    # without this, kopf deep-copies every watched body (Jobs and Pods included) on each event.
+    settings.persistence.diffbase_storage = NoDiffBase()
     # kopf turns object-log records at this level into Events: INFO would post "Timer 'resync'
     # succeeded" for every object on every resync. kopf.info also obeys this level, so the
     # handlers post their own Normal Events with kopf.event, which does not.
     settings.posting.level = logging.WARNING
     return settings
+
+
+class NoDiffBase(kopf.DiffBaseStorage):
+    """The diff base of an operator without change handlers: no essence is built, stored or
+    read (kopf builds one for every watch event of every watched kind, a deep copy of the body,
+    to detect the changes that only change handlers use)."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
+        return kopf.BodyEssence()
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        return None
 
 
 def registry(settings: Settings, namespaces: Collection[str] = ()) -> kopf.OperatorRegistry:
@@ -295,4 +313,4 @@ def _timed_evaluate(sdd: SpecDecodeDeployment) -> PlanningResult:
     return result
 
 
-__all__ = ["forget", "kopf_settings", "observe", "registry", "resync", "run"]
+__all__ = ["NoDiffBase", "forget", "kopf_settings", "observe", "registry", "resync", "run"]

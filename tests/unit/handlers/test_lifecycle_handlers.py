@@ -40,6 +40,11 @@ def test_no_handler_needs_a_finalizer_or_a_task_per_object() -> None:
     assert handlers._spawning.get_all_handlers() == []  # no daemons, no timers
     # No change handlers either: kopf writes nothing to the objects (the followers sync).
     assert handlers._changing.get_all_handlers() == []
+    # So kopf keeps no diff base: no copy of each watched body on every watch event.
+    storage = kopf_settings().persistence.diffbase_storage
+    body = kopf.Body({"metadata": {"name": "x", "labels": {"a": "b"}}, "spec": {"k": 1}})
+    assert storage.build(body=body) == {}
+    assert storage.fetch(body=body) is None
 
 
 def test_a_deleted_objects_series_are_removed() -> None:
