@@ -12,7 +12,7 @@ the API again).
 
 from __future__ import annotations
 
-import copy
+import pickle
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -20,6 +20,12 @@ from warmgate.api import Manifest
 from warmgate.reconcile.cluster import Cluster, DeleteKind, ListKind, PatchKind, ReadKind
 
 _T = TypeVar("_T")
+
+
+def _copy(value: _T) -> _T:
+    """A deep copy of JSON data, four times as fast as `copy.deepcopy` (a Job: 31 vs 126 us)."""
+    copied: _T = pickle.loads(pickle.dumps(value, pickle.HIGHEST_PROTOCOL))
+    return copied
 
 
 class SyncReads:
@@ -32,8 +38,7 @@ class SyncReads:
     def _once(self, key: tuple[Any, ...], read: Callable[[], _T]) -> _T:
         if key not in self._seen:
             self._seen[key] = read()
-        found: _T = copy.deepcopy(self._seen[key])
-        return found
+        return _copy(self._seen[key])
 
     def read(self, kind: ReadKind, namespace: str, name: str) -> Manifest | None:
         key = ("read", kind, namespace, name)
@@ -89,6 +94,7 @@ class SyncReads:
     def _add(self, kind: str, created: Manifest) -> None:
         """The sync's own create, added to what it listed of that kind (selectors of
         ``key=value`` terms, the only ones the stages use; a list by any other is forgotten)."""
+        created = _copy(created)  # the caller may edit its answer; every read gets a copy
         meta = created["metadata"]
         labels = meta.get("labels") or {}
         for key in [k for k in self._seen if k[:3] == ("list", kind, meta.get("namespace"))]:
@@ -96,8 +102,8 @@ class SyncReads:
             if any(not eq or "!" in k for k, eq, _ in terms):
                 del self._seen[key]
             elif all(labels.get(k) == v for k, _, v in terms):
-                self._seen[key].append(copy.deepcopy(created))
-        self._seen[("read", kind, meta.get("namespace"), meta.get("name"))] = copy.deepcopy(created)
+                self._seen[key].append(created)
+        self._seen[("read", kind, meta.get("namespace"), meta.get("name"))] = created
 
     def _forget(self, kind: str) -> None:
         """Forget the reads of the kind written: the sync's own write changes no other kind

@@ -78,6 +78,17 @@ def test_the_syncs_own_creates_and_deletes_are_applied_to_what_it_listed() -> No
     assert base.reads["read Job"] == 1
 
 
+def test_editing_a_creates_answer_changes_no_later_read() -> None:
+    reads = SyncReads(Counting())
+    reads.list_objects("ConfigMap", "ns", "a=b")
+    created = reads.create(config_map("two"))
+    assert created is not None
+    created["metadata"]["name"] = "edited"  # a stage edits what the create answered
+    assert [m["metadata"]["name"] for m in reads.list_objects("ConfigMap", "ns", "a=b")] == ["two"]
+    read = reads.read("ConfigMap", "ns", "two")  # type: ignore[arg-type]
+    assert read is not None and read["metadata"]["name"] == "two"
+
+
 def test_a_name_someone_else_took_forgets_the_kind() -> None:
     base = Counting()
     reads = SyncReads(base)
