@@ -175,3 +175,36 @@ def test_a_list_shows_at_least_the_last_watch_event_and_waits_for_no_newer(
     with pytest.raises(ClusterError) as raised:
         cluster.list_objects("Job", namespace, "app=cache")
     assert raised.value.status == 504
+
+
+def test_events_are_read_by_object_and_a_pod_condition_is_set(
+    control_plane: ControlPlane, cluster: KubeCluster, namespace: str
+) -> None:
+    """The reads of a pending warmup (its Events) and the serving gate's condition write."""
+    core = client.CoreV1Api(control_plane.api_client())
+    for uid in ("uid-a", "uid-b"):
+        event = {
+            "metadata": {"generateName": "e-", "namespace": namespace},
+            "involvedObject": {"kind": "Job", "name": "j", "namespace": namespace, "uid": uid},
+            "reason": "FailedCreate",
+            "message": f"about {uid}",
+            "type": "Warning",
+        }
+        core.create_namespaced_event(namespace, event)
+    assert [e["message"] for e in cluster.events(namespace, "uid-a")] == ["about uid-a"]
+    container = {"name": "main", "image": "registry.example.com/none:1"}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": namespace, "labels": {"app": "gate"}},
+        "spec": {
+            "containers": [container],
+            "readinessGates": [{"conditionType": "warmgate.dev/x"}],
+        },
+    }
+    core.create_namespaced_pod(namespace, pod)
+    condition = {"type": "warmgate.dev/x", "status": "True", "reason": "Verified"}
+    cluster.set_pod_condition(namespace, "p", condition)
+    (found,) = cluster.list_pods(namespace, "app=gate")
+    conditions = {c["type"]: c for c in found["status"]["conditions"]}
+    assert conditions["warmgate.dev/x"]["reason"] == "Verified"

@@ -38,7 +38,8 @@ class SyncReads:
     def _once(self, key: tuple[Any, ...], read: Callable[[], _T]) -> _T:
         if key not in self._seen:
             self._seen[key] = read()
-        return _copy(self._seen[key])
+        found: _T = _copy(self._seen[key])
+        return found
 
     def read(self, kind: ReadKind, namespace: str, name: str) -> Manifest | None:
         key = ("read", kind, namespace, name)
