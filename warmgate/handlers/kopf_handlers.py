@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Collection, Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import Any, cast
+from typing import Any, Final, cast
 
 import kopf
 
@@ -49,6 +49,8 @@ def run(
 ) -> None:
     """Run the operator until it is stopped: every namespace when ``namespaces`` is empty."""
     kopf.configure(verbose=verbose)
+    if not verbose:
+        logging.getLogger("kopf.objects").addFilter(quiet_watch_handlers)
     started = time.time()
     cluster = KubeCluster.connect(pool_size=settings.sync_workers)
     plans = PlanCache(_timed_evaluate, max_bytes=settings.plan_cache_mb * 2**20)
@@ -86,6 +88,18 @@ def run(
         # process may exit (hundreds after a burst of creations); the next operator's resume
         # handlers sync every object again. The ones running finish their sync.
         executor.shutdown(wait=True, cancel_futures=True)
+
+
+# kopf logs these at INFO after every watch event of every object and child: thousands of lines
+# a minute at scale, telling nothing (a failing handler still logs its error).
+WATCH_HANDLER_SUCCESSES: Final = frozenset(
+    {"Handler 'observe' succeeded.", "Handler 'child' succeeded."}
+)
+
+
+def quiet_watch_handlers(record: logging.LogRecord) -> bool:
+    """The log filter that drops the watch handlers' successes (`WATCH_HANDLER_SUCCESSES`)."""
+    return not (record.levelno == logging.INFO and record.msg in WATCH_HANDLER_SUCCESSES)
 
 
 def _activity_check(

@@ -150,3 +150,19 @@ def test_a_sync_after_the_delete_brings_no_series_back(monkeypatch: pytest.Monke
     assert kopf_handlers.resync(body, LOG, runtime) is None
     text = generate_latest(metrics.REGISTRY).decode()
     assert 'namespace="ns-late"' not in text
+
+
+def test_the_watch_handlers_successes_are_not_logged() -> None:
+    """kopf logs each watch handler's success at INFO, after every event: dropped. Failures and
+    the operator's own messages stay."""
+    watching = registry(Settings())._watching.get_all_handlers()
+    assert {h.id for h in watching} == {"observe", "child"}
+
+    def kept(level: int, message: str) -> bool:
+        record = logging.LogRecord("kopf.objects", level, __file__, 1, message, None, None)
+        return kopf_handlers.quiet_watch_handlers(record)
+
+    for handler in watching:
+        assert not kept(logging.INFO, f"{handler} succeeded.")
+        assert kept(logging.ERROR, f"{handler} failed with an exception. Will ignore.")
+    assert kept(logging.INFO, "Planned SpecDecodeDeployment abc: all reachable states covered")

@@ -86,7 +86,8 @@ def test_editing_a_creates_answer_changes_no_later_read() -> None:
     created["metadata"]["name"] = "edited"  # a stage edits what the create answered
     assert [m["metadata"]["name"] for m in reads.list_objects("ConfigMap", "ns", "a=b")] == ["two"]
     read = reads.read("ConfigMap", "ns", "two")  # type: ignore[arg-type]
-    assert read is not None and read["metadata"]["name"] == "two"
+    assert read is not None
+    assert read["metadata"]["name"] == "two"
 
 
 def test_a_name_someone_else_took_forgets_the_kind() -> None:
