@@ -26,7 +26,9 @@ Planner = Callable[[SpecDecodeDeployment], PlanningResult]
 DEFAULT_MAX_BYTES: Final = 64 * 2**20
 # The size walk stops here: a result is thousands of objects, never millions.
 MAX_WALK: Final = 1_000_000
-_LEAVES: Final = (str, bytes, int, float, bool, type(None), complex)
+_LEAVES: Final[frozenset[type]] = frozenset({str, bytes, int, float, bool, type(None), complex})
+_LEAF_CLASSES: Final[tuple[type, ...]] = tuple(_LEAVES)
+_SEQUENCES: Final = frozenset({list, tuple, set, frozenset})
 
 
 def plan_key(sdd: SpecDecodeDeployment) -> str:
@@ -40,15 +42,31 @@ def plan_key(sdd: SpecDecodeDeployment) -> str:
 def deep_size(obj: object) -> int:
     """Bytes of ``obj`` and everything it references (each object counted once)."""
     seen: set[int] = set()
-    stack, total = [obj], 0
+    stack: list[Any] = [obj]
+    total = 0
+    size_of = sys.getsizeof
     while stack and len(seen) < MAX_WALK:
         item = stack.pop()
-        if id(item) in seen or isinstance(item, type):
+        if id(item) in seen:
             continue
-        seen.add(id(item))
-        total += sys.getsizeof(item)
-        if not isinstance(item, _LEAVES):
-            stack.extend(_referents(item))
+        kind = type(item)
+        if kind in _LEAVES:  # the most frequent, first
+            seen.add(id(item))
+            total += size_of(item)
+        elif kind is dict:
+            seen.add(id(item))
+            total += size_of(item)
+            stack.extend(item)
+            stack.extend(item.values())
+        elif kind in _SEQUENCES:
+            seen.add(id(item))
+            total += size_of(item)
+            stack.extend(item)
+        elif not isinstance(item, type):
+            seen.add(id(item))
+            total += size_of(item)
+            if not isinstance(item, _LEAF_CLASSES):  # e.g. a str enum: a leaf too
+                stack.extend(_referents(item))
     return total
 
 
@@ -58,12 +76,20 @@ def _referents(item: Any) -> list[Any]:
     if isinstance(item, list | tuple | set | frozenset):
         return list(item)
     found = list(vars(item).values()) if hasattr(item, "__dict__") else []
-    found.extend(getattr(item, slot) for slot in _slots(item) if hasattr(item, slot))
+    found.extend(getattr(item, slot) for slot in _slots(type(item)) if hasattr(item, slot))
     return found
 
 
-def _slots(item: Any) -> list[str]:
-    return [slot for klass in type(item).__mro__ for slot in getattr(klass, "__slots__", ())]
+def _slots(kind: type) -> tuple[str, ...]:
+    """The slot names of a class and its bases (found once per class)."""
+    found = _SLOTS.get(kind)
+    if found is None:
+        found = tuple(slot for klass in kind.__mro__ for slot in getattr(klass, "__slots__", ()))
+        _SLOTS[kind] = found
+    return found
+
+
+_SLOTS: dict[type, tuple[str, ...]] = {}
 
 
 @dataclass(frozen=True)

@@ -88,3 +88,25 @@ def test_a_result_is_measured_in_bytes() -> None:
     assert result.plan is not None
     buckets = result.plan.decode_buckets
     assert deep_size(result) > deep_size(result.plan) > deep_size(buckets) > 50 * len(buckets)
+
+
+def test_the_size_counts_each_object_once_through_dicts_lists_and_slots() -> None:
+    import enum
+    import sys
+
+    class Color(enum.StrEnum):
+        RED = "red"
+
+    class Slotted:
+        __slots__ = ("a", "b")
+
+        def __init__(self, a: object, b: object) -> None:
+            self.a, self.b = a, b
+
+    text, numbers = "x" * 100, [1001, 1002]
+    inner = Slotted(text, numbers)
+    outer = {"k": [inner, inner, text], "c": Color.RED}
+    size = sys.getsizeof
+    expected = size(outer) + size("k") + size("c") + size(outer["k"]) + size(inner)
+    expected += size(text) + size(numbers) + size(1001) + size(1002) + size(Color.RED)
+    assert deep_size(outer) == expected
