@@ -226,6 +226,21 @@ class Warmup:
     content: str
 
 
+def plan_text(runner_plan: Manifest) -> str:
+    """plan.json: one line per top-level section, each section compact JSON with sorted keys.
+
+    Not `json.dumps(indent=2)`: Python's indenting encoder is written in Python, and it took
+    3.6 ms of every sync of an eagle3 object (a 68 KB file), more than the rest of the sync;
+    compact sections go through the C encoder (0.7 ms). The Job's name hashes this text (with
+    the whole Job spec, which names the operator image), so the format is part of a release.
+    """
+    sections = [
+        f"  {json.dumps(key)}: {json.dumps(runner_plan[key], sort_keys=True)}"
+        for key in sorted(runner_plan)
+    ]
+    return "{\n" + ",\n".join(sections) + "\n}\n"
+
+
 def build_warmup(
     sdd: SpecDecodeDeployment,
     plan: BucketPlan,
@@ -242,7 +257,7 @@ def build_warmup(
     spec, the recipe-cache claim's UID), so a changed timeout, retry count, placement or
     resource gets a new Job instead of the old one, and a new Job never mounts an old plan.
     """
-    data = _checked({PLAN_FILE: json.dumps(runner_plan, indent=2, sort_keys=True) + "\n"})
+    data = _checked({PLAN_FILE: plan_text(runner_plan)})
     annotations = _annotations(plan, key)
     if cache_claim_uid is not None:
         annotations[ANNOTATION_CACHE_CLAIM_UID] = cache_claim_uid

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -79,6 +80,16 @@ def test_plan_children_carry_the_plan_hash_and_cache_key(case: Case) -> None:
     assert _pod(job)["volumes"][0]["configMap"]["name"] == configmap["metadata"]["name"]
     assert list(configmap["data"]) == ["plan.json"]
     assert list(children.plan_configmap["data"]) == ["buckets.txt"]
+
+
+def test_plan_json_is_the_runner_plan_one_section_per_line(case: Case) -> None:
+    children = case.children()
+    text = children.warmup_configmap["data"]["plan.json"]
+    assert json.loads(text) == children.runner_plan
+    lines = text.splitlines()
+    assert (lines[0], lines[-1]) == ("{", "}")
+    keys = [json.loads("{" + line.rstrip(",") + "}") for line in lines[1:-1]]
+    assert [next(iter(k)) for k in keys] == sorted(children.runner_plan)
 
 
 def test_the_job_runs_the_runner_in_the_vllm_image_on_gaudi(case: Case) -> None:
