@@ -1,0 +1,148 @@
+"""The operator's planner on a burst: `planning.evaluate` over the scale run's distinct inputs.
+
+Run: .venv/bin/python benchmarks/bench_planning.py [--repeat 3] [--write FILE | --check FILE]
+It builds the objects of bench_operator_scale.py's 1,000-object run (`manifests(1000, "ns")`),
+keeps one per distinct planner input (334), parses them as the operator does and times
+`warmgate.reconcile.planning.evaluate` over all of them: process CPU time, best of ``--repeat``.
+``--write FILE`` stores a fingerprint of every result (plans, proofs, completion, drafter sweep,
+verdicts and summary as canonical JSON, one line per input); ``--check FILE`` compares against
+it, so an optimisation of the planner can show that no result changed.
+Prints figures only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import hashlib
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from warmgate.api import SpecDecodeDeployment, parse_manifest
+from warmgate.buckets import CoverageReport
+from warmgate.reconcile.planning import PlanInputs, PlanningResult, evaluate
+
+REPO = Path(__file__).resolve().parent.parent
+# The scale run's objects (bench_operator_scale.py's `manifests`, copied so that this benchmark
+# needs no apiserver assets or kubernetes client).
+BASES = ("llama31-8b-seeds", "minimal-ngram", "llama31-8b-eagle3-gaudi2")
+PARAMETERS = ("7B", "8B", "13B", "34B", "70B")
+
+
+def manifests(n: int, namespace: str) -> list[dict[str, Any]]:
+    """N objects over ceil(N/3) distinct planner inputs (3 examples x maxNumSeqs x k x size)."""
+    bases = [yaml.safe_load((REPO / "examples" / f"{b}.yaml").read_text()) for b in BASES]
+    distinct = math.ceil(n / 3)
+    docs = []
+    for i in range(n):
+        config = i % distinct
+        doc = copy.deepcopy(bases[config % 3])
+        step = config // 3
+        doc["metadata"] = {"name": f"sdd-{i:04d}", "namespace": namespace}
+        doc["spec"]["engine"]["maxNumSeqs"] = 32 + 4 * (step % 12)
+        doc["spec"]["speculative"]["numSpeculativeTokens"] = 1 + (step // 12) % 2
+        doc["spec"]["model"]["parameters"] = PARAMETERS[(step // 24) % 5]
+        docs.append(doc)
+    return docs
+
+
+def distinct_inputs(n: int) -> list[SpecDecodeDeployment]:
+    """One parsed object per distinct planner input (`PlanInputs.digest`), in manifest order."""
+    seen: dict[str, SpecDecodeDeployment] = {}
+    for doc in manifests(n, "ns"):
+        sdd = parse_manifest(doc)
+        seen.setdefault(PlanInputs.of(sdd).digest, sdd)
+    return list(seen.values())
+
+
+def fingerprint(result: PlanningResult) -> str:
+    """Everything a result holds, as canonical JSON (equal text: equal results)."""
+    doc: dict[str, Any] = {
+        "planned": repr(result.planned),
+        "coverage": repr(result.coverage),
+        "refused": repr(result.refused),
+        "stalled": result.stalled,
+        "may_warm": result.may_warm,
+        "summary": None if result.summary is None else result.summary.model_dump(mode="json"),
+        "plan": None if result.plan is None else _plan(result.plan),
+    }
+    evaluation = result.evaluation
+    if evaluation is not None:
+        drafter = evaluation.drafter
+        doc["evaluation"] = {
+            "engine_plan": _plan(evaluation.engine_plan),
+            "report": evaluation.report.to_dict(),
+            "completed": None if evaluation.completed is None else _plan(evaluation.completed),
+            "completion_error": evaluation.completion_error,
+            "unwarmable": _report(evaluation.unwarmable),
+            "diff": repr(evaluation.diff),
+            "effective_report": evaluation.effective_report.to_dict(),
+            "drafter": {
+                "method": drafter.method,
+                "error": drafter.error,
+                "report": None if drafter.report is None else drafter.report.to_dict(),
+                "sweep": None if drafter.sweep is None else drafter.sweep.to_dict(),
+                "status": drafter.status_line(),
+            },
+            "cost": repr(evaluation.cost(evaluation.effective)),
+        }
+        run = result.to_run(None)
+        doc["to_run"] = None if run is None else repr(run.known_unwarmable)
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), default=repr)
+
+
+def _report(report: CoverageReport | None) -> dict[str, Any] | None:
+    return None if report is None else report.to_dict()
+
+
+def _plan(plan: Any) -> dict[str, Any]:
+    return plan.to_dict() | {"skipped": [list(s) for s in plan.skipped_file_lines]}
+
+
+def time_all(sdds: list[SpecDecodeDeployment], repeat: int) -> tuple[float, list[PlanningResult]]:
+    """The best process CPU time of evaluating every input, and the last run's results."""
+    best = math.inf
+    results: list[PlanningResult] = []
+    for _ in range(repeat):
+        start = time.process_time()
+        results = [evaluate(sdd) for sdd in sdds]
+        best = min(best, time.process_time() - start)
+    return best, results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--objects", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=3)
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--write", type=Path, help="store every result's fingerprint")
+    group.add_argument("--check", type=Path, help="compare every result's fingerprint")
+    args = parser.parse_args()
+    sdds = distinct_inputs(args.objects)
+    seconds, results = time_all(sdds, args.repeat)
+    lines = [fingerprint(r) for r in results]
+    digest = hashlib.sha256("\n".join(lines).encode()).hexdigest()
+    print(f"configs: {len(sdds)}")
+    print(f"planning CPU s (best of {args.repeat}): {seconds:.2f}")
+    print(f"per config ms: {1000 * seconds / len(sdds):.1f}")
+    print(f"fingerprint: {digest[:16]}")
+    if args.write is not None:
+        args.write.write_text("\n".join(lines) + "\n")
+    if args.check is not None:
+        expected = args.check.read_text().splitlines()
+        differ = [i for i, (a, b) in enumerate(zip(expected, lines, strict=False)) if a != b]
+        if len(expected) != len(lines) or differ:
+            print(f"fingerprint MISMATCH: {len(differ)} results differ, e.g. {differ[:5]}")
+            return 1
+        print("fingerprint: identical")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
