@@ -28,7 +28,7 @@ band for every S of the window.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from warmgate.buckets.coverage_steps import Bucket
@@ -104,13 +104,20 @@ class RampOracle:
             return None
         block, t = self.block, self.t
         fastest = -(-(max_tokens - 1) // t)  # decode steps the fastest request needs
-        grown = fastest - 1 - f
         s_start = n * -(-(prompt + 1) // block)
         s_first = n * -(-(prompt + t * f + 1) // block)
-        s_last = n * -(-(prompt + grown + 1) // block) if grown > f else -1
+        s_last = self._s_last(n, prompt, f, max_tokens)
         steps = (-(-n * prompt // self.mbt) + fastest, f + max_tokens)
         stride = n * -(-t // block)
         return Ramp(n, prompt, max_tokens, s_start, s_first, s_last, stride, t * f, steps)
+
+    def _s_last(self, n: int, prompt: int, f: int, max_tokens: int) -> int:
+        """The ramp's ``s_last``: S at the all-n phase's last step, -1 when it has none.
+
+        The only bound of a ramp that depends on M, and it never decreases as M grows.
+        """
+        grown = -(-(max_tokens - 1) // self.t) - 1 - f  # the fastest request's steps past F
+        return n * -(-(prompt + grown + 1) // self.block) if grown > f else -1
 
     def prompt_for(self, n: int, s_first: int) -> int | None:
         """The largest P whose ramp starts at or below ``s_first`` (None if even P = 1 does not)."""
@@ -126,35 +133,56 @@ class RampOracle:
 
     def cheapest(self, n: int, u: int, v: int) -> Ramp | None:
         """The step with the fewest engine steps whose decode phase surely visits [u, v]."""
-        found = [r for r in (self._start_in(n, u, v), self._pass_through(n, u, v)) if r]
+        top = self.prompt_for(n, v)  # both candidates' largest prompt
+        found = [r for r in (self._start_in(n, u, v, top), self._pass_through(n, u, v, top)) if r]
         return min(found, key=lambda r: r.engine_steps[1], default=None)
 
-    def _start_in(self, n: int, u: int, v: int) -> Ramp | None:
-        """Prompts sized so the phase starts inside [u, v]; M just long enough to have a phase."""
+    def _start_in(self, n: int, u: int, v: int, top: int | None) -> Ramp | None:
+        """Prompts sized so the phase starts inside [u, v]; M just long enough to have a phase.
+
+        ``top`` is ``prompt_for(n, v)``.
+        """
         prompt = max(1, (-(-u // n) - 1) * self.block)
-        top = self.prompt_for(n, v)
         if top is None or prompt > top:
             return None
-        return self._shortest(n, prompt, lambda r: r.visits(u, v))
+        return self._shortest(n, prompt, (u, v))
 
-    def _pass_through(self, n: int, u: int, v: int) -> Ramp | None:
-        """The longest prompt starting below [u, v]; M just long enough to pass it."""
+    def _pass_through(self, n: int, u: int, v: int, top: int | None) -> Ramp | None:
+        """The longest prompt starting below [u, v] (``top``); M just long enough to pass it."""
         if v - u + 1 < n * -(-self.t // self.block):
             return None
-        prompt = self.prompt_for(n, v)
-        return None if prompt is None else self._shortest(n, prompt, lambda r: r.visits(u, v))
+        return None if top is None else self._shortest(n, top, (u, v))
 
-    def _shortest(self, n: int, prompt: int, good: Callable[[Ramp], bool]) -> Ramp | None:
-        """The smallest M whose ramp is ``good`` (monotone in M: a longer phase visits more)."""
+    def _shortest(self, n: int, prompt: int, window: tuple[int, int] | None) -> Ramp | None:
+        """The smallest M whose ramp decodes and, given a window [u, v], surely visits it.
+
+        Monotone in M: a longer phase visits more. Only ``s_last`` depends on M, so the binary
+        search tests ``Ramp.visits`` (or ``Ramp.decodes``) as a bound on it, ``s_last >= need``,
+        and builds a Ramp only for the answer: the same probes and answer as searching over
+        ``ramp(...)``, without a Ramp per probe (the sweep's hottest loop).
+        """
+        f = self.prefill_steps(n, prompt)
+        if f is None or prompt < 1:
+            return None  # no M has a ramp
+        need = 0  # decodes: s_last >= 0
+        if window is not None:
+            u, v = window
+            s_start = n * -(-(prompt + 1) // self.block)
+            s_first = n * -(-(prompt + self.t * f + 1) // self.block)
+            if s_first > v:
+                return None  # starts past the window whatever M
+            if s_start < u:  # starts below it: it must be wide enough and the phase get to u
+                if v - u + 1 < n * -(-self.t // self.block):
+                    return None
+                need = max(u, 0)
         lo, hi, best = 1, self.max_tokens_room(n, prompt), None
         while lo <= hi:
             mid = (lo + hi) // 2
-            r = self.ramp(n, prompt, mid)
-            if r is not None and good(r):
-                best, hi = r, mid - 1
+            if self._s_last(n, prompt, f, mid) >= need:
+                best, hi = mid, mid - 1
             else:
                 lo = mid + 1
-        return best
+        return None if best is None else self.ramp(n, prompt, best)
 
     def longest(self, r: Ramp) -> Ramp:
         """The same step with the largest M: a longer decode phase, more shapes for its time."""
@@ -233,7 +261,7 @@ class RampOracle:
     def opening(self, n: int, blocks: int) -> Ramp | None:
         """A step whose requests start with exactly ``blocks`` blocks each, M just long enough."""
         prompt = max(1, (blocks - 1) * self.block)
-        return self._shortest(n, prompt, lambda r: r.decodes)
+        return self._shortest(n, prompt, None)
 
 
 def _runs(
