@@ -253,26 +253,47 @@ def _greedy(
     steps: list[SweepStep] = []
     covered: set[Key] = set()
     spent = 0.0
+    active = [i for i, count in enumerate(new) if count]  # steps with new shapes left
     while True:
-        best: tuple[float, tuple[int, int, int], int, tuple[float, float]] | None = None
-        for i, count in enumerate(new):
-            if not count:
-                continue
-            cost = costs[i].seconds(count)
-            if spent + cost[1] > budget_s:
-                continue
-            order = (-count / max(cost[1], 1e-9), orders[i])
-            if best is None or order < (best[0], best[1]):
-                best = (order[0], order[1], i, cost)
-        if best is None:
+        chosen = _best(active, new, costs, orders, (spent, budget_s))
+        if chosen is None:
             return steps
-        _, _, chosen, cost = best
+        cost = costs[chosen].seconds(new[chosen])
         steps.append(_step(ramps[chosen], sets[chosen], new[chosen], cost))
         for key in sets[chosen] - covered:
             for holder in holders[key]:
                 new[holder] -= 1
         covered |= sets[chosen]
         spent += cost[1]
+        active = [i for i in active if new[i]]
+
+
+def _best(
+    active: list[int],
+    new: list[int],
+    costs: list[SweepStepCost],
+    orders: list[tuple[int, int, int]],
+    budget: tuple[float, float],
+) -> int | None:
+    """The step with the most new shapes per high second that fits the (spent, budget_s)
+    budget; ties by order.
+
+    The greedy's inner loop, over every step each round: it computes only the high seconds
+    (`SweepStepCost.seconds`' own arithmetic) and compares without building tuples.
+    """
+    spent, budget_s = budget
+    best: int | None = None
+    best_rate = 0.0
+    for i in active:
+        count = new[i]
+        cost = costs[i]
+        high = cost.fixed[1] + count * cost.per_graph[1]
+        if spent + high > budget_s:
+            continue
+        rate = -count / max(high, 1e-9)
+        if best is None or rate < best_rate or (rate == best_rate and orders[i] < orders[best]):
+            best, best_rate = i, rate
+    return best
 
 
 def _order(ramp: Ramp) -> tuple[int, int, int]:
