@@ -48,9 +48,19 @@ class DecodeProver:
         self._seed_bs = [b for (b, _), _ in self._seed_rows]
         self._row_bs = [b for (b, _), _ in self._rows]
         self._cache: dict[tuple[bool, int], Staircase] = {}
+        # The staircase of each (seed, bs) asked for: the provers ask for the same few bs values
+        # hundreds of thousands of times, this skips the bisect that finds their row span.
+        self._by_bs: dict[tuple[bool, int], Staircase] = {}
 
     def _stairs(self, seed: bool, bs: int) -> Staircase:
         """first_fit((bs, 1, x)) over seeds or the full list; shared by every bs of one row span."""
+        stairs = self._by_bs.get((seed, bs))
+        if stairs is None:
+            stairs = self._by_bs[seed, bs] = self._span_stairs(seed, bs)
+        return stairs
+
+    def _span_stairs(self, seed: bool, bs: int) -> Staircase:
+        """The staircase of the rows at or above bs, built once per row span."""
         rows, keys = (self._seed_rows, self._seed_bs) if seed else (self._rows, self._row_bs)
         start = bisect_left(keys, bs)
         key = (seed, start)
@@ -171,12 +181,16 @@ class DecodeProver:
 
     def _ctx_x(self, virtual: int, mult: int, sa: int, sb: int) -> Iterator[Piece]:
         """Pieces where the lookup target is mult*S (uncapped)."""
+        contiguous = self.contiguous
         for xa, xb, hit in self._stairs(False, virtual).pieces(mult * sa, mult * sb):
             a, b = max(sa, -(-xa // mult)), min(sb, xb // mult)
             if a > b:
                 continue
             if hit is not None:
-                yield from self._post(a, b, hit[2])
+                if contiguous:
+                    yield from self._post(a, b, hit[2])
+                else:  # what _post yields without contiguous PA, minus a generator per piece
+                    yield a, b, hit[2]
                 continue
             for fa, fb, value in fallback_pieces(mult * a, mult * b, FALLBACK_BLOCKS_BASE):
                 pa, pb = max(a, -(-fa // mult)), min(b, fb // mult)

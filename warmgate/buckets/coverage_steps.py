@@ -171,6 +171,24 @@ def _positive_run(p: int, q: int, u: int, v: int) -> tuple[int, int] | None:
     return (u, v) if u <= v else None
 
 
+def _cuts(n1: int, n2: int, c1: int, c2: int) -> list[int]:
+    """``sorted({n1, n2 + 1, *(c for c in (c1, c2) if n1 < c <= n2)})`` without the set and sort.
+
+    The starts of ``overlap``'s segments of n, then n2 + 1; it runs for every piece of every
+    proof, so it compares the two inner cuts instead.
+    """
+    if c1 > c2:
+        c1, c2 = c2, c1
+    cuts = [n1]
+    if n1 < c1 <= n2:
+        cuts.append(c1)
+    if c1 < c2 and n1 < c2 <= n2:
+        cuts.append(c2)
+    if n2 + 1 != n1:
+        cuts.append(n2 + 1)
+    return cuts if n1 <= n2 + 1 else cuts[::-1]  # n1 > n2 + 1: just [n2 + 1, n1]
+
+
 def overlap(a: int, b: int, n1: int, n2: int, reach: tuple[int, int]) -> Overlap | None:
     """How many (n, S) with n in [n1, n2] and S in [a, b] are reachable: n <= S <= hi(n).
 
@@ -183,9 +201,8 @@ def overlap(a: int, b: int, n1: int, n2: int, reach: tuple[int, int]) -> Overlap
     per_seq, cap = reach
     top = min(b, cap)
     k1 = top // per_seq  # per_seq * n <= top exactly when n <= k1
-    cuts = sorted({n1, n2 + 1, *(c for c in (k1 + 1, a + 1) if n1 < c <= n2)})
     count, first, last = 0, None, None
-    for u, nxt in itertools.pairwise(cuts):
+    for u, nxt in itertools.pairwise(_cuts(n1, n2, k1 + 1, a + 1)):
         v = nxt - 1
         up, uq = (per_seq, 0) if v <= k1 else (0, top)  # hi side: per_seq * n, or top
         lp, lq = (0, a) if v <= a else (1, 0)  # lo side: a, or n
