@@ -17,6 +17,12 @@ __all__ = ["ParsedBucketFile", "format_bucket_file", "parse_bucket_file"]
 # parse and is skipped.
 MAX_RANGE_ELEMENTS = 10_000
 _RANGE = re.compile(r"range\(\s*(-?\d+)\s*,\s*(-?\d+)\s*(?:,\s*(-?\d+)\s*)?\)")
+# The rows warmgate writes itself (`format_bucket_file`), e.g. "(8, 1, 64)" or "(8, 1, [64, 128])":
+# plain ASCII ints without leading zeros, which literal_eval reads as exactly these ints.
+# Completion re-plans every candidate from its file, so these are read directly (`_parse_row`);
+# any other line takes the engine's path.
+_INT = r"(?:0|[1-9][0-9]{0,17})"
+_ROW = re.compile(rf"\(({_INT}), ({_INT}), ({_INT}|\[{_INT}(?:, {_INT})*\])\)")
 
 
 @dataclass(frozen=True)
@@ -51,8 +57,22 @@ def _values(element: object) -> list[int] | None:
     return out if len(out) == len(items) else None
 
 
+def _parse_row(line: str) -> list[Bucket] | None:
+    """The buckets of a line in `format_bucket_file`'s form (what `_parse_line` gives for it),
+    without compiling it as Python; None for any other line."""
+    m = _ROW.fullmatch(line)
+    if m is None:
+        return None
+    bs, query, ctx = int(m[1]), int(m[2]), m[3]
+    ctxs = ctx[1:-1].split(", ") if ctx.startswith("[") else [ctx]
+    return [(bs, query, int(c)) for c in ctxs]
+
+
 def _parse_line(line: str) -> list[Bucket] | str:
     """The buckets of one non-comment line, or the reason the engine skips it."""
+    row = _parse_row(line)
+    if row is not None:
+        return row
     try:
         value = ast.literal_eval(_expand_ranges(line))
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
