@@ -14,6 +14,8 @@ assumption shows up as a compile during the later probe, never as a silent hole.
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -240,11 +242,11 @@ def _greedy(
     Each round re-prices every step by its count of shapes not covered yet; the counts are kept
     up to date as shapes get covered (``holders``) instead of recounted, and a step's cost is
     its fixed part plus its new graphs (`SweepStepCost`): the same choices, in linear time.
+    The rounds' choice comes from a heap (`_Offers`) rather than a scan of every step.
     """
     ramps = list(gains)  # by index: a Ramp's dataclass hash is not cached
     sets = [gains[ramp] for ramp in ramps]
     costs = [_cost(ramp, k, model, params or SweepCostParams()) for ramp in ramps]
-    orders = [_order(ramp) for ramp in ramps]
     new = [len(gain) for gain in sets]
     holders: dict[Key, list[int]] = {}
     for i, gain in enumerate(sets):
@@ -253,47 +255,56 @@ def _greedy(
     steps: list[SweepStep] = []
     covered: set[Key] = set()
     spent = 0.0
-    active = [i for i, count in enumerate(new) if count]  # steps with new shapes left
+    offers = _Offers(costs, [_order(ramp) for ramp in ramps], new)
     while True:
-        chosen = _best(active, new, costs, orders, (spent, budget_s))
+        chosen = offers.best(spent, budget_s)
         if chosen is None:
             return steps
         cost = costs[chosen].seconds(new[chosen])
         steps.append(_step(ramps[chosen], sets[chosen], new[chosen], cost))
+        repriced = set()
         for key in sets[chosen] - covered:
             for holder in holders[key]:
                 new[holder] -= 1
+                repriced.add(holder)
+        offers.reprice(repriced)
         covered |= sets[chosen]
         spent += cost[1]
-        active = [i for i in active if new[i]]
 
 
-def _best(
-    active: list[int],
-    new: list[int],
-    costs: list[SweepStepCost],
-    orders: list[tuple[int, int, int]],
-    budget: tuple[float, float],
-) -> int | None:
-    """The step with the most new shapes per high second that fits the (spent, budget_s)
-    budget; ties by order.
+class _Offers:
+    """The greedy's steps by (rate, order), rate = -(new shapes) / (high seconds): a heap.
 
-    The greedy's inner loop, over every step each round: it computes only the high seconds
-    (`SweepStepCost.seconds`' own arithmetic) and compares without building tuples.
+    Each round's choice is the smallest (rate, order) among the steps with new shapes that fit
+    the budget, exactly as a scan of every step finds it. A step's entry is replaced when its
+    count of new shapes changes (an entry with an old count is skipped); a step that does not
+    fit is dropped until its count changes, since the seconds spent only grow.
     """
-    spent, budget_s = budget
-    best: int | None = None
-    best_rate = 0.0
-    for i in active:
-        count = new[i]
-        cost = costs[i]
-        high = cost.fixed[1] + count * cost.per_graph[1]
-        if spent + high > budget_s:
-            continue
-        rate = -count / max(high, 1e-9)
-        if best is None or rate < best_rate or (rate == best_rate and orders[i] < orders[best]):
-            best, best_rate = i, rate
-    return best
+
+    def __init__(
+        self, costs: list[SweepStepCost], orders: list[tuple[int, int, int]], new: list[int]
+    ) -> None:
+        self._costs, self._orders, self._new = costs, orders, new
+        self._heap: list[tuple[float, tuple[int, int, int], int, int, float]] = []
+        self.reprice(range(len(new)))
+
+    def reprice(self, steps: Iterable[int]) -> None:
+        """Offer ``steps`` again at their current count (none for a step with nothing new)."""
+        for i in steps:
+            count = self._new[i]
+            if count:
+                high = self._costs[i].seconds(count)[1]
+                rate = -count / max(high, 1e-9)
+                heapq.heappush(self._heap, (rate, self._orders[i], i, count, high))
+
+    def best(self, spent: float, budget_s: float) -> int | None:
+        """The round's step: the best current offer with ``spent + high <= budget_s``."""
+        heap, new = self._heap, self._new
+        while heap:
+            _, _, i, count, high = heapq.heappop(heap)
+            if count == new[i] and spent + high <= budget_s:
+                return i
+        return None
 
 
 def _order(ramp: Ramp) -> tuple[int, int, int]:
