@@ -51,6 +51,7 @@ class DecodeProver:
         # The staircase of each (seed, bs) asked for: the provers ask for the same few bs values
         # hundreds of thousands of times, this skips the bisect that finds their row span.
         self._by_bs: dict[tuple[bool, int], Staircase] = {}
+        self._group_runs: dict[bool, list[tuple[int, int]]] = {}
 
     def _stairs(self, seed: bool, bs: int) -> Staircase:
         """first_fit((bs, 1, x)) over seeds or the full list; shared by every bs of one row span."""
@@ -97,7 +98,7 @@ class DecodeProver:
 
     def groups(self, t: int) -> Iterator[tuple[int, int]]:
         """Runs of n sharing one S -> shape function (``_groups``); the drafter model walks them."""
-        return self._groups(t)
+        return iter(self._groups(t))
 
     def block_pieces(self, virtual: int, t: int, sa: int, sb: int) -> Iterator[Piece]:
         """C over S in [sa, sb] for virtual batch B*T (``_ctx_pieces``), for the drafter model.
@@ -108,13 +109,22 @@ class DecodeProver:
         """
         return self._ctx_pieces(virtual, t, sa, sb)
 
-    def _groups(self, t: int) -> Iterator[tuple[int, int]]:
+    def _groups(self, t: int) -> list[tuple[int, int]]:
         """Runs of n whose steps map S to shapes through the same function.
 
         B depends on n only through the first seed and full rows at or above n, and through
         the fallback bs when some S of n falls past every row; so n in 1..12 of config A's
-        seeds (rows 1, 2, 4, 8, 12, ...) split into 1, 2, 3..4, 5..8, 9..12.
+        seeds (rows 1, 2, 4, 8, 12, ...) split into 1, 2, 3..4, 5..8, 9..12. They depend on T
+        only through T > 1 (seed-first lookups, ``_group_key``), so they are found once for each.
         """
+        seeded = t > 1
+        runs = self._group_runs.get(seeded)
+        if runs is None:
+            runs = self._group_runs[seeded] = list(self._find_groups(t))
+        return runs
+
+    def _find_groups(self, t: int) -> Iterator[tuple[int, int]]:
+        """``_groups``, walking every n."""
         start, previous = 1, None
         for n in range(1, self.space.max_num_seqs + 1):
             key = self._group_key(n, t)
