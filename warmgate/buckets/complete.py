@@ -21,6 +21,7 @@ __all__ = [
     "PlanDiff",
     "UnwarmableError",
     "complete_plan",
+    "complete_proven",
     "plan_diff",
     "with_bucket_file",
 ]
@@ -111,6 +112,25 @@ def complete_plan(
     own seed or one a row below whose expansion reaches it); when that finds no fixed point, or
     with ``cheapest=False``, every gap row gets its own seed (the first completion, issue 4).
     """
+    plan, _ = complete_proven(
+        cfg, partial_drafts, prefix_caching=prefix_caching, max_rounds=max_rounds, cheapest=cheapest
+    )
+    return plan
+
+
+def complete_proven(
+    cfg: EngineShapeConfig,
+    partial_drafts: bool = True,
+    *,
+    prefix_caching: bool | None = None,
+    max_rounds: int = MAX_ROUNDS,
+    cheapest: bool = True,
+) -> tuple[BucketPlan, CoverageReport]:
+    """``complete_plan`` and the proof completion made of the plan it returns.
+
+    The report is ``prove_coverage(plan, partial_drafts, prefix_caching=prefix_caching)``:
+    callers that need the completed plan's proof take it instead of proving the plan again.
+    """
     if cheapest:
         try:
             return _complete(cfg, partial_drafts, prefix_caching, max_rounds, cheapest=True)
@@ -128,7 +148,7 @@ def _complete(
     max_rounds: int,
     *,
     cheapest: bool,
-) -> BucketPlan:
+) -> tuple[BucketPlan, CoverageReport]:
     plan = plan_buckets(cfg)
     original = frozenset(plan.seed_decode_buckets) if cheapest else None
     for _ in range(max_rounds):
@@ -136,7 +156,7 @@ def _complete(
         if report.covered:
             if original is not None and plan.config.bucket_file != cfg.bucket_file:
                 plan = _prune(plan, original, report)
-            return _verified(plan, partial, sharing)
+            return _verified(plan, report, partial, sharing)
         try:
             plan = _next_plan(cfg, plan, report, original)
         except UnwarmableError as caught:
@@ -292,22 +312,27 @@ def _prompt_additions(plan: BucketPlan, report: CoverageReport) -> PromptAdditio
     return prompt_additions(plan, report.space, warmed, shortenings)
 
 
-def _verified(plan: BucketPlan, partial_drafts: bool, prefix_caching: bool | None) -> BucketPlan:
+def _verified(
+    plan: BucketPlan, report: CoverageReport, partial_drafts: bool, prefix_caching: bool | None
+) -> tuple[BucketPlan, CoverageReport]:
     """Re-plan from the plan's own seed file and prove it again, as the engine would read it.
 
     A strategy plan that was covered from the start and cannot be written as a file (query-1
-    prompt buckets) is returned as it is: the engine generates it without a file.
+    prompt buckets) is returned as it is: the engine generates it without a file. Returns the
+    plan with its proof: ``report``, the covered proof of ``plan``, for such a strategy plan
+    (`_prune` only changes plans read from a file), else the re-plan's own proof.
     """
     try:
         text = plan.to_bucket_file()
     except ValueError:
         if plan.config.bucket_file is None:
-            return plan
+            return plan, report
         raise
     again = plan_buckets(with_bucket_file(plan.config, text))
     lists = (again.prompt_buckets, again.decode_buckets)
     if lists != (plan.prompt_buckets, plan.decode_buckets):
         raise CompletionError("the completed seed file re-plans to different buckets")
-    if not prove_coverage(again, partial_drafts, prefix_caching=prefix_caching).covered:
+    proof = prove_coverage(again, partial_drafts, prefix_caching=prefix_caching)
+    if not proof.covered:
         raise CompletionError("the completed seed file re-plans to an uncovered plan")
-    return plan if plan.config.bucket_file is None else again
+    return (plan, report) if plan.config.bucket_file is None else (again, proof)

@@ -23,13 +23,13 @@ from warmgate.buckets import (
     PlanDiff,
     UncoveredShape,
     UnwarmableError,
-    complete_plan,
     estimate_buckets,
     estimate_plan,
     plan_buckets,
     plan_diff,
     prove_coverage,
 )
+from warmgate.buckets.complete import complete_proven
 from warmgate.buckets.lazy import cached_property
 from warmgate.buckets.strategies import decode_ranges, prompt_ranges
 from warmgate.buckets.sweep import DEFAULT_BUDGET_S
@@ -155,6 +155,8 @@ class PlanEvaluation:
     # UnwarmableError: the proof of ``completed``, whose uncovered shapes no bucket the engine's
     # warmup compiles can serve (docs/coverage.md, "Buckets the warmup never compiles").
     unwarmable: CoverageReport | None = None
+    # The proof completion made of ``completed`` under the policy (None: prove it when needed).
+    completed_report: CoverageReport | None = None
 
     @cached_property
     def diff(self) -> PlanDiff | None:
@@ -203,6 +205,8 @@ class PlanEvaluation:
             return self.report
         if self.unwarmable is not None:
             return self.unwarmable  # completion's own proof of the plan it returned
+        if self.completed_report is not None:
+            return self.completed_report  # the same proof, already made by completion
         policy = self.policy
         return prove_coverage(
             self.effective, policy.partial_drafts, prefix_caching=policy.prefix_caching
@@ -236,13 +240,14 @@ def evaluate_plan(
     completed: BucketPlan | None = None
     error: str | None = None
     unwarmable: CoverageReport | None = None
+    proof: CoverageReport | None = None
     if policy.complete and not report.covered:
         try:
-            completed = complete_plan(
+            completed, proof = complete_proven(
                 config, policy.partial_drafts, prefix_caching=policy.prefix_caching
             )
         except UnwarmableError as exc:
             completed, unwarmable = exc.plan, exc.report
         except CompletionError as exc:
             error = str(exc)
-    return PlanEvaluation(plan, report, completed, error, policy, model, unwarmable)
+    return PlanEvaluation(plan, report, completed, error, policy, model, unwarmable, proof)
