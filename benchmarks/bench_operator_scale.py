@@ -14,7 +14,6 @@ Prints figures only; docs/benchmarks.md records them.
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import math
 import signal
@@ -24,13 +23,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
 from kubernetes import client
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
+from common import manifests  # noqa: E402
 from scale_harness import (  # noqa: E402
     OPERATOR_USERS,
     AuditedControlPlane,
@@ -53,30 +52,8 @@ from support.kube_objects import (  # noqa: E402
 from warmgate.controlplane import OperatorProcess, find_assets  # noqa: E402
 
 CRD = REPO / "crds" / "warmgate.dev_specdecodedeployments.yaml"
-BASES = ("llama31-8b-seeds", "minimal-ngram", "llama31-8b-eagle3-gaudi2")
-PARAMETERS = ("7B", "8B", "13B", "34B", "70B")
 PLAN_COUNT = "warmgate_plan_duration_seconds_count"
 PLAN_SUM = "warmgate_plan_duration_seconds_sum"
-
-
-def manifests(n: int, namespace: str) -> list[dict[str, Any]]:
-    """N objects over ceil(N/3) distinct planner inputs (3 examples x maxNumSeqs x k x size).
-
-    Every config plans in 5-300 ms and is proven, so every object gets a Job.
-    """
-    bases = [yaml.safe_load((REPO / "examples" / f"{b}.yaml").read_text()) for b in BASES]
-    distinct = math.ceil(n / 3)
-    docs = []
-    for i in range(n):
-        config = i % distinct
-        doc = copy.deepcopy(bases[config % 3])
-        step = config // 3
-        doc["metadata"] = {"name": f"sdd-{i:04d}", "namespace": namespace}
-        doc["spec"]["engine"]["maxNumSeqs"] = 32 + 4 * (step % 12)
-        doc["spec"]["speculative"]["numSpeculativeTokens"] = 1 + (step // 12) % 2
-        doc["spec"]["model"]["parameters"] = PARAMETERS[(step // 24) % 5]
-        docs.append(doc)
-    return docs
 
 
 def progress(message: str) -> None:

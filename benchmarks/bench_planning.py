@@ -13,7 +13,6 @@ Prints figures only.
 from __future__ import annotations
 
 import argparse
-import copy
 import hashlib
 import json
 import math
@@ -22,34 +21,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
+from common import manifests
 
 from warmgate.api import SpecDecodeDeployment, parse_manifest
 from warmgate.buckets import CoverageReport
 from warmgate.reconcile.planning import PlanInputs, PlanningResult, evaluate
-
-REPO = Path(__file__).resolve().parent.parent
-# The scale run's objects (bench_operator_scale.py's `manifests`, copied so that this benchmark
-# needs no apiserver assets or kubernetes client).
-BASES = ("llama31-8b-seeds", "minimal-ngram", "llama31-8b-eagle3-gaudi2")
-PARAMETERS = ("7B", "8B", "13B", "34B", "70B")
-
-
-def manifests(n: int, namespace: str) -> list[dict[str, Any]]:
-    """N objects over ceil(N/3) distinct planner inputs (3 examples x maxNumSeqs x k x size)."""
-    bases = [yaml.safe_load((REPO / "examples" / f"{b}.yaml").read_text()) for b in BASES]
-    distinct = math.ceil(n / 3)
-    docs = []
-    for i in range(n):
-        config = i % distinct
-        doc = copy.deepcopy(bases[config % 3])
-        step = config // 3
-        doc["metadata"] = {"name": f"sdd-{i:04d}", "namespace": namespace}
-        doc["spec"]["engine"]["maxNumSeqs"] = 32 + 4 * (step % 12)
-        doc["spec"]["speculative"]["numSpeculativeTokens"] = 1 + (step // 12) % 2
-        doc["spec"]["model"]["parameters"] = PARAMETERS[(step // 24) % 5]
-        docs.append(doc)
-    return docs
 
 
 def distinct_inputs(n: int) -> list[SpecDecodeDeployment]:
