@@ -85,8 +85,8 @@ def run(
         )
     finally:
         # Syncs still queued when kopf stops are dropped, not run one by one before the
-        # process may exit (hundreds after a burst of creations); the next operator's resume
-        # handlers sync every object again. The ones running finish their sync.
+        # process may exit (hundreds after a burst of creations); the next operator's
+        # followers sync every object as they first see it. The ones running finish their sync.
         executor.shutdown(wait=True, cancel_futures=True)
 
 
@@ -242,8 +242,8 @@ async def child_changed(
     """A watched child changed: wake its parent (whose follower skips the operator's echo).
 
     Its resourceVersion is noted first, so the lists of the sync it causes show at least this
-    (`children.WatchVersions`). The initial listing (type None) wakes nobody: the resume
-    handlers sync every object then.
+    (`children.WatchVersions`). The initial listing (type None) wakes nobody: the followers
+    sync every object as the objects' own listing brings it.
     """
     meta = body.get("metadata") or {}
     kind, version = str(body.get("kind") or ""), str(meta.get("resourceVersion") or "")
