@@ -158,21 +158,20 @@ class RampOracle:
 
         Monotone in M: a longer phase visits more. Only ``s_last`` depends on M, so the binary
         search tests ``Ramp.visits`` (or ``Ramp.decodes``) as a bound on it, ``s_last >= need``,
-        and builds a Ramp only for the answer: the same probes and answer as searching over
-        ``ramp(...)``, without a Ramp per probe (the sweep's hottest loop).
+        read off the ramp with M = 1 for everything else, and builds a Ramp only for the answer:
+        the same probes and answer as searching over ``ramp(...)``, without a Ramp per probe
+        (the sweep's hottest loop).
         """
-        f = self.prefill_steps(n, prompt)
-        if f is None or prompt < 1:
+        f, base = self.prefill_steps(n, prompt), self.ramp(n, prompt, 1)
+        if f is None or base is None:
             return None  # no M has a ramp
         need = 0  # decodes: s_last >= 0
         if window is not None:
             u, v = window
-            s_start = n * -(-(prompt + 1) // self.block)
-            s_first = n * -(-(prompt + self.t * f + 1) // self.block)
-            if s_first > v:
+            if base.s_first > v:
                 return None  # starts past the window whatever M
-            if s_start < u:  # starts below it: it must be wide enough and the phase get to u
-                if v - u + 1 < n * -(-self.t // self.block):
+            if base.s_start < u:  # starts below it: it must be wide enough and the phase get to u
+                if v - u + 1 < base.stride:
                     return None
                 need = max(u, 0)
         lo, hi, best = 1, self.max_tokens_room(n, prompt), None
