@@ -191,16 +191,12 @@ class DecodeProver:
 
     def _ctx_x(self, virtual: int, mult: int, sa: int, sb: int) -> Iterator[Piece]:
         """Pieces where the lookup target is mult*S (uncapped)."""
-        contiguous = self.contiguous
         for xa, xb, hit in self._stairs(False, virtual).pieces(mult * sa, mult * sb):
             a, b = max(sa, -(-xa // mult)), min(sb, xb // mult)
             if a > b:
                 continue
             if hit is not None:
-                if contiguous:
-                    yield from self._post(a, b, hit[2])
-                else:  # what _post yields without contiguous PA, minus a generator per piece
-                    yield a, b, hit[2]
+                yield from self._post(a, b, hit[2])
                 continue
             for fa, fb, value in fallback_pieces(mult * a, mult * b, FALLBACK_BLOCKS_BASE):
                 pa, pb = max(a, -(-fa // mult)), min(b, fb // mult)
@@ -211,15 +207,16 @@ class DecodeProver:
         """cf(nblocks, 32) capped at fmc; 0 when the KV block count is unknown (doc section 3.4)."""
         return 0 if self.nhb is None else min(value, self.fmc)
 
-    def _post(self, a: int, b: int, ctx: int) -> Iterator[Piece]:
-        """Contiguous PA runs max(C, S) (capped at num_gpu_blocks + 1 on main); others run C."""
+    def _post(self, a: int, b: int, ctx: int) -> list[Piece]:
+        """Contiguous PA runs max(C, S) (capped at num_gpu_blocks + 1 on main); others run C.
+
+        A list, not a generator: it is one piece but for contiguous PA, and it is asked for
+        every piece of every proof.
+        """
         if not self.contiguous or ctx >= b:
-            yield a, b, self._cap(ctx)
-            return
-        if a <= ctx:
-            yield a, ctx, self._cap(ctx)
-        for s in range(max(a, ctx + 1), b + 1):
-            yield s, s, self._cap(s)
+            return [(a, b, self._cap(ctx))]
+        head = [(a, ctx, self._cap(ctx))] if a <= ctx else []
+        return head + [(s, s, self._cap(s)) for s in range(max(a, ctx + 1), b + 1)]
 
     def _cap(self, ctx: int) -> int:
         """main caps the contiguous-PA block bucket at num_gpu_blocks + 1; v0.26.0 does not."""
