@@ -47,26 +47,20 @@ def deep_size(obj: object) -> int:
     size_of = sys.getsizeof
     while stack and len(seen) < MAX_WALK:
         item = stack.pop()
-        if id(item) in seen:
+        if id(item) in seen or isinstance(item, type):
             continue
-        kind = type(item)
-        if kind in _LEAVES:  # the most frequent, first
-            seen.add(id(item))
-            total += size_of(item)
-        elif kind is dict:
-            seen.add(id(item))
-            total += size_of(item)
+        seen.add(id(item))
+        total += size_of(item)
+        kind = type(item)  # exact types first: the most frequent, and no isinstance walk
+        if kind in _LEAVES:
+            continue
+        if kind is dict:
             stack.extend(item)
             stack.extend(item.values())
         elif kind in _SEQUENCES:
-            seen.add(id(item))
-            total += size_of(item)
             stack.extend(item)
-        elif not isinstance(item, type):
-            seen.add(id(item))
-            total += size_of(item)
-            if not isinstance(item, _LEAF_CLASSES):  # e.g. a str enum: a leaf too
-                stack.extend(_referents(item))
+        elif not isinstance(item, _LEAF_CLASSES):  # a str enum is a leaf too
+            stack.extend(_referents(item))
     return total
 
 
