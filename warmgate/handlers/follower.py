@@ -16,7 +16,7 @@ finalizer on every object and a task of its own) syncs an object when:
 
 The objects and their latest bodies come from the SpecDecodeDeployment watch (`Followers.track`,
 a deletion `Followers.drop`). A sync runs in a thread of kopf's executor, under the object's
-lock (a handler and the follower never sync one object at once), one at a time per object, and
+lock (a deletion's `forget` waits for a sync in flight), one at a time per object, and
 writes the status itself when it changed. `StatusMemory` keeps the status last written until
 the watch brings the object back with it, so a sync that starts in between neither writes it
 again nor posts its Events twice.
@@ -120,7 +120,7 @@ class Gone:
 
 
 class ObjectLocks:
-    """One lock per object uid: its handler and its follower take turns."""
+    """One lock per object uid: its sync and its deletion's `forget` take turns."""
 
     def __init__(self) -> None:
         self._locks: dict[str, threading.Lock] = {}
@@ -172,6 +172,7 @@ class Followers:
         self._objects: dict[str, _Followed] = {}
         self._by_key: dict[ParentKey, set[str]] = {}
         self._due: list[tuple[float, int, str]] = []  # a heap; stale entries are skipped
+        self._woken: set[str] = set()  # woken since the last start: started without a scan
         self._order = itertools.count()
         self._tasks: set[asyncio.Task[None]] = set()
         self._changed = asyncio.Event()
@@ -202,18 +203,22 @@ class Followers:
             changed = _essence(followed.body) != _essence(body)
             followed.body = body
             if changed:  # a spec, label or annotation edit: not its status (the operator's)
-                self._news(followed)
+                self._news(uid, followed)
             return
         key = parent_key(meta.get("namespace"), str(meta.get("name") or ""))
         followed = _Followed(key, body, time.monotonic() + op.first_delay())  # until its sync
         self._objects[uid] = followed
         self._by_key.setdefault(key, set()).add(uid)
         self._schedule(uid, followed)
-        self._news(followed)  # created, or seen first since the operator started: sync now
+        self._news(uid, followed)  # created, or seen first since the operator started: sync now
 
-    def _news(self, followed: _Followed) -> None:
+    def _news(self, uid: str, followed: _Followed) -> None:
         followed.news = True
+        self._wake(uid, followed)
+
+    def _wake(self, uid: str, followed: _Followed) -> None:
         followed.woken = True
+        self._woken.add(uid)
         self._changed.set()
 
     def drop(self, uid: str) -> None:
@@ -232,9 +237,7 @@ class Followers:
         for uid in uids:
             followed = self._objects[uid]
             followed.seen.append(version)
-            followed.woken = True
-        if uids:
-            self._changed.set()
+            self._wake(uid, followed)
         return len(uids)
 
     def pause(self) -> None:
@@ -273,15 +276,15 @@ class Followers:
 
     def _start_due(self, op: Operator, once: SyncOnce, object_log: ObjectLog) -> None:
         now = time.monotonic()
-        starting = [uid for uid, f in self._objects.items() if f.woken and not f.running]
+        starting, self._woken = list(self._woken), set()  # a running one loops while woken
         while self._due and self._due[0][0] <= now:
             due, _, uid = heapq.heappop(self._due)
             followed = self._objects.get(uid)
             if followed is not None and followed.due == due and not followed.running:
                 starting.append(uid)
         for uid in starting:
-            followed = self._objects[uid]
-            if followed.running:
+            followed = self._objects.get(uid)
+            if followed is None or followed.running:  # dropped, or its sync loops while woken
                 continue
             followed.running = True
             task = asyncio.create_task(self._follow(uid, followed, op, once, object_log))
