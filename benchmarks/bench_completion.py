@@ -18,10 +18,10 @@ from common import config
 
 from warmgate.api import engine_shape_config, load_manifest
 from warmgate.buckets import EngineShapeConfig, complete_plan, plan_buckets, plan_diff
-from warmgate.buckets.complete import UnwarmableError
-from warmgate.buckets.complete_seeds import decode_seconds
-from warmgate.buckets.optimum import OptimumUnavailable, optimal_seeds
-from warmgate.buckets.padding import decode_padding
+from warmgate.buckets.completion.complete import UnwarmableError
+from warmgate.buckets.completion.optimum import OptimumUnavailable, optimal_seeds
+from warmgate.buckets.completion.seeds import decode_seconds
+from warmgate.buckets.coverage.padding import decode_padding
 
 # (max_num_seqs, max_model_len, max_num_batched_tokens, KV blocks), block 128.
 SMALL = {"tiny": (8, 1024, 256, 48), "small": (16, 2048, 512, 160)}

@@ -15,7 +15,7 @@ from warmgate.buckets import (
     plan_diff,
     prove_coverage,
 )
-from warmgate.buckets.complete import UnwarmableError
+from warmgate.buckets.completion.complete import UnwarmableError
 
 # The reference doc's configs (section 6), block 128, prompt bs max 1, exp, HEAD-era inputs.
 DOC = {

@@ -9,8 +9,8 @@ from pathlib import Path
 from common import best_of, config
 
 from warmgate.buckets import EngineShapeConfig, plan_buckets
-from warmgate.buckets.drafter import prove_drafter
-from warmgate.buckets.sweep import plan_sweep
+from warmgate.buckets.drafter.graphs import prove_drafter
+from warmgate.buckets.drafter.sweep import plan_sweep
 
 # The brute force is the tests' engine-call simulator (tests/unit/buckets/drafter_sim.py).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit" / "buckets"))

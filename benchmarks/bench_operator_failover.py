@@ -1,12 +1,13 @@
-"""Benchmark the operator's failover between two replicas with kopf peering (issue 14 item 4).
+"""Benchmark the operator's failover between two replicas with leader election on a Lease
+(issue 14 item 4; a Lease since issue 23 item 9, kopf peering before).
 
 Run: .venv/bin/python benchmarks/bench_operator_failover.py [--objects 50] [--rounds 3]
 It starts a fresh etcd + kube-apiserver with an audit log (`scale_harness`), two `warmgate
-operator` processes with `WARMGATE_PEERING` (each logs in as its own user, so the audit log
-tells their requests apart), applies the objects, and then, per round, stops the active replica
-(SIGKILL: a crash; SIGTERM: a graceful stop) and applies one new object at that instant. It
-prints the time until that object has its Job (the standby acted), the replica that acted, and
-the write requests the standby sent while the other one was active (kopf's peering keep-alives
+operator` processes with `WARMGATE_LEADER_LEASE` (each logs in as its own user, so the audit
+log tells their requests apart), applies the objects, and then, per round, stops the active
+replica (SIGKILL: a crash; SIGTERM: a graceful stop) and applies one new object at that instant.
+It prints the time until that object has its Job (the standby acted), the replica that acted,
+and the write requests the standby sent while the other one was active (its Lease attempts
 excluded): they must be zero, no double writes. A replacement standby starts after each round.
 """
 
@@ -29,10 +30,7 @@ from support.api_controllers import seeds_example  # noqa: E402
 
 from warmgate.controlplane import OperatorProcess, find_assets  # noqa: E402
 
-CRDS = (
-    REPO / "crds" / "warmgate.dev_specdecodedeployments.yaml",
-    REPO / "crds" / "kopf.dev_peerings.yaml",
-)
+CRDS = (REPO / "crds" / "warmgate.dev_specdecodedeployments.yaml",)
 NAMESPACE = "failover"
 
 
@@ -40,11 +38,15 @@ def progress(message: str) -> None:
     print(f"  [{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def start_operator(cp: AuditedControlPlane, user: str, lifetime: int) -> OperatorProcess:
+def start_operator(cp: AuditedControlPlane, user: str, duration: int) -> OperatorProcess:
     log = Path(tempfile.mkdtemp(prefix="warmgate-failover-")) / f"{user}.log"
-    env = {"WARMGATE_PEERING": "warmgate-bench", "WARMGATE_PEERING_LIFETIME": str(lifetime)}
+    env = {
+        "WARMGATE_LEADER_LEASE": "warmgate-bench",
+        "WARMGATE_LEASE_NAMESPACE": NAMESPACE,
+        "WARMGATE_LEASE_DURATION": str(duration),
+    }
     op = OperatorProcess(cp.operator_kubeconfig(user), NAMESPACE, log, env=env).wait_alive()
-    time.sleep(1.0)  # the next replica is strictly younger: the lower priority
+    time.sleep(1.0)  # the first one holds the Lease before the next one starts
     return op
 
 
@@ -61,17 +63,12 @@ def standby_writes(cp: AuditedControlPlane, user: str, since: float, until: floa
     return sum(
         1
         for r in audited(cp)
-        if r.user == user
-        and since <= r.at < until
-        and r.writes
-        and "kopfpeerings" not in r.resource
+        if r.user == user and since <= r.at < until and r.writes and "leases" not in r.resource
     )
 
 
 def first_writer(cp: AuditedControlPlane, since: float) -> str:
-    writes = [
-        r for r in audited(cp) if r.at >= since and r.writes and "kopfpeerings" not in r.resource
-    ]
+    writes = [r for r in audited(cp) if r.at >= since and r.writes and "leases" not in r.resource]
     return min(writes, key=lambda r: r.at).user if writes else "nobody"
 
 
@@ -81,7 +78,7 @@ def main() -> None:
     )
     parser.add_argument("--objects", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=3, help="rounds per stop signal")
-    parser.add_argument("--lifetime", type=int, default=15, help="WARMGATE_PEERING_LIFETIME")
+    parser.add_argument("--lifetime", type=int, default=10, help="WARMGATE_LEASE_DURATION")
     args = parser.parse_args()
     cp = AuditedControlPlane(find_assets()).start()
     users = list(OPERATOR_USERS) * (2 * args.rounds + 2)
@@ -131,7 +128,7 @@ def main() -> None:
         print("|---|---|---|---|")
         for name, took, writer, quiet in rows:
             print(f"| {name} | {took:.1f} s | {writer} | {quiet} |")
-        print(f"\npeering lifetime {args.lifetime} s, {args.objects} objects")
+        print(f"\nlease duration {args.lifetime} s, {args.objects} objects")
     finally:
         for op in operators:
             if op.proc.poll() is None:

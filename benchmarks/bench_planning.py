@@ -25,6 +25,7 @@ from common import manifests
 
 from warmgate.api import SpecDecodeDeployment, parse_manifest
 from warmgate.buckets import CoverageReport
+from warmgate.buckets.completion.choose import complete_choice
 from warmgate.reconcile.planning import PlanInputs, PlanningResult, evaluate
 
 
@@ -67,6 +68,9 @@ def fingerprint(result: PlanningResult) -> str:
                 "status": drafter.status_line(),
             },
             "cost": repr(evaluation.cost(evaluation.effective)),
+            "completion": None
+            if evaluation.completion is None
+            else evaluation.completion.to_dict(),
         }
         run = result.to_run(None)
         doc["to_run"] = None if run is None else repr(run.known_unwarmable)
@@ -86,6 +90,7 @@ def time_all(sdds: list[SpecDecodeDeployment], repeat: int) -> tuple[float, list
     best = math.inf
     results: list[PlanningResult] = []
     for _ in range(repeat):
+        complete_choice.cache_clear()  # each repeat plans as a fresh operator process would
         start = time.process_time()
         results = [evaluate(sdd) for sdd in sdds]
         best = min(best, time.process_time() - start)

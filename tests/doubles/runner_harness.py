@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from warmgate.buckets import BucketPlan, EngineShapeConfig, plan_buckets
-from warmgate.buckets.drafter import prove_drafter
-from warmgate.buckets.sweep import plan_sweep
+from warmgate.buckets.drafter.graphs import prove_drafter
+from warmgate.buckets.drafter.sweep import plan_sweep
 from warmgate.resources.probe_workload import sweep_replay_steps
-from warmgate.warmup.plan import PLAN_FORMAT_VERSION, bucket_digest
+from warmgate.warmup.wire.plan import PLAN_FORMAT_VERSION, bucket_digest
 
 REPO = Path(__file__).resolve().parents[2]
 STANDIN = Path(__file__).with_name("standin_vllm.py")
@@ -138,12 +138,14 @@ def make_drafter_plan(
 
 
 def stdlib_tree(dest: Path) -> Path:
-    """Copy only warmgate/__init__.py and warmgate/warmup/*.py, as the init container delivers."""
+    """Copy only warmgate/__init__.py and warmgate/warmup/ (its .py files, sub-packages
+    included), as the init container delivers."""
     package = dest / "warmgate"
-    (package / "warmup").mkdir(parents=True, exist_ok=True)
+    skip = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(
+        REPO / "warmgate" / "warmup", package / "warmup", ignore=skip, dirs_exist_ok=True
+    )
     shutil.copy2(REPO / "warmgate" / "__init__.py", package / "__init__.py")
-    for source in (REPO / "warmgate" / "warmup").glob("*.py"):
-        shutil.copy2(source, package / "warmup" / source.name)
     return dest
 
 

@@ -1,7 +1,7 @@
 """TEST DOUBLE, not Habana's software: `habana_frameworks.torch.hpu` of the stand-in engine image.
 
 The warmup runner asks the engine image how many HPUs it sees before it starts the engine
-(warmgate/warmup/facts.py). The stand-in engine image (`warmgate-standin-engine`, built by
+(warmgate/warmup/engine/facts.py). The stand-in engine image (`warmgate-standin-engine`, built by
 warmgate/devcluster/images.py) installs this file as that module, so a Job on the local
 cluster passes the device check. It reports STANDIN_HPU_COUNT devices (default 8, the
 cards the local node advertises) named STANDIN_HPU_NAME (default "GAUDI2 (stand-in)").

@@ -32,7 +32,14 @@ Faults are injected with STANDIN_FAULTS, a comma list of:
   probe_http_500        answer every completion with HTTP 500
   exit_on_probe         exit 4 on the first completion request
   slow_warmup=S         sleep S seconds before warming (a warmup long enough to interrupt)
+  drop_drafter_graph=P/B/Q/N  the drafter never runs graph (P, B, Q, N), e.g. decode/32/1/168:
+                        an engine whose call sequence differs from the planner's model
+  metric_unreadable     Habana's graph_compilation stats() raises (a changed metrics API)
+  skip_requests=N       answer the first N completions at once without scheduling them (a
+                        burst that never reached the scheduler together)
 STANDIN_RECORD=<path> writes the argv and the runner-owned env variables there as JSON.
+STANDIN_TRACE=<path> appends one JSON line per engine step of the drafter loop: its wall-clock
+time and every forward (the target's graph and the drafter's calls).
 
 Unwarmed lines on demand, while serving: `POST /standin/unwarmed` with
 {"configs": [["decode", 24, 1, 768], ...], "not_prepared": [["decode", [24, 1, 800], [24, 1,
@@ -527,6 +534,9 @@ class Engine:
 # engine is idle, a burst of requests is admitted together once no connection is pending in the
 # listen backlog or being read, and none arrived for ARRIVAL_SETTLE_S (the sweep assumes they
 # reach the scheduler within two engine steps; a loaded test machine spreads them further).
+# Prefix caching is on as in vLLM V1 (off with contiguous PA or --no-enable-prefix-caching): a new
+# request starts after its leading full prompt blocks that earlier prefills computed, never its
+# last token (vLLM's max cache hit is prompt - 1); blocks are never evicted here.
 ARRIVAL_SETTLE_S = 0.05
 ENGINE_STEP_S = 0.0005
 DRAFT_METHODS = ("eagle", "eagle3", "mtp")
@@ -731,6 +741,8 @@ def fake_modules(engine: Engine, runtime: HpuRuntime) -> dict[str, ModuleType]:
             self.end = runtime.compiles
 
         def stats(self) -> list[list[Any]]:
+            if "metric_unreadable" in faults():  # a Habana release that changed the API
+                raise RuntimeError("graph_compilation stats are not a list any more")
             return [["TotalNumber", self.end - self.start], ["TotalTime", 0], ["AvgTime", 0]]
 
     class DraftModel:  # the HPU-graph-wrapped drafter: hpu_eagle.py 40, 109 call it so
@@ -743,7 +755,10 @@ def fake_modules(engine: Engine, runtime: HpuRuntime) -> dict[str, ModuleType]:
             self.model = DraftModel()
 
         def propose(self, calls: list[Graph]) -> None:
+            dropped = faults().get("drop_drafter_graph", "")
             for g in calls:
+                if "/".join(map(str, g)) == dropped:
+                    continue  # an engine whose drafter never runs this graph (the model is off)
                 self.model(input_ids=_Tensor(g[1], g[2]), attn_metadata=_AttnMetadata(g))
 
     class HPUModelRunner:
@@ -824,6 +839,7 @@ class Request:
     """One completion in the engine loop."""
 
     def __init__(self, prompt: list[int], max_tokens: int) -> None:
+        self.ids = prompt
         self.prompt, self.max_tokens = len(prompt), max(1, max_tokens)
         self.computed = self.output = 0
         self.rng = random.Random(hash(tuple(prompt[:16])))  # how many drafts it accepts
@@ -848,6 +864,9 @@ class EngineLoop:
         self.listener: socket.socket | None = None
         self.waiting: list[Request] = []
         self.running: list[Request] = []
+        caching = args.enable_prefix_caching
+        self.prefix_caching = not env_flag("VLLM_CONTIGUOUS_PA") if caching is None else caching
+        self.cached: set[int] = set()  # hashes of the full prompt blocks computed so far
         threading.Thread(target=self.loop, daemon=True).start()
 
     def submit(self, req: Request) -> None:
@@ -888,7 +907,7 @@ class EngineLoop:
             time.sleep(ENGINE_STEP_S)
 
     def step(self) -> None:
-        budget, planned = self.mbt, []
+        budget, planned, hits = self.mbt, [], []
         for req in self.running:
             if budget <= 0:
                 break
@@ -900,9 +919,14 @@ class EngineLoop:
         while self.waiting and budget > 0 and len(self.running) < self.mns:
             req = self.waiting.pop(0)
             self.running.append(req)
-            planned.append((req, min(req.prompt, budget)))
-            budget -= min(req.prompt, budget)
-        self.runner.execute_model(self.execute(planned))
+            req.computed = self.cache_hit(req)
+            hits.append(req.computed)
+            chunk = min(req.prompt - req.computed, budget)
+            planned.append((req, chunk))
+            budget -= chunk
+        forwards = self.execute(planned)
+        self.trace(forwards, hits)
+        self.runner.execute_model(forwards)
         sample = getattr(self.runner, "sample_tokens", None) or self.runner._sample
         sample(None)
         for req in [
@@ -910,6 +934,42 @@ class EngineLoop:
         ]:
             self.running.remove(req)
             req.done.set()
+
+    def trace(self, forwards: list[tuple[Graph, list[Graph]]], hits: list[int]) -> None:
+        """STANDIN_TRACE=<path>: one JSON line per engine step: its time, every forward, and the
+        prefix-cache hit (computed tokens) of each request it admitted."""
+        path = os.environ.get("STANDIN_TRACE")
+        if path:
+            steps = [[list(t), [list(c) for c in calls]] for t, calls in forwards]
+            line = {"t": time.time(), "hits": hits, "forwards": steps}
+            with open(path, "a", encoding="utf-8") as out:
+                out.write(json.dumps(line) + "\n")
+
+    def _block_hashes(self, req: Request, blocks: int) -> list[int]:
+        """vLLM's prefix-cache keys: each full block's hash chains its parent's."""
+        out, parent, block = [], 0, self.calls.block
+        for i in range(blocks):
+            parent = hash((parent, tuple(req.ids[i * block : (i + 1) * block])))
+            out.append(parent)
+        return out
+
+    def cache_hit(self, req: Request) -> int:
+        """Computed tokens a new request starts with: its leading full blocks already cached,
+        never its last token (vLLM recomputes at least one: max hit length prompt - 1)."""
+        if not self.prefix_caching:
+            return 0
+        hits = 0
+        for h in self._block_hashes(req, (req.prompt - 1) // self.calls.block):
+            if h not in self.cached:
+                break
+            hits += 1
+        return hits * self.calls.block
+
+    def remember(self, req: Request) -> None:
+        """Cache the prompt's full blocks the request has computed."""
+        if self.prefix_caching:
+            full = min(req.computed, req.prompt) // self.calls.block
+            self.cached.update(self._block_hashes(req, full))
 
     def execute(self, planned: list[tuple[Request, int]]) -> list[tuple[Graph, list[Graph]]]:
         """The step's forwards: the decode batch, then each prefill batch of one."""
@@ -928,6 +988,7 @@ class EngineLoop:
                 self.calls.prefill(req.computed, tokens, cdiv(before, self.calls.block), last)
             )
             req.output = 1 if last else 0
+            self.remember(req)
         return out
 
 
@@ -983,6 +1044,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--speculative-config", default=None)
     p.add_argument("--num-gpu-blocks-override", type=int, default=None)
     p.add_argument("--enforce-eager", action=argparse.BooleanOptionalAction, default=False)
+    # vLLM V1 caches prefixes by default; vllm-gaudi turns it off with contiguous PA (§2.2).
+    p.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=None)
     args, _unknown = p.parse_known_args(argv)
     return args
 
@@ -1025,6 +1088,15 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         del format, args
 
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        """uvicorn's access line on stdout, as vLLM's server writes it (no process prefix):
+        'INFO:     127.0.0.1:53182 - "GET /health HTTP/1.1" 200 OK' (fixtures/real_engine_logs)."""
+        del size
+        phrase = self.responses.get(int(code), ("",))[0] if str(code).isdigit() else ""
+        host, port = self.client_address[:2]
+        line = f'INFO:     {host}:{port} - "{self.requestline}" {code} {phrase}\n'
+        os.write(1, line.encode("utf-8"))
+
     def _reply(self, code: int, payload: dict[str, Any] | None) -> None:
         data = b"" if payload is None else json.dumps(payload).encode()
         self.send_response(code)
@@ -1053,6 +1125,10 @@ class Handler(BaseHTTPRequestHandler):
             self.engine.on_ranks(self.engine.unwarmed)
         if "probe_http_500" in faults():
             self._reply(500, {"error": "injected"})
+            return
+        skip = faults().get("skip_requests")
+        if skip and Handler.requests_seen <= int(skip):  # answered, but never scheduled
+            self._reply(200, {"object": "text_completion", "choices": [{"index": 0, "text": ""}]})
             return
         if self.loop is not None:
             prompt = body.get("prompt") or [0]
@@ -1123,12 +1199,33 @@ def serve_or_hang(engine: Engine, lists: dict[str, list[Bucket]]) -> int:
     if Handler.loop is not None:
         Handler.loop.listener, server.loop = server.socket, Handler.loop
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
+    where = f"http://{engine.args.host}:{engine.args.port}"
+    engine.on(
+        engine.api, lambda p: p.log("INFO", "entry.py:140", f"Starting vLLM server on {where}")
+    )
+    uvicorn(STARTUP)
     server.serve_forever(poll_interval=0.05)
     server.server_close()
-    engine.on(
-        engine.api, lambda p: p.log("INFO", "launcher.py:80", "Shutting down FastAPI HTTP server.")
-    )
+    engine.on(engine.api, lambda p: p.log("INFO", "launcher.py:304", HTTP_SHUTDOWN))
+    uvicorn(SHUTDOWN)
     return 0
+
+
+# vLLM 0.32's and uvicorn's lines around serving (fixtures/real_engine_logs, recorded from the
+# real engine): uvicorn writes its own, unprefixed, to stderr; vLLM logs the shutdown.
+HTTP_SHUTDOWN = "[shutdown] API server: shutting down FastAPI HTTP server"
+STARTUP = (
+    "Started server process [{pid}]",
+    "Waiting for application startup.",
+    "Application startup complete.",
+)
+SHUTDOWN = ("Shutting down", "Waiting for application shutdown.", "Application shutdown complete.")
+
+
+def uvicorn(lines: tuple[str, ...]) -> None:
+    """uvicorn's lifecycle lines: 'INFO:     Started server process [123]'."""
+    for line in lines:
+        os.write(2, f"INFO:     {line.format(pid=os.getpid())}\n".encode())
 
 
 if __name__ == "__main__":

@@ -21,11 +21,13 @@ E2E_DIR = os.path.dirname(__file__)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test here is `e2e`, with room for a cold image build in its timeout."""
+    """Every test here is `e2e`, with room for a cold image build in its timeout (a module
+    that needs more says so with its own timeout marker)."""
     for item in items:
         if str(item.fspath).startswith(E2E_DIR):
             item.add_marker(pytest.mark.e2e)
-            item.add_marker(pytest.mark.timeout(900))
+            if item.get_closest_marker("timeout") is None:
+                item.add_marker(pytest.mark.timeout(900))
 
 
 def _progress(config: pytest.Config) -> Callable[[str], None]:
@@ -40,6 +42,12 @@ def _progress(config: pytest.Config) -> Callable[[str], None]:
             terminal.write_line(f"dev cluster: {message}")
 
     return say
+
+
+@pytest.fixture(scope="session")
+def progress(request: pytest.FixtureRequest) -> Callable[[str], None]:
+    """Writes a progress line on the terminal (image builds, imports)."""
+    return _progress(request.config)
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ import json
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +66,7 @@ def sdd(
     cache_claim: bool = False,
     pending_timeout: int | None = None,
     run_as_user: int | None = None,
+    pod_security: str | None = None,
     method: str = "ngram",
 ) -> Manifest:
     """A small SpecDecodeDeployment whose image is the stand-in engine (a test double)."""
@@ -91,6 +92,8 @@ def sdd(
         spec["warmup"]["pendingTimeoutSeconds"] = pending_timeout
     if run_as_user is not None:
         spec["runAsUser"] = run_as_user
+    if pod_security is not None:
+        spec["podSecurity"] = pod_security
     return {
         "apiVersion": "warmgate.dev/v1alpha1",
         "kind": "SpecDecodeDeployment",
@@ -166,3 +169,105 @@ def pod_ready(pod: Manifest) -> bool:
 
 def gate_open(pod: Manifest) -> bool:
     return is_true(pod, "warmgate.dev/warmed")
+
+
+def running_runner(e2e: E2ECluster, ns: str, name: str) -> Manifest | None:
+    """The warmup Pod of ``name`` once its runner runs: its first progress line comes after it
+    installed its SIGTERM handler. (Before that, the Python process is PID 1 of its container
+    and the kernel drops a SIGTERM it has no handler for.)"""
+    for pod in e2e.items("pods", ns, name):
+        for status in (pod.get("status") or {}).get("containerStatuses") or []:
+            if status["name"] == "warmup" and "running" in status.get("state", {}):
+                logs = e2e.kubectl(
+                    "logs", "-n", ns, pod["metadata"]["name"], "-c", "warmup", check=False
+                )
+                if "warmgate-progress stage" in logs.stdout:
+                    return pod
+    return None
+
+
+def wait_or_none(what: str, check: Callable[[], Any], timeout: float = 180.0) -> Any:
+    """`wait_for`, but None on timeout: for a fixture whose tests judge the outcome one by one."""
+    try:
+        return wait_for(what, check, timeout)
+    except AssertionError:
+        return None
+
+
+WITNESS_NODE = "warmgate-witness"
+WITNESS_TAINT = "warmgate.dev/witness"
+
+
+def _micro_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
+
+
+@contextlib.contextmanager
+def witness_node(e2e: E2ECluster, every_s: float = 5.0) -> Iterator[str]:
+    """A second Node that stays Ready while the scenario runs: a Node object with no kubelet
+    behind it, cordoned and tainted so nothing lands on it, whose Lease this thread renews.
+
+    Why: with one node, a node that goes NotReady leaves every zone "fully disrupted", and
+    kube-controller-manager's node lifecycle controller then enters "master disruption mode":
+    it removes the NoExecute taints and stops tainting (it assumes the control plane lost the
+    network, not the nodes). Whether the unreachable taint survives then depends on whether
+    its tainting goroutine ran in the ~100 ms before that pass ended: a race that two CI runs
+    lost. A real cluster has other nodes that stay Ready; so does this one, for the scenario.
+    """
+    now = _micro_now()
+    e2e.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": WITNESS_NODE, "labels": {"warmgate.dev/witness": "true"}},
+            "spec": {
+                "unschedulable": True,
+                "taints": [
+                    {"key": WITNESS_TAINT, "effect": effect}
+                    for effect in ("NoSchedule", "NoExecute")
+                ],
+            },
+        }
+    )
+    ready = {
+        "type": "Ready",
+        "status": "True",
+        "reason": "WitnessReady",
+        "message": "a Node object of the e2e tier whose Lease the test renews",
+        "lastHeartbeatTime": now.replace(".000000", ""),
+        "lastTransitionTime": now.replace(".000000", ""),
+    }
+    e2e.kubectl(
+        "patch", "node", WITNESS_NODE, "--subresource=status", "--type=merge",
+        "-p", json.dumps({"status": {"conditions": [ready]}}),
+    )  # fmt: skip
+    stop = threading.Event()
+
+    def lease() -> Manifest:
+        return {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": WITNESS_NODE, "namespace": "kube-node-lease"},
+            "spec": {
+                "holderIdentity": WITNESS_NODE,
+                "leaseDurationSeconds": 40,
+                "renewTime": _micro_now(),
+            },
+        }
+
+    def renew() -> None:
+        while not stop.wait(every_s):
+            # A renewal that failed is retried at the next tick (the grace period is 50 s).
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                e2e.kubectl("apply", "-f", "-", stdin=json.dumps(lease()), check=False)
+
+    e2e.apply(lease())
+    thread = threading.Thread(target=renew, daemon=True)
+    thread.start()
+    try:
+        yield WITNESS_NODE
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+        e2e.kubectl("delete", "node", WITNESS_NODE, "--wait=false", check=False)
+        e2e.kubectl("delete", "lease", "-n", "kube-node-lease", WITNESS_NODE, check=False)

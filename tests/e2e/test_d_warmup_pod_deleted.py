@@ -12,31 +12,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from e2e_support import E2ECluster, is_true, sdd, wait_for
+from e2e_support import E2ECluster, is_true, running_runner, sdd, wait_for
 
 NAME = "podgone"
-
-
-def _running_warmup_pod(e2e: E2ECluster, namespace: str) -> dict[str, Any] | None:
-    """The warmup Pod once the runner runs: its first progress line comes after it installed
-    its SIGTERM handler. (Before that, the Python process is PID 1 of its container and the
-    kernel drops a SIGTERM it has no handler for: the runner would finish as if nothing
-    happened, and the deleted Pod would take its verdict with it.)"""
-    for pod in e2e.items("pods", namespace, NAME):
-        for status in (pod.get("status") or {}).get("containerStatuses") or []:
-            if status["name"] == "warmup" and "running" in status.get("state", {}):
-                name = pod["metadata"]["name"]
-                logs = e2e.kubectl("logs", "-n", namespace, name, "-c", "warmup", check=False)
-                if "warmgate-progress stage" in logs.stdout:
-                    return pod
-    return None
 
 
 @pytest.fixture(scope="module")
 def run(e2e: E2ECluster, namespace: str) -> dict[str, Any]:
     # A slow stand-in warmup (a test double fault): the deletion lands while the runner runs.
     e2e.apply(sdd(NAME, namespace, e2e.images.engine.ref, faults="slow_warmup=15"))
-    pod = wait_for("the runner to run", lambda: _running_warmup_pod(e2e, namespace), 120)
+    pod = wait_for("the runner to run", lambda: running_runner(e2e, namespace, NAME), 120)
     e2e.kubectl("delete", "pod", "-n", namespace, pod["metadata"]["name"], "--wait=false")
     waited = e2e.wait_ready(namespace, NAME)
     return {"deleted": pod, "wait": waited}

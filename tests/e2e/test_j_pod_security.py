@@ -1,11 +1,13 @@
-"""Scenario j: Pod Security admission and the reasons a warmup Pod waits (issue 11 items 4, 10).
+"""Scenario j: Pod Security admission and the reasons a warmup Pod waits (issue 11 items 4, 10;
+issue 23 item 14).
 
 Two namespaces, one enforcing Pod Security "baseline", one "restricted", on the real node.
-Under baseline an SDD goes Ready as it is. Under restricted, the image's own user (root) is
-refused: the Job controller cannot create the Pod and says why only in a FailedCreate Event,
-which the SDD reports; with spec.runAsUser the same SDD goes Ready. Two more SDDs wait for
-what the kubelet cannot give them: a token Secret that does not exist
-(CreateContainerConfigError) and an image no registry has (ErrImagePull / ImagePullBackOff).
+By default an SDD's Pods meet "restricted" and go Ready there (user 1000, every capability
+dropped). The opt-out, spec.podSecurity baseline (the image's own user), goes Ready under
+baseline and is refused under restricted: the Job controller cannot create the Pod and says why
+only in a FailedCreate Event, which the SDD reports. Two more SDDs wait for what the kubelet
+cannot give them: a token Secret that does not exist (CreateContainerConfigError) and an image
+no registry has (ErrImagePull / ImagePullBackOff).
 """
 
 from __future__ import annotations
@@ -49,13 +51,13 @@ def _reason(e2e: E2ECluster, ns: str, name: str, reasons: tuple[str, ...]) -> di
 @pytest.fixture(scope="module")
 def run(e2e: E2ECluster, namespace: str, restricted: str) -> dict[str, Any]:
     image = e2e.images.engine.ref
-    e2e.apply(sdd("baseline", namespace, image))
-    e2e.apply(sdd("as-root", restricted, image))
-    e2e.apply(sdd("non-root", restricted, image, run_as_user=1000))
-    secret = sdd("no-secret", restricted, image, run_as_user=1000)
+    e2e.apply(sdd("baseline", namespace, image, pod_security="baseline"))
+    e2e.apply(sdd("as-root", restricted, image, pod_security="baseline"))
+    e2e.apply(sdd("non-root", restricted, image))
+    secret = sdd("no-secret", restricted, image)
     secret["spec"]["model"]["tokenSecretRef"] = {"name": "hf-token-missing"}
     e2e.apply(secret)
-    e2e.apply(sdd("no-image", restricted, "localhost/warmgate-no-such-image:1", run_as_user=1000))
+    e2e.apply(sdd("no-image", restricted, "localhost/warmgate-no-such-image:1"))
     return {
         "baseline": _ready(e2e, namespace, "baseline"),
         "non-root": _ready(e2e, restricted, "non-root"),
@@ -64,11 +66,15 @@ def run(e2e: E2ECluster, namespace: str, restricted: str) -> dict[str, Any]:
     }
 
 
-def test_baseline_admits_the_pods_as_they_are(run: dict[str, Any]) -> None:
+def test_baseline_admits_the_opt_out_with_the_images_user(
+    e2e: E2ECluster, namespace: str, run: dict[str, Any]
+) -> None:
     assert run["baseline"].returncode == 0, run["baseline"].stderr
+    for pod in e2e.items("pods", namespace, "baseline"):
+        assert "runAsUser" not in pod["spec"]["securityContext"]
 
 
-def test_restricted_admits_them_with_run_as_user(
+def test_restricted_admits_the_default_pods(
     e2e: E2ECluster, restricted: str, run: dict[str, Any]
 ) -> None:
     assert run["non-root"].returncode == 0, run["non-root"].stderr
@@ -77,9 +83,13 @@ def test_restricted_admits_them_with_run_as_user(
     for pod in pods:
         assert pod["spec"]["securityContext"]["runAsUser"] == 1000
         assert pod["spec"]["automountServiceAccountToken"] is False
+        for container in pod["spec"]["containers"]:
+            assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
 
 
-def test_restricted_refuses_root_and_the_user_reads_why(run: dict[str, Any]) -> None:
+def test_restricted_refuses_the_baseline_opt_out_and_the_user_reads_why(
+    run: dict[str, Any],
+) -> None:
     warmed = run["as-root"]
     assert warmed["status"] == "False"
     assert 'violates PodSecurity "restricted:latest"' in warmed["message"]

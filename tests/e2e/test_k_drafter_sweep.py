@@ -70,8 +70,8 @@ def test_the_job_drove_the_sweep_and_the_hook_verified_it(
     status = warmed["status"]["warmup"]
     assert (status["drafterDriven"], status["drafterVerified"]) == (drafter["driven"], True)
     assert (
-        f"drafter: {drafter['driven']} of {drafter['expected']} planned graphs compiled in the "
-        "sweep, none in the probe"
+        f"drafter: {drafter['driven']} of {drafter['expected']} planned graphs driven in the "
+        "sweep, none compiled in the probe"
     ) in warmed_condition["message"]
     # The runner plan's ConfigMap is named like the Job that mounts it (resources.md).
     plan_map = e2e.get("configmap", "-n", namespace, status["jobName"])

@@ -220,27 +220,43 @@ NON_DEFAULT = [
 def test_lint_strict_with_default_and_non_default_values(helm: Helm) -> None:
     helm("lint", "--strict", str(CHART))
     helm("lint", "--strict", str(CHART), "--set=watchNamespaces={a,b}", *NON_DEFAULT)
+    helm(
+        "lint",
+        "--strict",
+        str(CHART),
+        "--set=clusterWide=true",
+        "--set=networkPolicy.enabled=false",
+    )
+    helm("lint", "--strict", str(CHART), "--set=highAvailability.enabled=true")
 
 
 def test_default_render_is_valid_for_the_apiserver(
     control_plane: ControlPlane, helm: Helm, namespace: str
 ) -> None:
+    """Issue 23 item 13: by default the release's own namespace, a Role there, no write
+    anywhere else; the read-only observer ClusterRole is the only cluster-scoped rule."""
     docs = helm.template(namespace)
     objs = kinds(docs)
     assert set(objs) == {
         ("CustomResourceDefinition", "", CRD_NAME),
         ("ServiceAccount", namespace, "wg-warmgate"),
-        ("ClusterRole", "", "wg-warmgate"),
-        ("ClusterRoleBinding", "", "wg-warmgate"),
+        ("ClusterRole", "", "wg-warmgate-observer"),
+        ("ClusterRoleBinding", "", "wg-warmgate-observer"),
+        ("Role", namespace, "wg-warmgate"),
+        ("RoleBinding", namespace, "wg-warmgate"),
+        ("NetworkPolicy", namespace, "wg-warmgate-runner-status"),
         ("Deployment", namespace, "wg-warmgate"),
         ("Service", namespace, "wg-warmgate-metrics"),
     }
+    observer = objs[("ClusterRole", "", "wg-warmgate-observer")]
+    verbs = {verb for rule in observer["rules"] for verb in rule["verbs"]}
+    assert verbs == {"list", "watch"}  # read-only: CRDs and namespace names
     crd = objs[("CustomResourceDefinition", "", CRD_NAME)]
     assert crd["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
     assert crd["spec"] == yaml.safe_load(CRD_PATH.read_text())["spec"]
     deployment = objs[("Deployment", namespace, "wg-warmgate")]
     assert deployment["spec"]["template"]["spec"]["containers"][0]["args"] == [
-        "--all-namespaces",
+        f"--namespace={namespace}",
         "--liveness=http://0.0.0.0:8081/healthz",
         "--metrics-port=8080",
     ]
@@ -263,6 +279,7 @@ def test_non_default_render_is_valid_for_the_apiserver(
     for ns in (namespace, other_namespace):
         assert ("Role", ns, "gate") in objs
         assert ("RoleBinding", ns, "gate") in objs
+        assert ("NetworkPolicy", ns, "gate-runner-status") in objs
     assert ("ClusterRole", "", "gate-observer") in objs
     assert ("ClusterRole", "", "gate") not in objs
     crd = objs[("CustomResourceDefinition", "", CRD_NAME)]
@@ -273,6 +290,7 @@ def test_non_default_render_is_valid_for_the_apiserver(
     assert endpoint == {
         "port": "metrics",
         "path": "/metrics",
+        "honorLabels": True,  # the per-object series' namespace is the object's
         "interval": "30s",
         "scrapeTimeout": "10s",
     }
@@ -311,7 +329,8 @@ def test_bring_your_own_service_account_and_rbac(helm: Helm) -> None:
         "--set=serviceAccount.name=ops",
         "--set=rbac.create=false",
     )
-    assert {d["kind"] for d in docs} == {"CustomResourceDefinition", "Deployment", "Service"}
+    expected = {"CustomResourceDefinition", "Deployment", "Service", "NetworkPolicy"}
+    assert {d["kind"] for d in docs} == expected
     pod = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == "ops"
 
@@ -330,6 +349,29 @@ def test_schema_rejects_bad_values(helm: Helm, flags: list[str], error: str) -> 
     done = helm("template", "wg", str(CHART), *flags, check=False)
     assert done.returncode != 0
     assert "values don't meet the specifications of the schema" in done.stderr
+    assert error in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("flags", "error"),
+    [
+        (["--set=clusterWide=true", "--set=watchNamespaces={a}"], "leave watchNamespaces empty"),
+        (
+            [
+                "--set=highAvailability.enabled=true",
+                "--set=highAvailability.leaseDurationSeconds=7",
+            ],
+            "leaseDurationSeconds must be greater than renewDeadlineSeconds",
+        ),
+        (
+            ["--set=highAvailability.enabled=true", "--set=highAvailability.retryPeriodSeconds=9"],
+            "renewDeadlineSeconds must be greater than 1.2 x retryPeriodSeconds",
+        ),
+    ],
+)
+def test_contradicting_values_fail_the_render(helm: Helm, flags: list[str], error: str) -> None:
+    done = helm("template", "wg", str(CHART), *flags, check=False)
+    assert done.returncode != 0
     assert error in done.stderr
 
 
@@ -370,7 +412,9 @@ def test_install_upgrade_and_uninstall_keeps_the_crd(
     }
     assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
     control_plane.kubectl("get", "-n", namespace, "sa/wg-warmgate", "svc/wg-warmgate-metrics")
-    control_plane.kubectl("get", "clusterrole/wg-warmgate", "clusterrolebinding/wg-warmgate")
+    control_plane.kubectl("get", "-n", namespace, "role/wg-warmgate", "rolebinding/wg-warmgate")
+    control_plane.kubectl("get", "-n", namespace, "networkpolicy/wg-warmgate-runner-status")
+    control_plane.kubectl("get", "clusterrole/wg-warmgate-observer")
     crd_meta = json.loads(control_plane.kubectl("get", "crd", CRD_NAME, "-o", "json").stdout)
     assert crd_meta["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
 
@@ -392,7 +436,7 @@ def test_install_upgrade_and_uninstall_keeps_the_crd(
     gone = control_plane.kubectl("get", "-n", namespace, "deploy/wg-warmgate", check=False)
     assert gone.returncode != 0
     assert "NotFound" in gone.stderr
-    gone = control_plane.kubectl("get", "clusterrole/wg-warmgate", check=False)
+    gone = control_plane.kubectl("get", "clusterrole/wg-warmgate-observer", check=False)
     assert gone.returncode != 0
     assert "NotFound" in gone.stderr
 
@@ -454,11 +498,15 @@ def test_operator_runs_as_the_namespaced_service_account(
         ("create", "jobs.batch", "-n", namespace),
         ("patch", "jobs.batch", "-n", namespace),
         ("delete", "jobs.batch", "-n", namespace),
+        ("get", "configmaps", "-n", namespace),
         ("list", "configmaps", "-n", namespace),
         ("create", "configmaps", "-n", namespace),
+        ("update", "configmaps", "-n", namespace),
         ("delete", "configmaps", "-n", namespace),
         ("get", "persistentvolumeclaims", "-n", namespace),
+        ("list", "persistentvolumeclaims", "-n", namespace),
         ("create", "persistentvolumeclaims", "-n", namespace),
+        ("delete", "persistentvolumeclaims", "-n", namespace),
         ("list", "events", "-n", namespace),
         ("list", "pods", "-n", namespace),
         ("get", "deployments.apps", "-n", namespace),
@@ -483,7 +531,8 @@ def test_operator_runs_as_the_namespaced_service_account(
         ("create", "pods", "-n", namespace),
         ("delete", "pods", "-n", namespace),
         ("patch", "configmaps", "-n", namespace),
-        ("delete", "persistentvolumeclaims", "-n", namespace),
+        ("patch", "persistentvolumeclaims", "-n", namespace),
+        ("delete", "persistentvolumeclaims", "-n", other_namespace),
         ("delete", "services", "-n", namespace),
         ("delete", "deployments.apps", "-n", namespace),
         ("delete", "jobs.batch", "-n", other_namespace),
@@ -501,10 +550,35 @@ def test_operator_runs_as_the_namespaced_service_account(
     helm("uninstall", "wg-ns", f"--namespace={namespace}")
 
 
+def test_the_default_install_cannot_write_outside_its_namespace(
+    control_plane: ControlPlane, helm: Helm, crd: None, namespace: str, other_namespace: str
+) -> None:
+    """Issue 23 item 13: a default install can run nothing in kube-system or elsewhere."""
+    helm("install", "wg-def", str(CHART), f"--namespace={namespace}", "--set=crds.install=false")
+    sa = f"system:serviceaccount:{namespace}:wg-def-warmgate"
+    wait_rbac(control_plane, sa, namespace)
+    for ns in (other_namespace, "kube-system"):
+        for args in (
+            ("create", "jobs.batch"),
+            ("create", "deployments.apps"),
+            ("update", "deployments.apps"),
+            ("patch", "pods", "--subresource=status"),
+            ("list", "pods"),
+            ("list", "configmaps"),
+            ("create", "configmaps"),
+        ):
+            assert not can_i(control_plane, sa, *args, "-n", ns), (ns, args)
+    assert can_i(control_plane, sa, "create", "jobs.batch", "-n", namespace)
+    helm("uninstall", "wg-def", f"--namespace={namespace}")
+
+
 def test_cluster_wide_service_account_rights(
     control_plane: ControlPlane, helm: Helm, crd: None, namespace: str, other_namespace: str
 ) -> None:
-    helm("install", "wg-all", str(CHART), f"--namespace={namespace}", "--set=crds.install=false")
+    helm(
+        "install", "wg-all", str(CHART), f"--namespace={namespace}", "--set=crds.install=false",
+        "--set=clusterWide=true",
+    )  # fmt: skip
     sa = f"system:serviceaccount:{namespace}:wg-all-warmgate"
     for ns in (namespace, other_namespace):
         assert can_i(control_plane, sa, "patch", SDD, "-n", ns)
@@ -525,7 +599,10 @@ def test_operator_runs_cluster_wide_as_the_service_account(
     control_plane: ControlPlane, helm: Helm, crd: None, namespace: str, tmp_path: Path
 ) -> None:
     """`--all-namespaces` as the cluster-wide ServiceAccount: the ClusterRole suffices."""
-    helm("install", "wg-cw", str(CHART), f"--namespace={namespace}", "--set=crds.install=false")
+    helm(
+        "install", "wg-cw", str(CHART), f"--namespace={namespace}", "--set=crds.install=false",
+        "--set=clusterWide=true",
+    )  # fmt: skip
     wait_rbac(control_plane, f"system:serviceaccount:{namespace}:wg-cw-warmgate", namespace)
     kubeconfig = sa_kubeconfig(control_plane, namespace, "wg-cw-warmgate", tmp_path / "sa.yaml")
     log = tmp_path / "operator.log"
@@ -540,27 +617,165 @@ def test_operator_runs_cluster_wide_as_the_service_account(
     helm("uninstall", "wg-cw", f"--namespace={namespace}")
 
 
-def test_high_availability_renders_replicas_with_peering(
+def test_operator_elects_a_leader_as_the_service_account(
+    control_plane: ControlPlane, helm: Helm, crd: None, namespace: str, tmp_path: Path
+) -> None:
+    """Issue 23 item 9: with highAvailability the chart's Role suffices for the Lease: the
+    operator creates it, holds and renews it, a second one watches it, without a denial."""
+    helm(
+        "install", "wg-ha", str(CHART), f"--namespace={namespace}", "--set=crds.install=false",
+        "--set=highAvailability.enabled=true",
+    )  # fmt: skip
+    sa = f"system:serviceaccount:{namespace}:wg-ha-warmgate"
+    wait_rbac(control_plane, sa, namespace)
+    deployment = json.loads(
+        control_plane.kubectl("get", "-n", namespace, "deploy/wg-ha-warmgate", "-o", "json").stdout
+    )
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
+    lease_env = {k: v for k, v in env.items() if "LEASE" in k}
+    assert lease_env["WARMGATE_LEADER_LEASE"] == "wg-ha-warmgate"
+    kubeconfig = sa_kubeconfig(control_plane, namespace, "wg-ha-warmgate", tmp_path / "sa.yaml")
+    first = OperatorProcess(kubeconfig, namespace, tmp_path / "first.log", env=lease_env)
+    second: OperatorProcess | None = None
+    try:
+        first.wait_alive()
+        control_plane.kubectl("apply", "-f", "-", stdin=example_in(namespace, "seeds-ha"))
+        wait_proven(control_plane, namespace, "seeds-ha", first.log)
+        second = OperatorProcess(kubeconfig, namespace, tmp_path / "second.log", env=lease_env)
+        second.wait_alive()
+        time.sleep(5)  # two renewals by the first, two watches by the second
+        lease = json.loads(
+            control_plane.kubectl(
+                "get", "lease", "-n", namespace, "wg-ha-warmgate", "-o", "json"
+            ).stdout
+        )["spec"]
+        assert lease["holderIdentity"]
+    finally:
+        for op in (first, second):
+            if op is not None:
+                op.stop()
+    for op in (first, second):
+        if op is not None:
+            assert denials(op.log.read_text()) == [], op.log.read_text()[-3000:]
+    assert "Acquired the leader Lease" in first.log.read_text()
+    assert second is not None
+    assert "Standing by for the leader Lease" in second.log.read_text()
+    assert can_i(
+        control_plane, sa, "update", "leases.coordination.k8s.io/wg-ha-warmgate", "-n", namespace
+    )
+    assert not can_i(
+        control_plane, sa, "update", "leases.coordination.k8s.io/other", "-n", namespace
+    )
+    assert not can_i(control_plane, sa, "create", "leases.coordination.k8s.io", "-n", "kube-system")
+    helm("uninstall", "wg-ha", f"--namespace={namespace}")
+
+
+def test_the_built_in_edit_role_can_write_no_status_and_no_sdd_but_a_lease(
+    control_plane: ControlPlane, crd: None, namespace: str
+) -> None:
+    """docs/operator.md "Who may do what": a namespace user bound to the built-in `edit`
+    ClusterRole (as the issue's attacker is) may create Pods and Jobs, but not write a
+    SpecDecodeDeployment's status (a forged Ready=True), nor the objects. It may write Leases:
+    in the operator's namespace that is the leader election (docs: keep the operator in a
+    namespace of its own).
+
+    `edit` is an aggregated role: kube-controller-manager fills it from the bootstrap roles
+    labelled aggregate-to-edit and aggregate-to-view, and no controller-manager runs here; so
+    the user is bound to those two, which is what `edit` holds on a cluster where nothing else
+    aggregates into it (warmgate's chart adds nothing)."""
+    control_plane.kubectl("create", "serviceaccount", "user", "-n", namespace)
+    for role in ("system:aggregate-to-edit", "system:aggregate-to-view"):
+        control_plane.kubectl(
+            "create", "rolebinding", f"user-{role.rsplit('-', 1)[-1]}", f"--clusterrole={role}",
+            f"--serviceaccount={namespace}:user", "-n", namespace,
+        )  # fmt: skip
+    user = f"system:serviceaccount:{namespace}:user"
+    deadline = time.monotonic() + 30
+    while not can_i(control_plane, user, "create", "pods", "-n", namespace):
+        assert time.monotonic() < deadline, "the binding never took effect"
+        time.sleep(0.2)
+    assert can_i(control_plane, user, "create", "jobs.batch", "-n", namespace)
+    for args in (
+        ("patch", SDD, "--subresource=status"),
+        ("update", SDD, "--subresource=status"),
+        ("create", SDD),
+        ("patch", SDD),
+    ):
+        assert not can_i(control_plane, user, *args, "-n", namespace), args
+    assert can_i(control_plane, user, "update", "leases.coordination.k8s.io", "-n", namespace)
+
+
+def test_high_availability_renders_replicas_with_a_lease(
     control_plane: ControlPlane, helm: Helm, namespace: str
 ) -> None:
-    """Issue 14 item 4: two replicas, kopf peering, its CRDs and rights; valid for the server."""
+    """Issue 23 item 9: two replicas, leader election on a Lease, its rights only; valid for
+    the server. No kopf peering CRDs any more."""
     docs = helm.template(namespace, "--set=highAvailability.enabled=true")
     objs = kinds(docs)
     deployment = objs[("Deployment", namespace, "wg-warmgate")]
     assert deployment["spec"]["replicas"] == 2
     assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
     env = deployment["spec"]["template"]["spec"]["containers"][0]["env"]
-    assert {"name": "WARMGATE_PEERING", "value": "wg-warmgate"} in env
-    assert {"name": "WARMGATE_PEERING_LIFETIME", "value": "15"} in env
-    peering_crds = yaml.safe_load_all((REPO_ROOT / "crds" / "kopf.dev_peerings.yaml").read_text())
-    for crd in peering_crds:
-        assert (
-            objs[("CustomResourceDefinition", "", crd["metadata"]["name"])]["spec"] == crd["spec"]
-        )
-    rules = objs[("ClusterRole", "", "wg-warmgate")]["rules"]
-    peering = {r["resources"][0]: r["verbs"] for r in rules if r["apiGroups"] == ["kopf.dev"]}
-    assert set(peering) == {"kopfpeerings", "clusterkopfpeerings"}
-    single = kinds(helm.template(namespace))[("Deployment", namespace, "wg-warmgate")]
-    assert single["spec"]["replicas"] == 1  # the default stays one standalone replica
-    assert single["spec"]["strategy"] == {"type": "Recreate"}
+    for name, value in (
+        ("WARMGATE_LEADER_LEASE", "wg-warmgate"),
+        ("WARMGATE_LEASE_NAMESPACE", namespace),
+        ("WARMGATE_LEASE_DURATION", "10"),
+        ("WARMGATE_LEASE_RENEW_DEADLINE", "7"),
+        ("WARMGATE_LEASE_RETRY_PERIOD", "2"),
+    ):
+        assert {"name": name, "value": value} in env
+    assert not any("PEERING" in e["name"] for e in env)
+    assert not [d for d in docs if d["kind"] == "CustomResourceDefinition" and "kopf" in str(d)]
+    role = objs[("Role", namespace, "wg-warmgate-leader-election")]
+    assert role["rules"] == [
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": ["wg-warmgate"],
+            "verbs": ["get", "watch", "update"],
+        },
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+    ]
+    binding = objs[("RoleBinding", namespace, "wg-warmgate-leader-election")]
+    assert binding["subjects"][0]["name"] == "wg-warmgate"
+    single = kinds(helm.template(namespace))
+    assert single[("Deployment", namespace, "wg-warmgate")]["spec"]["replicas"] == 1
+    assert single[("Deployment", namespace, "wg-warmgate")]["spec"]["strategy"] == {
+        "type": "Recreate"
+    }
+    assert ("Role", namespace, "wg-warmgate-leader-election") not in single
     dry_run(control_plane, docs)
+
+
+def test_the_network_policy_admits_only_the_operator_to_the_status_port(
+    helm: Helm, namespace: str
+) -> None:
+    """Issue 23 item 14: its selectors match the Pods the operator builds and its own Pod."""
+    from support.paths import EXAMPLES
+    from support.resource_cases import make_case
+
+    objs = kinds(helm.template(namespace))
+    policy = objs[("NetworkPolicy", namespace, "wg-warmgate-runner-status")]["spec"]
+    operator_pod = objs[("Deployment", namespace, "wg-warmgate")]["spec"]["template"]
+    seeds = next(p for p in EXAMPLES if p.stem == "llama31-8b-seeds")
+    children = make_case(seeds, namespace=namespace).children(4096)
+    warmup = children.warmup_job["spec"]["template"]
+    serving = children.serving_deployment["spec"]["template"]
+    selector = policy["podSelector"]["matchExpressions"][0]
+    for pod in (warmup, serving):
+        assert pod["metadata"]["labels"][selector["key"]] in selector["values"]
+        ports = {p["name"] for c in pod["spec"]["containers"] for p in c.get("ports", [])}
+        assert "warmgate-status" in ports
+    status_rule, engine_rule = policy["ingress"]
+    assert status_rule["ports"] == [{"port": "warmgate-status", "protocol": "TCP"}]
+    (peer,) = status_rule["from"]
+    assert peer["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": namespace}
+    wanted = peer["podSelector"]["matchLabels"]
+    assert wanted.items() <= operator_pod["metadata"]["labels"].items()
+    assert "from" not in engine_rule  # the engine's API stays open, as without the policy
+    engine_ports = {p["name"] for c in serving["spec"]["containers"] for p in c.get("ports", [])}
+    assert engine_rule["ports"] == [{"port": "http", "protocol": "TCP"}]
+    assert "http" in engine_ports
+    cluster_wide = kinds(helm.template(namespace, "--set=clusterWide=true"))
+    assert not [k for k in cluster_wide if k[0] == "NetworkPolicy"]

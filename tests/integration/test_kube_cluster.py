@@ -11,8 +11,8 @@ from kubernetes import client, config
 from support.polling import eventually
 
 from warmgate.controlplane import ControlPlane
+from warmgate.handlers.cluster import ClusterError
 from warmgate.handlers.kube_cluster import KubeCluster
-from warmgate.reconcile.cluster import ClusterError
 
 pytestmark = pytest.mark.integration
 
@@ -51,10 +51,13 @@ def test_a_taken_name_and_a_stale_replace_are_refused(cluster: KubeCluster, name
     version = stored["metadata"]["resourceVersion"]
     newer = deployment(namespace, replicas=2)
     newer["metadata"]["resourceVersion"] = version
-    assert cluster.replace(newer) is True
+    replaced = cluster.replace(newer)
+    assert replaced is not None
+    assert replaced["spec"]["replicas"] == 2  # the object as the server stored it
+    assert replaced["metadata"]["resourceVersion"] != version
     stale = deployment(namespace, replicas=3)
     stale["metadata"]["resourceVersion"] = version  # the write above moved it on
-    assert cluster.replace(stale) is False  # 409 Conflict
+    assert cluster.replace(stale) is None  # 409 Conflict
     cluster.scale(namespace, "adapter", 0)
     final = cluster.read("Deployment", namespace, "adapter")
     assert final is not None
@@ -108,7 +111,7 @@ def test_lists_patches_and_deletes_exactly_the_object_read(
     assert [p["port"] for p in patched["spec"]["ports"]] == [8000]
     assert "nodePort" not in patched["spec"]["ports"][0]
     assert patched["spec"]["selector"] == {"a": "b"}
-    assert cluster.patch("Service", namespace, "absent", body) is False
+    assert cluster.patch("Service", namespace, "absent", body) is None
     assert cluster.read("PersistentVolumeClaim", namespace, "absent") is None
     assert cluster.events(namespace, uid) == []
 
@@ -124,6 +127,27 @@ def test_the_status_of_a_spec_decode_deployment_is_patched(
     cluster.patch_status(namespace, "s", {"observedGeneration": 1, "phase": "Planning"})
     status = get(control_plane, "-n", namespace, "sdd", "s")["status"]
     assert status == {"observedGeneration": 1, "phase": "Planning"}
+
+
+def test_a_status_write_never_overwrites_a_newer_writer(
+    control_plane: ControlPlane, warmgate_crd: ControlPlane, namespace: str
+) -> None:
+    """Issue 23 item 9: the status is written at the version the sync read; a write made in
+    between (another replica, a spec edit) makes it a 409 instead of being overwritten."""
+    from support.api_controllers import get, seeds_example
+
+    control_plane.kubectl("apply", "-f", "-", stdin=json.dumps(seeds_example(namespace, "rv")))
+    read = get(control_plane, "-n", namespace, "sdd", "rv")["metadata"]["resourceVersion"]
+    cluster = KubeCluster(control_plane.api_client())
+    newer = cluster.patch_status(namespace, "rv", {"phase": "Warming"}, read)
+    assert newer is not None
+    assert newer != read
+    with pytest.raises(ClusterError) as conflict:  # computed from the object at `read`
+        cluster.patch_status(namespace, "rv", {"phase": "Planning"}, read)
+    assert conflict.value.status == 409
+    assert get(control_plane, "-n", namespace, "sdd", "rv")["status"] == {"phase": "Warming"}
+    assert cluster.patch_status(namespace, "rv", {"phase": "Ready"}, newer) is not None
+    assert get(control_plane, "-n", namespace, "sdd", "rv")["status"] == {"phase": "Ready"}
 
 
 def test_one_client_reuses_its_pooled_connections(

@@ -46,7 +46,7 @@ def test_the_rules_pass_promtool_check(control_plane: ControlPlane, tmp_path: Pa
     rules = _rules(control_plane, tmp_path)
     done = _promtool("check", "rules", str(rules), cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 5 rules found" in done.stdout
+    assert "SUCCESS: 7 rules found" in done.stdout
 
 
 def test_every_alert_fires_when_it_should_and_only_then(
@@ -62,14 +62,41 @@ def test_every_alert_fires_when_it_should_and_only_then(
 def test_the_slow_factor_value_reaches_the_rule(
     control_plane: ControlPlane, tmp_path: Path
 ) -> None:
-    # With k = 3 the 13-minute warmup of a 5-minute estimate is not slow yet: promtool must
-    # report exactly that case as failed, so the test file does exercise the value.
-    _rules(control_plane, tmp_path, "--set", "monitoring.prometheusRule.warmupSlowFactor=3")
+    # With k = 10 the 64 minutes of compiles of a 10-minute estimate are not slow: promtool
+    # must report exactly that case as failed, so the test file does exercise the value.
+    _rules(control_plane, tmp_path, "--set", "monitoring.prometheusRule.warmupSlowFactor=10")
     shutil.copy(TESTS, tmp_path / TESTS.name)
     done = _promtool("test", "rules", TESTS.name, cwd=tmp_path)
     assert done.returncode != 0
     assert "alertname: WarmgateWarmupSlow" in done.stdout + done.stderr
-    assert "WarmgateReadyLost" not in done.stdout + done.stderr
+    assert "WarmgateServingUnavailable" not in done.stdout + done.stderr
+
+
+def test_the_service_monitor_keeps_the_operators_namespace_label(
+    control_plane: ControlPlane,
+) -> None:
+    def endpoint(*values: str) -> dict[str, Any]:
+        docs = _render(control_plane, "--set", "metrics.serviceMonitor.enabled=true", *values)
+        (monitor,) = [d for d in docs if d["kind"] == "ServiceMonitor"]
+        (first,) = monitor["spec"]["endpoints"]
+        return dict(first)
+
+    assert endpoint()["honorLabels"] is True
+    assert endpoint("--set", "metrics.serviceMonitor.honorLabels=false")["honorLabels"] is False
+
+
+def test_the_pod_monitor_selects_the_serving_runners(control_plane: ControlPlane) -> None:
+    def monitor(*values: str) -> dict[str, Any]:
+        docs = _render(control_plane, "--set", "monitoring.podMonitor.enabled=true", *values)
+        (found,) = [d for d in docs if d["kind"] == "PodMonitor"]
+        return dict(found["spec"])
+
+    spec = monitor()
+    assert spec["selector"] == {"matchLabels": {"warmgate.dev/component": "serving"}}
+    assert spec["podMetricsEndpoints"][0]["port"] == "warmgate-status"
+    assert spec["namespaceSelector"] == {"any": True}
+    watched = monitor("--set", "watchNamespaces={team-a,team-b}")
+    assert watched["namespaceSelector"] == {"matchNames": ["team-a", "team-b"]}
 
 
 def test_no_rule_without_the_prometheus_operator_api(control_plane: ControlPlane) -> None:

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
-from runner_harness import free_port
+from support import kube_state_metrics
 from support.examples import example_doc
+from support.kube_state_metrics import MISSING_PATH_ERROR, token_kubeconfig
 from support.monitoring import CHART, ksm_metric_names, tool
 
 from warmgate.api.status import (
@@ -25,6 +26,7 @@ from warmgate.api.status import (
     DriftSummary,
     PlanSummary,
     ServingSummary,
+    SpecDecodeAcceptance,
     SpecDecodeDeploymentStatus,
     WarmupProgress,
     WarmupSummary,
@@ -65,7 +67,11 @@ def _status(ready: str, reason: str) -> dict[str, Any]:
             duration_seconds=301,
             progress=WarmupProgress(percent=100, warmed_buckets=223, planned_buckets=223),
         ),
-        serving=ServingSummary(replicas=2, ready_replicas=2 if ready == "True" else 1),
+        serving=ServingSummary(
+            replicas=2,
+            ready_replicas=2 if ready == "True" else 1,
+            spec_decode=SpecDecodeAcceptance(acceptance_rate=0.25, mean_acceptance_length=1.5),
+        ),
         drift=DriftSummary(unwarmed_shapes=2, plan_hash="abc"),
     )
     return status.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -93,29 +99,10 @@ def _release(namespace: str) -> str:
     return f"ksm-{namespace[-6:]}"  # the namespace's random suffix: cluster-scoped names differ
 
 
-def _kubeconfig(cp: ControlPlane, namespace: str, path: Path) -> Path:
-    token = cp.kubectl("create", "token", "ksm", "-n", namespace, "--duration=1h").stdout.strip()
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": "c",
-                "cluster": {"server": cp.server, "certificate-authority": str(cp.ca_file)},
-            }
-        ],
-        "users": [{"name": "ksm", "user": {"token": token}}],
-        "contexts": [{"name": "ksm", "context": {"cluster": "c", "user": "ksm"}}],
-        "current-context": "ksm",
-    }
-    path.write_text(yaml.safe_dump(config))
-    return path
-
-
 @pytest.fixture
 def ksm(warmgate_crd: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[str]:
     """kube-state-metrics as the chart sets it up; yields its /metrics URL."""
-    binary = tool("kube-state-metrics")
+    tool("kube-state-metrics")
     cp = warmgate_crd
     docs = _helm_docs(cp, namespace)
     assert {d["kind"] for d in docs} == {"ConfigMap", "ClusterRole", "ClusterRoleBinding"}
@@ -126,26 +113,11 @@ def ksm(warmgate_crd: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[
     (configmap,) = [d for d in docs if d["kind"] == "ConfigMap"]
     config = tmp_path / "custom-resource-state.yaml"
     config.write_text(configmap["data"]["custom-resource-state.yaml"])
-    port, telemetry = free_port(), free_port()
-    args = [
-        str(binary),
-        f"--kubeconfig={_kubeconfig(cp, namespace, tmp_path / 'kubeconfig')}",
-        "--host=127.0.0.1",
-        f"--port={port}",
-        "--telemetry-host=127.0.0.1",
-        f"--telemetry-port={telemetry}",
-        "--custom-resource-state-only",
-        f"--custom-resource-state-config-file={config}",
-        f"--namespaces={namespace}",
-    ]
-    log = (tmp_path / "ksm.log").open("w")
-    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+    login = token_kubeconfig(cp, "ksm", namespace, tmp_path / "kubeconfig")
     try:
-        yield f"http://127.0.0.1:{port}/metrics"
+        with kube_state_metrics.running(login, config, namespace, tmp_path / "ksm.log") as at:
+            yield f"http://{at}/metrics"
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        log.close()
         for cluster_scoped in ("clusterrolebinding", "clusterrole"):
             name = f"{_release(namespace)}-warmgate-kube-state-metrics"
             cp.kubectl("delete", cluster_scoped, name, check=False)
@@ -218,6 +190,9 @@ def test_kube_state_metrics_exposes_every_configured_series(
         ("kube_specdecodedeployment_spec_serving_replicas", ()): 2,
         ("kube_specdecodedeployment_status_serving_ready_replicas", ()): 2,
         ("kube_specdecodedeployment_status_drift_unwarmed_shapes", ()): 2,
+        ("kube_specdecodedeployment_spec_speculative_tokens", ()): 2,
+        ("kube_specdecodedeployment_status_serving_spec_decode_acceptance_rate", ()): 0.25,
+        ("kube_specdecodedeployment_status_serving_spec_decode_mean_acceptance_length", ()): 1.5,
         ("kube_specdecodedeployment_metadata_generation", ()): 1,
         ("kube_specdecodedeployment_status_observed_generation", ()): 1,
     }
@@ -247,3 +222,33 @@ def test_kube_state_metrics_follows_a_lost_ready(
         is None
     )
     assert _value(series, "kube_specdecodedeployment_status_phase", phase="Starting") == 1
+
+
+def test_missing_paths_read_zero_or_log_nothing(
+    warmgate_crd: ControlPlane, namespace: str, ksm: str, tmp_path: Path
+) -> None:
+    # An object before any status, then planned but never warmed or served: every optional
+    # path is missing at some point. kube-state-metrics logged "got nil while resolving path"
+    # for each of them on every update of every object.
+    doc = example_doc("llama31-8b-seeds")
+    doc["metadata"].update(name=NAME, namespace=namespace)
+    warmgate_crd.kubectl("apply", "-f", "-", stdin=json.dumps(doc))
+    _wait(ksm, lambda s: _value(s, "kube_specdecodedeployment_metadata_generation") == 1)
+    planned = {"observedGeneration": 1, "phase": "Warming", "plan": {"totalBuckets": 223}}
+    _apply_status(warmgate_crd, namespace, planned)
+    series = _wait(ksm, lambda s: _value(s, "kube_specdecodedeployment_status_plan_buckets") == 223)
+    zero = (
+        "kube_specdecodedeployment_status_drift_unwarmed_shapes",
+        "kube_specdecodedeployment_status_warmup_attempts",
+        "kube_specdecodedeployment_status_serving_ready_replicas",
+        "kube_specdecodedeployment_status_plan_extra_buckets",
+    )
+    for name in zero:
+        assert _value(series, name) == 0, name
+    for absent in (  # not known yet: no series rather than a false 0
+        "kube_specdecodedeployment_status_warmup_duration_seconds",
+        "kube_specdecodedeployment_status_warmup_progress_percent",
+    ):
+        assert _value(series, absent) is None, absent
+    log = (tmp_path / "ksm.log").read_text()
+    assert MISSING_PATH_ERROR not in log, log[-2000:]

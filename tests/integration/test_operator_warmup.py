@@ -24,6 +24,7 @@ from support.api_controllers import (
 )
 from support.kube_objects import condition_map
 from support.paths import CRD_PATH
+from support.polling import eventually
 
 from warmgate.controlplane import ControlPlane, OperatorProcess
 
@@ -194,6 +195,17 @@ def test_serving_follows_verified_plans_only(
     doc["spec"]["speculative"]["numSpeculativeTokens"] = 3
     cp.kubectl("apply", "-f", "-", stdin=json.dumps(doc))
     cp.kubectl("wait", "-n", ns, "sdd/served", "--for=condition=Reconciling", "--timeout=90s")
+
+    def new_plan_warming() -> bool:
+        # Reconciling turns True with the Planning notice, before the new plan is written.
+        status = get(cp, "-n", ns, "sdd", "served")["status"]
+        warmup = status.get("warmup") or {}
+        return status["plan"]["hash"] != old_hash and warmup.get("jobName") not in (
+            None,
+            first["status"]["warmup"]["jobName"],
+        )
+
+    assert eventually(new_plan_warming, 90), "the new plan never started warming"
     warming = get(cp, "-n", ns, "sdd", "served")
     assert warming["status"]["plan"]["hash"] != old_hash
     assert warming["status"]["serving"]["planHash"] == old_hash

@@ -1,8 +1,9 @@
 """The warmup and serving Pods against Pod Security admission of the real API server (issue 11
-item 10): every example's Pods are admitted in a namespace enforcing "baseline", and with
-spec.runAsUser in one enforcing "restricted"; without it "restricted" refuses them, which shows
-the namespaces really enforce. The e2e tier runs a whole SpecDecodeDeployment in such
-namespaces on the local node (tests/e2e/test_j_pod_security.py).
+item 10, issue 23 item 14): every example's Pods, as built by default, are admitted in a
+namespace enforcing "restricted" (and so "baseline"); with spec.podSecurity baseline, the image's
+own user, they are admitted by "baseline" and refused by "restricted", which shows the
+namespaces really enforce. The e2e tier runs a whole SpecDecodeDeployment in such namespaces on
+the local node (tests/e2e/test_j_pod_security.py).
 """
 
 from __future__ import annotations
@@ -51,37 +52,41 @@ def _admit(cp: ControlPlane, pod: dict[str, Any]) -> Any:
     return cp.kubectl("create", "--dry-run=server", "-f", "-", stdin=json.dumps(pod), check=False)
 
 
-def _case(stem: str, namespace: str, run_as_user: int | None) -> Children:
+def _case(stem: str, namespace: str, **spec: Any) -> Children:
     case = make_case(next(p for p in EXAMPLES if p.stem == stem), namespace=namespace)
-    if run_as_user is not None:
-        spec = case.sdd.spec.model_copy(update={"run_as_user": run_as_user})
-        case = case.__class__(case.name, case.sdd.model_copy(update={"spec": spec}), case.to_run)
+    if spec:
+        updated = case.sdd.spec.model_copy(update=spec)
+        sdd = case.sdd.model_copy(update={"spec": updated})
+        case = case.__class__(case.name, sdd, case.to_run)
     return case.children(kv_blocks=4096)
 
 
 @pytest.mark.parametrize("stem", [p.stem for p in EXAMPLES])
-def test_every_example_is_admitted_by_baseline(
+def test_every_example_is_admitted_by_restricted_by_default(
     control_plane: ControlPlane, enforcing: dict[str, str], stem: str
 ) -> None:
-    for pod in _pods(_case(stem, enforcing["baseline"], None), enforcing["baseline"]):
-        done = _admit(control_plane, pod)
-        assert done.returncode == 0, done.stderr
+    for level in ("restricted", "baseline"):
+        for pod in _pods(_case(stem, enforcing[level]), enforcing[level]):
+            done = _admit(control_plane, pod)
+            assert done.returncode == 0, done.stderr
 
 
 @pytest.mark.parametrize("stem", [p.stem for p in EXAMPLES])
-def test_run_as_user_is_admitted_by_restricted(
+def test_the_baseline_opt_out_is_admitted_by_baseline(
     control_plane: ControlPlane, enforcing: dict[str, str], stem: str
 ) -> None:
-    for pod in _pods(_case(stem, enforcing["restricted"], 1000), enforcing["restricted"]):
+    case = _case(stem, enforcing["baseline"], pod_security="baseline")
+    for pod in _pods(case, enforcing["baseline"]):
         done = _admit(control_plane, pod)
         assert done.returncode == 0, done.stderr
 
 
-def test_restricted_refuses_the_images_own_user(
+def test_restricted_refuses_the_baseline_opt_out(
     control_plane: ControlPlane, enforcing: dict[str, str]
 ) -> None:
     for pod in _pods(
-        _case("minimal-ngram", enforcing["restricted"], None), enforcing["restricted"]
+        _case("minimal-ngram", enforcing["restricted"], pod_security="baseline"),
+        enforcing["restricted"],
     ):
         done = _admit(control_plane, pod)
         assert done.returncode != 0

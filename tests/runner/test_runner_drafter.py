@@ -9,6 +9,7 @@ The plans are the operator's: the sweep from ``plan_sweep`` of the issue's examp
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest
 from runner_harness import CONFIG_A, make_drafter_plan, make_plan, run_runner
 
 from warmgate.buckets import EngineShapeConfig, plan_buckets, warmed_prompt_shapes
-from warmgate.warmup.outcomes import Outcome
+from warmgate.warmup.runner.outcomes import Outcome
 
 pytestmark = pytest.mark.slow
 
@@ -48,12 +49,18 @@ def test_the_sweep_compiles_every_planned_drafter_graph_and_the_probe_none(tmp_p
         "verified": True,
         "expected": 77,
         "driven": 77,
+        "missing": 0,
         "probe": 0,
         "gaps": len(drafter["probe_known_gaps"]),
     }
     undriven = {tuple(u["shape"]) for u in plan["drafter_sweep"]["undriven"]}
     assert {tuple(g) for g in drafter["probe_known_gaps"]} <= undriven
-    assert "drafter: the sweep compiled 77 of 77 planned graphs" in result.summary["reason"]
+    assert (
+        "drafter: the sweep drove 77 of 77 planned graphs (77 compiled in it)"
+        in (result.summary["reason"])
+    )
+    assert drafter["missing"] == []
+    assert drafter["sweep"]["retried"] == []
     assert "warmgate-progress stage sweep" in result.stdout.splitlines()
 
 
@@ -86,6 +93,19 @@ def test_a_hook_that_cannot_attach_leaves_the_drafter_not_verified(tmp_path: Pat
     assert result.summary["drafter"]["hook"] == "not-attached"
     assert result.summary["drafter"]["verified"] is False
     assert result.report()["drafter"]["sweep"]["steps_run"] == 49  # the sweep still ran
+
+
+def test_an_unreadable_compile_metric_leaves_the_drafter_not_verified(tmp_path: Path) -> None:
+    """Issue 25: the hook read a failing metric as "no compiles", so every step looked warm and
+    the drafter verified; now the first failed read stops the counting and nothing is claimed."""
+    result = run_runner(tmp_path, make_drafter_plan(tmp_path), faults="metric_unreadable")
+    assert result.code == int(Outcome.VERIFIED), result.stderr[-3000:]
+    assert result.summary["drafter"]["verified"] is False
+    assert result.summary["drafter"]["hook"] == "not-attached"
+    assert (
+        "drafter: not verified: graph_compilation metric failed: RuntimeError"
+        in (result.summary["reason"])
+    )
 
 
 def test_a_required_hook_that_cannot_attach_is_its_own_outcome(tmp_path: Path) -> None:
@@ -132,3 +152,95 @@ def test_ngram_with_the_hook_attaches_and_compiles_nothing_in_the_probe(tmp_path
     )
     assert drafter["warmup_compiles"] == {"count": graphs, "drafter": 0}
     assert drafter["probe_compiles"] == []
+
+
+def test_a_planned_graph_the_engine_never_runs_fails_closed_though_the_replay_misses_it(
+    tmp_path: Path,
+) -> None:
+    """Issue 25: a planned graph the sweep never drives (here the stand-in's drafter never runs
+    it, as an engine whose call sequence differs from the model would), and the probe's replay
+    misses it for the same reason: the probe compiles nothing, and the run used to end verified.
+    Now the steps that plan it are sent again, and the graph is an unwarmed shape, named."""
+    plan = make_drafter_plan(tmp_path)
+    steps = plan["drafter_sweep"]["steps"]
+    graph = tuple(steps[0]["expected"][0])
+    planners = [s["name"] for s in steps if list(graph) in s["expected"]]
+    result = run_runner(tmp_path, plan, faults="drop_drafter_graph=" + "/".join(map(str, graph)))
+    assert result.code == int(Outcome.UNWARMED_SHAPES), result.stderr[-3000:]
+    drafter = result.report()["drafter"]
+    assert drafter["probe_compiles"] == []  # the replay missed it for the same reason
+    assert [tuple(g) for g in drafter["missing"]] == [graph]
+    assert drafter["sweep"]["retried"] == planners
+    assert result.summary["reason"] == (
+        f"Drafter graph {graph!r} planned for the sweep never ran in it (its steps retried): it "
+        "compiles at runtime"
+    )
+    assert result.summary["drafter"]["missing"] == 1
+    assert result.summary["drafter"]["verified"] is False
+    assert result.summary["cache"] is None  # nothing published
+
+
+def test_missing_graphs_the_plan_accepts_are_counted_not_failed(tmp_path: Path) -> None:
+    plan = make_drafter_plan(tmp_path, drafter_hook={"enabled": True, "accept_missing": True})
+    graph = plan["drafter_sweep"]["steps"][0]["expected"][0]
+    result = run_runner(tmp_path, plan, faults="drop_drafter_graph=" + "/".join(map(str, graph)))
+    assert result.code == int(Outcome.VERIFIED), result.stderr[-3000:]
+    assert result.summary["drafter"]["missing"] == 1
+    assert "1 never ran (accepted by the plan)" in result.summary["reason"]
+
+
+def test_steps_the_engine_never_scheduled_are_sent_again_and_verified(tmp_path: Path) -> None:
+    """Every sweep request is answered without being scheduled (as if no burst reached the
+    scheduler): no planned graph ran, the runner sends the steps again with fresh prompts, and
+    the run is verified."""
+    plan = make_drafter_plan(tmp_path)
+    steps = plan["drafter_sweep"]["steps"]
+    skipped = sum(s["concurrency"] for s in steps)
+    result = run_runner(tmp_path, plan, faults=f"skip_requests={skipped}")
+    assert result.code == int(Outcome.VERIFIED), result.stderr[-3000:]
+    drafter = result.report()["drafter"]
+    assert drafter["sweep"]["retried"] == [s["name"] for s in steps]
+    assert drafter["missing"] == []
+    assert drafter["driven"] == drafter["expected"] == len(planned(plan))
+    retried = [s for s in drafter["steps"] if s["attempt"] == 1]
+    assert [s["name"] for s in retried] == drafter["sweep"]["retried"]
+    assert "warmgate-progress stage sweep-retry" in result.stdout.splitlines()
+
+
+def test_no_probe_or_sweep_prompt_hits_the_prefix_cache_and_replays_run_their_steps(
+    tmp_path: Path,
+) -> None:
+    """Issue 25: with prefix caching (the stand-in's default, as vLLM's), probe prompts seeded
+    by the request index alone shared their prefix with the same index of every earlier probe
+    step, so a replay's prefills started from cached blocks: not the sweep step's shapes, which
+    assume distinct prompts. Now no request of the sweep or the probe hits the cache, every
+    replay runs the prefill shapes of the step it replays, and every graph that step planned
+    (the stand-in's trace of each engine step)."""
+    plan = make_drafter_plan(tmp_path)
+    trace = tmp_path / "trace.jsonl"
+    plan["engine"]["env"]["STANDIN_TRACE"] = str(trace)
+    plan["engine"]["args"] += ["--enable-prefix-caching"]
+    result = run_runner(tmp_path, plan)
+    assert result.code == int(Outcome.VERIFIED), result.stderr[-3000:]
+    engine_steps = [json.loads(line) for line in trace.read_text().splitlines()]
+    assert [h for step in engine_steps for h in step["hits"] if h] == []
+
+    def window(began: float, ended: float) -> tuple[set[Any], set[Any]]:
+        mine = [s for s in engine_steps if began <= s["t"] <= ended]
+        prefills = {tuple(f[0]) for s in mine for f in s["forwards"] if f[0][0] == "prompt"}
+        drafts = {tuple(g) for s in mine for f in s["forwards"] for g in f[1]}
+        return prefills, drafts
+
+    report = result.report()
+    swept = {s["name"]: window(s["began"], s["ended"]) for s in report["drafter"]["steps"]}
+    expected = {
+        s["name"]: {tuple(g) for g in s["expected"]} for s in plan["drafter_sweep"]["steps"]
+    }
+    differ = {}
+    for probe_step in report["probe"]["steps"]:
+        name = probe_step["name"].removeprefix("replay-")
+        if name in expected:
+            prefills, drafts = window(probe_step["began"], probe_step["ended"])
+            if prefills != swept[name][0] or not expected[name] <= drafts:
+                differ[name] = (sorted(prefills ^ swept[name][0]), sorted(expected[name] - drafts))
+    assert differ == {}

@@ -10,7 +10,7 @@ import sys
 import pytest
 from support.paths import REPO_ROOT
 
-from warmgate.warmup.outcomes import Outcome
+from warmgate.warmup.runner.outcomes import Outcome
 
 
 @pytest.mark.gaudi

@@ -8,14 +8,21 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from runner_harness import make_plan, run_runner, start_runner, wait_for
 
 from warmgate.resources.warmup_children import PERMANENT_EXIT_CODES
-from warmgate.warmup.cache import find_published
-from warmgate.warmup.outcomes import Outcome
+from warmgate.warmup.cache import (
+    MANIFEST_NAME,
+    ORPHAN_GRACE_S,
+    TMP_PREFIX,
+    find_published,
+    publish,
+)
+from warmgate.warmup.runner.outcomes import Outcome
 
 pytestmark = pytest.mark.slow
 
@@ -32,7 +39,7 @@ def test_verified_run_publishes_cache_and_reports(tmp_path: Path) -> None:
     result = run_runner(tmp_path, make_plan(tmp_path, k=1))
     _assert_outcome(result, Outcome.VERIFIED)
     report = result.report()
-    assert report["report_version"] == 4
+    assert report["report_version"] == 6
     assert {n: c["match"] for n, c in report["buckets"].items()} == {
         "decode": True,
         "prompt": True,
@@ -88,6 +95,46 @@ def test_second_run_restores_cache_and_keeps_first_entry(tmp_path: Path) -> None
     assert env["PT_HPU_RECIPE_CACHE_CONFIG"].endswith(",False,8192")  # reader side, §4.6
     assert second.summary["cache"] == "exists"
     assert find_published(tmp_path / "volume", "config-a") == manifest
+
+
+def _entry(volume: Path, key: str, owner: str, created: int, namespace: str = "team-a") -> None:
+    """An entry another runner published on the shared volume, ``created`` seconds since 1970."""
+    src = volume.parent / f"src-{key}"
+    src.mkdir(parents=True)
+    (src / "r.bin").write_bytes(b"r")
+    meta = {"owner": owner, "owner_namespace": namespace}
+    assert publish(src, volume, key, meta).status == "published"
+    path = volume / key / MANIFEST_NAME
+    path.write_text(json.dumps({**json.loads(path.read_text()), "created_unix": created}))
+
+
+def test_a_verified_run_prunes_a_gone_objects_entries_on_the_shared_volume(
+    tmp_path: Path,
+) -> None:
+    """Issue 23 item 12: with the operator's list of users, the runner deletes what an object
+    that is gone published, and keeps what a live object owns or uses and what is not ours."""
+    volume, now = tmp_path / "volume", int(time.time())
+    _entry(volume, "gone-entry", "uid-gone", now - 2 * ORPHAN_GRACE_S)
+    _entry(volume, "gone-but-used", "uid-gone", now - 2 * ORPHAN_GRACE_S)
+    _entry(volume, "live-entry", "uid-live", now - 2 * ORPHAN_GRACE_S)
+    _entry(volume, "other-namespace", "uid-gone", now - 2 * ORPHAN_GRACE_S, "team-b")
+    (volume / "not-ours").mkdir()
+    (volume / "reports").mkdir()
+    (volume / "reports" / "gone-entry.json").write_text("{}")
+    plan = make_plan(tmp_path, k=1)
+    users = {"owners": ["uid-me", "uid-live"], "keys": ["gone-but-used"], "as_of_unix": now}
+    plan["cache"].update(owner="uid-me", retain=3, users=users, namespace="team-a")
+    result = run_runner(tmp_path, plan)
+    _assert_outcome(result, Outcome.VERIFIED)
+    assert result.report()["cache"]["pruned_orphans"] == ["gone-entry"]
+    names = sorted(p.name for p in volume.iterdir() if not p.name.startswith(TMP_PREFIX))
+    assert names == [
+        "config-a", "gone-but-used", "live-entry", "not-ours", "other-namespace", "reports",
+    ]  # fmt: skip
+    assert not (volume / "reports" / "gone-entry.json").exists()
+    published = find_published(volume, "config-a")
+    assert published is not None
+    assert (published["owner"], published["owner_namespace"]) == ("uid-me", "team-a")
 
 
 def test_logging_settings_of_the_image_are_overridden(tmp_path: Path) -> None:
@@ -285,7 +332,8 @@ def test_sigterm_to_the_runner_stops_the_engine(tmp_path: Path) -> None:
     proc = start_runner(tmp_path, plan, faults="hang")
     record = tmp_path / "standin-record.json"
     try:
-        wait_for(record.exists, proc)
+        # the stand-in creates the file, then writes it: wait for the content, not the name
+        wait_for(lambda: record.exists() and record.read_text().endswith("}"), proc)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == int(Outcome.TIMED_OUT)
     finally:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from runner_harness import make_plan, run_runner, stdlib_tree
 
-from warmgate.warmup.outcomes import Outcome
+from warmgate.warmup.runner.outcomes import Outcome
 
 
 def candidates() -> list[str]:

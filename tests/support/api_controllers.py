@@ -64,8 +64,11 @@ def _patch_status(cp: ControlPlane, ns: str, kind: str, name: str, status: dict[
 
 def finish(cp: ControlPlane, ns: str, job: str, summary: dict[str, Any] | None, ok: bool) -> None:
     """Play the kubelet and the Job controller: a terminated Pod, then the Job's condition."""
-    uid = get(cp, "-n", ns, "job", job)["metadata"]["uid"]
-    pod = warmup_pod(ns, job, uid)
+    stored = get(cp, "-n", ns, "job", job)
+    uid, template = stored["metadata"]["uid"], stored["spec"]["template"]
+    pod = warmup_pod(
+        ns, job, uid, tracked=False, template=template
+    )  # counted: the Job controller let it go
     cp.kubectl("apply", "-f", "-", stdin=json.dumps(pod))
     _patch_status(cp, ns, "pod", pod["metadata"]["name"], terminated_status(summary, ok))
     _patch_status(cp, ns, "job", job, job_status(ok))

@@ -2,7 +2,7 @@
 
 It keeps objects by (kind, namespace, name), gives them a UID, bumps resourceVersion and
 generation the way the API server does, answers a missing read with None and a taken name or
-a stale replace with False, as the real adapter does, deletes a Job's Pods with it (the
+a stale replace with None, as the real adapter does, deletes a Job's Pods with it (the
 garbage collector's background propagation), and records every write. ``fail`` makes chosen
 operations (`"create"`, or one kind: `"read:Deployment"`) raise ClusterError, as an API server
 that refuses or times out would. The tests play the controllers by putting objects (and their
@@ -18,14 +18,8 @@ from dataclasses import dataclass, field
 from support.bad_manifests import merge_patch
 from warmgate.api import Manifest
 from warmgate.api.conditions import now
-from warmgate.reconcile.cluster import (
-    ClusterError,
-    DeleteKind,
-    EventType,
-    ListKind,
-    PatchKind,
-    ReadKind,
-)
+from warmgate.handlers.cluster import ClusterError, ListKind, ReadKind
+from warmgate.reconcile.actions import DeleteKind, EventType, PatchKind
 
 Key = tuple[str, str, str]
 
@@ -43,7 +37,7 @@ def _matches(labels: dict[str, str], selector: str) -> bool:
 
 @dataclass
 class FakeCluster:
-    """The operations of `warmgate.reconcile.cluster.Cluster`, in memory."""
+    """The operations of `warmgate.handlers.cluster.Cluster`, in memory."""
 
     objects: dict[Key, Manifest] = field(default_factory=dict)
     writes: list[tuple[str, str, str]] = field(default_factory=list)
@@ -111,16 +105,16 @@ class FakeCluster:
             if e["metadata"]["namespace"] == namespace and e["involvedObject"]["uid"] == uid
         ]
 
-    def patch(self, kind: PatchKind, namespace: str, name: str, body: Manifest) -> bool:
+    def patch(self, kind: PatchKind, namespace: str, name: str, body: Manifest) -> Manifest | None:
         self._check("patch", kind)
         stored = self.objects.get((kind, namespace, name))
         if stored is None:
-            return False
+            return None
         patched = merge_patch(stored, body)
         patched["metadata"]["resourceVersion"] = str(next(self._versions))
         self.objects[(kind, namespace, name)] = patched
         self.writes.append(("patch", kind, name))
-        return True
+        return copy.deepcopy(patched)
 
     def delete(self, kind: DeleteKind, namespace: str, name: str, uid: str) -> bool:
         self._check("delete", kind)
@@ -135,9 +129,12 @@ class FakeCluster:
         self.writes.append(("delete", kind, name))
         return True
 
-    def patch_status(self, namespace: str, name: str, body: Manifest) -> None:
+    def patch_status(
+        self, namespace: str, name: str, body: Manifest, resource_version: str | None = None
+    ) -> str | None:
         self._check("patch_status")
         self.status_writes.append(copy.deepcopy(body))
+        return None
 
     def create(self, manifest: Manifest) -> Manifest | None:
         self._check("create", manifest["kind"])
@@ -147,16 +144,17 @@ class FakeCluster:
         self.writes.append(("create", *_key(manifest)[::2]))
         return copy.deepcopy(stored)
 
-    def replace(self, manifest: Manifest) -> bool:
+    def replace(self, manifest: Manifest) -> Manifest | None:
         self._check("replace")
         stored = self.objects[_key(manifest)]
         if manifest["metadata"]["resourceVersion"] != stored["metadata"]["resourceVersion"]:
-            return False
+            return None
         generation = stored["metadata"]["generation"] + 1
-        new = self.put({**manifest, "status": stored.get("status", {})})
+        meta = {**manifest["metadata"], "uid": stored["metadata"]["uid"]}
+        new = self.put({**manifest, "metadata": meta, "status": stored.get("status", {})})
         new["metadata"]["generation"] = generation
         self.writes.append(("replace", *_key(manifest)[::2]))
-        return True
+        return copy.deepcopy(new)
 
     def scale(self, namespace: str, name: str, replicas: int) -> None:
         self._check("scale")
@@ -166,12 +164,13 @@ class FakeCluster:
         stored["metadata"]["resourceVersion"] = str(next(self._versions))
         self.writes.append(("scale", "Deployment", name))
 
-    def set_pod_condition(self, namespace: str, name: str, condition: Manifest) -> None:
+    def set_pod_condition(self, namespace: str, name: str, condition: Manifest) -> Manifest | None:
         self._check("set_pod_condition")
         pod = self.objects[("Pod", namespace, name)]
         conditions = pod.setdefault("status", {}).setdefault("conditions", [])
         conditions[:] = [c for c in conditions if c["type"] != condition["type"]] + [condition]
         self.writes.append(("set_pod_condition", "Pod", name))
+        return copy.deepcopy(pod)
 
 
 @dataclass

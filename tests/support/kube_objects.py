@@ -7,10 +7,12 @@ them in the fake cluster.
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
-from warmgate.reconcile.cluster import CONTROLLER_UID_LABEL, JOB_NAME_LABEL
+from warmgate.handlers.cluster import CONTROLLER_UID_LABEL, JOB_NAME_LABEL
+from warmgate.reconcile.warmup_state import JOB_TRACKING_FINALIZER
 
 NOW = "2026-11-29T12:00:00Z"
 LATER = "2026-11-29T12:07:30Z"
@@ -42,18 +44,32 @@ def owner(kind: str, name: str, uid: str, api_version: str) -> dict[str, Any]:
     }
 
 
-def warmup_pod(namespace: str, job: str, job_uid: str, suffix: str = "x") -> dict[str, Any]:
-    """A Pod the Job controller would create for ``job``: its labels and owner reference."""
+def warmup_pod(
+    namespace: str,
+    job: str,
+    job_uid: str,
+    suffix: str = "x",
+    *,
+    tracked: bool = True,
+    template: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A Pod the Job controller would create for ``job``: its labels, owner reference, (while
+    it tracks the Pod, ``tracked``) its finalizer, and the spec of the Job's pod ``template``
+    (the operator reads a verdict only from a Pod that runs it)."""
+    meta: dict[str, Any] = {
+        "name": f"{job[:50]}-{suffix}",
+        "namespace": namespace,
+        "labels": {JOB_NAME_LABEL: job, CONTROLLER_UID_LABEL: job_uid},
+        "ownerReferences": [owner("Job", job, job_uid, "batch/v1")],
+    }
+    if tracked:
+        meta["finalizers"] = [JOB_TRACKING_FINALIZER]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {
-            "name": f"{job[:50]}-{suffix}",
-            "namespace": namespace,
-            "labels": {JOB_NAME_LABEL: job, CONTROLLER_UID_LABEL: job_uid},
-            "ownerReferences": [owner("Job", job, job_uid, "batch/v1")],
-        },
-        "spec": {"containers": [{"name": "warmup", "image": "vllm-gaudi:test"}]},
+        "metadata": meta,
+        "spec": copy.deepcopy((template or {}).get("spec"))
+        or {"containers": [{"name": "warmup", "image": "vllm-gaudi:test"}]},
     }
 
 

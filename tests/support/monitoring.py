@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,8 @@ import pytest
 import yaml
 
 from support.paths import REPO_ROOT
+from warmgate.handlers import metrics as operator_metrics  # registers the operator's metrics
+from warmgate.warmup.serve.watch import fresh_state, samples
 
 CHART = REPO_ROOT / "charts" / "warmgate"
 MONITORING_FILES = CHART / "files" / "monitoring"
@@ -58,53 +59,53 @@ def dashboard() -> dict[str, Any]:
     return loaded
 
 
-# PromQL words that look like metric names: functions, aggregations, keywords, durations.
-_PROMQL_WORDS = {
-    "by",
-    "without",
-    "on",
-    "ignoring",
-    "group_left",
-    "group_right",
-    "and",
-    "or",
-    "unless",
-    "bool",
-    "offset",
-    "sum",
-    "min",
-    "max",
-    "avg",
-    "count",
-    "stddev",
-    "stdvar",
-    "topk",
-    "bottomk",
-    "quantile",
-    "count_values",
-    "group",
-    "max_over_time",
-    "min_over_time",
-    "avg_over_time",
-    "rate",
-    "irate",
-    "increase",
-    "delta",
-    "label_values",
-    "humanizeDuration",
-}
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-_MATCHERS = re.compile(r"\{[^}]*\}")
-_GROUPING = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)")
-_IDENT = re.compile(r"(?<![\w$.])([a-zA-Z_:][a-zA-Z0-9_:]*)(?![\w(])(?!\s*\()")
+def operator_series_names() -> set[str]:
+    """Every series name the operator's /metrics can show (counters as <name>_total, histograms
+    as <name>_bucket, _sum and _count), read from its registry (the API client's and plan
+    cache's collectors, registered at start-up, are left out: nothing here reads them)."""
+    suffixes = {"counter": ("_total", "_created"), "histogram": ("_bucket", "_sum", "_count")}
+    names = set()
+    for family in operator_metrics.REGISTRY.collect():
+        if family.name.startswith("warmgate_"):
+            names |= {family.name + s for s in suffixes.get(family.type, ("",))}
+    return names
 
 
-def metric_names(expr: str) -> set[str]:
-    """The metric names an expression selects (strings, matchers and groupings removed).
+def runner_series_names() -> set[str]:
+    """The series of a serving Pod's runner (`/metrics` on port warmgate-status)."""
+    return {name for name, _, _ in samples(fresh_state())}
 
-    e.g. 'max by (namespace) (warmgate_ready{name="a"}) > 0' -> {"warmgate_ready"}.
-    """
-    text = _GROUPING.sub(" ", _MATCHERS.sub(" ", _STRING.sub('""', expr)))
-    text = re.sub(r"\[[^\]]*\]", " ", text)  # range selectors and subqueries
-    text = re.sub(r"label_values\(\s*([^,()]*?)\s*,\s*\w+\s*\)", r"\1", text)  # Grafana's
-    return {m for m in _IDENT.findall(text) if m not in _PROMQL_WORDS and not m.isdigit()}
+
+def known_series_names() -> set[str]:
+    """What the dashboard and the alerts may select: the operator's, kube-state-metrics' (the
+    chart's configuration), the runners', and Prometheus' own `up`."""
+    return operator_series_names() | ksm_metric_names() | runner_series_names() | {"up"}
+
+
+def dashboard_queries(doc: dict[str, Any]) -> dict[str, str]:
+    """Every PromQL expression of the dashboard, by where it is (panel title and refId, or the
+    variable), with Grafana's variables replaced as Grafana does for "All" (`.*`) and
+    `$__rate_interval` as a duration; a variable's `label_values(<selector>, <label>)` gives
+    its selector (Grafana's function, not PromQL)."""
+    found = {}
+    for panel in doc["panels"]:
+        for target in panel["targets"]:
+            found[f"{panel['title']} {target['refId']}"] = _grafana(target["expr"])
+    for var in doc["templating"]["list"]:
+        if var["type"] == "query":
+            query = var["query"]["query"] if isinstance(var["query"], dict) else var["query"]
+            inner = query.removeprefix("label_values(").removesuffix(")")
+            found[f"variable {var['name']}"] = _grafana(inner.rsplit(",", 1)[0])
+    return found
+
+
+def _grafana(expr: str, **values: str) -> str:
+    expr = expr.replace("$__rate_interval", "1m")
+    for name in ("cluster", "namespace", "name"):
+        expr = expr.replace(f"${name}", values.get(name, ".*"))
+    return expr
+
+
+def panel_query(expr: str, **values: str) -> str:
+    """A panel's expression as Grafana sends it for the variables' ``values``."""
+    return _grafana(expr, **values)

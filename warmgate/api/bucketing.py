@@ -131,6 +131,16 @@ class CoveragePolicy(ApiModel):
         le=4096,
         description="Cap on buckets the planner adds beyond the engine's own to close holes.",
     )
+    optimize_for: Literal["ServingSpeed", "WarmupTime"] = Field(
+        default="ServingSpeed",
+        description=(
+            "What completion trades. ServingSpeed: after closing the holes, add decode buckets "
+            "below each row's largest until the mean decode KV-block padding is within 1.05x of "
+            "the engine plan's (more warmup; these buckets are not counted in maxExtraBuckets). "
+            "WarmupTime: add only the buckets coverage needs (fewest warmup seconds) and report "
+            "the padding they cost (status.plan.decodePadding)."
+        ),
+    )
 
 
 def _path_cel(phase: str, dim: str, attr: str) -> str:

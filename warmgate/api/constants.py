@@ -76,9 +76,14 @@ class Reason:
     # Completion covers every state but those no bucket the engine's warmup compiles can serve
     # (docs/coverage.md, "Buckets the warmup never compiles"): warmup proceeds.
     UNWARMABLE_SHAPES: Final = "UnwarmableShapes"
+    # A Warning Event: reachable states in which vllm-gaudi's drafter assert crashes the engine
+    # (the block table one column short near max_model_len; docs/coverage.md, fact 16).
+    DRAFTER_CRASH_REACHABLE: Final = "DrafterCrashReachable"
     WARMUP_PENDING: Final = "WarmupPending"
     WARMUP_RUNNING: Final = "WarmupRunning"
     WARMUP_SUCCEEDED: Final = "WarmupSucceeded"
+    # A CPU build of vLLM ran the plan (spec.engine.acceptCPUEngine): Warmed, no Gaudi graph checked
+    CPU_ENGINE: Final = "CPUEngine"
     WARMUP_FAILED: Final = "WarmupFailed"
     # The warmup children cannot be built for this plan (e.g. plan files over 1 MiB).
     BUILD_FAILED: Final = "BuildFailed"

@@ -171,6 +171,13 @@ def printer_columns() -> list[Schema]:
         _column("Ready", "string", _condition("status", c.READY), "The Ready condition."),
         _column("Method", "string", ".spec.speculative.method", "Drafting method.", 1),
         _column("K", "integer", ".spec.speculative.numSpeculativeTokens", "Tokens drafted.", 1),
+        _column(
+            "Accepted",
+            "number",
+            ".status.serving.specDecode.acceptanceRate",
+            "Draft tokens the serving engines accepted, of those drafted (0 to 1).",
+            1,
+        ),
         _column("Buckets", "integer", ".status.plan.totalBuckets", "Buckets in the plan."),
         _column("Warmed", "integer", ".status.warmup.warmedBuckets", "Buckets warmed."),
         _column("Replicas", "integer", ".status.serving.readyReplicas", "Ready replicas.", 1),

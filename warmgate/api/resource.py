@@ -19,6 +19,11 @@ from warmgate.api.vllm_spec import EngineSpec, ModelSpec, SpeculativeSpec
 from warmgate.api.workload import ServingSpec, WarmupSpec
 
 Device = Literal["gaudi2", "gaudi3"]
+# The Pod Security Standards profiles the warmup and serving Pods can be built to meet.
+PodSecurity = Literal["restricted", "baseline"]
+# The user of the warmup and serving Pods under "restricted" without spec.runAsUser: a numeric,
+# non-root id, so the kubelet can check runAsNonRoot whatever user the image names.
+DEFAULT_RUN_AS_USER = 1000
 # A container image reference, [registry[:port]/]path[:tag][@algorithm:digest], after the
 # grammar of github.com/distribution/reference (regexp.go; IPv6 registries left out). No
 # backslash: the same text is a CEL string, a Go RE2 and a Python regex.
@@ -76,15 +81,25 @@ class SpecDecodeDeploymentSpec(ApiModel):
     warmup: WarmupSpec = Field(default_factory=WarmupSpec, description="The warmup Job.")
     serving: ServingSpec = Field(default_factory=ServingSpec, description="Serving workload.")
 
+    pod_security: PodSecurity = Field(
+        default="restricted",
+        description=(
+            "The Pod Security profile the warmup and serving Pods meet. restricted (the "
+            "default): every container runs as a non-root numeric user (runAsUser, default "
+            f"{DEFAULT_RUN_AS_USER}), drops every capability, without privilege escalation, with "
+            "the RuntimeDefault seccomp profile; the vLLM image and the node's Gaudi device "
+            "files must allow that user. baseline: the image's own user (root in the vLLM-Gaudi "
+            "images known) and the runtime's default capabilities, for images that need them."
+        ),
+    )
     run_as_user: int | None = Field(
         default=None,
         ge=1,
         le=2147483647,
         description=(
-            "Run every container of the warmup and serving Pods as this non-root user id (and "
-            "fsGroup), so they meet the Pod Security 'restricted' profile; the vLLM image and "
-            "the node's Gaudi device files must allow it. Unset: the image's own user, which "
-            "meets 'baseline'."
+            "The non-root user id (and fsGroup) every container of the warmup and serving Pods "
+            f"runs as. Unset: {DEFAULT_RUN_AS_USER} under podSecurity restricted, the image's "
+            "own user under baseline."
         ),
     )
 

@@ -102,6 +102,37 @@ class PlanSummary(StatusModel):
     drafter_swept: int | None = Field(
         default=None, ge=0, description="Of those, the graphs the planned warmup sweep drives."
     )
+    completed_by: Literal["Greedy", "Optimum"] | None = Field(
+        default=None,
+        description=(
+            "Which completion chose the added decode seeds: Greedy (round by round) or Optimum "
+            "(the exact cheapest, solved within a deterministic budget; the greedy otherwise)."
+        ),
+    )
+    padding_buckets: int | None = Field(
+        default=None,
+        ge=0,
+        description=(
+            "Of extraBuckets, the decode buckets added to keep decode padding near the engine "
+            "plan's (spec.buckets.coverage.optimizeFor: ServingSpeed)."
+        ),
+    )
+    decode_padding_engine: float | None = Field(
+        default=None,
+        ge=0,
+        description=(
+            "Mean padded/real KV blocks over every reachable decode step with the engine's own "
+            "plan (set when completion changes the decode buckets)."
+        ),
+    )
+    decode_padding: float | None = Field(
+        default=None,
+        ge=0,
+        description=(
+            "The same mean with the plan warmgate warms: the attention work every decode step "
+            "pays for the life of the deployment, against decodePaddingEngine."
+        ),
+    )
 
 
 class WarmupProgress(StatusModel):
@@ -135,6 +166,9 @@ class WarmupSummary(StatusModel):
     """The warmup Job of the current plan."""
 
     job_name: ObjectName | None = Field(default=None, description="Name of the warmup Job.")
+    job_uid: Annotated[str, StringConstraints(max_length=64)] | None = Field(
+        default=None, description="UID of the warmup Job (a Job made again has another)."
+    )
     attempts: int | None = Field(default=None, ge=0, description="Attempts started so far.")
     warmed_buckets: int | None = Field(default=None, ge=0, description="Buckets warmed so far.")
     progress: WarmupProgress | None = Field(
@@ -159,6 +193,14 @@ class WarmupSummary(StatusModel):
             "claim means the entry is gone and the plan is warmed again."
         ),
     )
+    pending_since: Time | None = Field(
+        default=None,
+        description=(
+            "When the operator first saw the current warmup Pod waiting, on its own clock: "
+            "spec.warmup.pendingTimeoutSeconds counts from here, never from the API server's "
+            "timestamps (a skewed clock neither stops a Job early nor lets it wait forever)."
+        ),
+    )
     drafter_driven: int | None = Field(
         default=None,
         ge=0,
@@ -171,6 +213,52 @@ class WarmupSummary(StatusModel):
             "false when it could not attach."
         ),
     )
+    engine_kind: Literal["gaudi", "cpu"] | None = Field(
+        default=None,
+        description=(
+            "The engine the verified warmup ran on, as its runner reported: gaudi, or cpu (a CPU "
+            "build of vLLM accepted by spec.engine.acceptCPUEngine: no Gaudi graph verified)."
+        ),
+    )
+
+
+# Draft positions listed: k is at most 16 (spec.speculative.numSpeculativeTokens).
+MAX_DRAFT_POSITIONS = 16
+
+
+class SpecDecodeAcceptance(StatusModel):
+    """How well the drafts pay off, as the serving engines measure it themselves: vLLM's
+    spec-decode counters (vllm:spec_decode_*), summed over the served plan's serving Pods."""
+
+    acceptance_rate: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="Draft tokens the target accepted, of those drafted (0 to 1).",
+    )
+    mean_acceptance_length: float | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "Tokens a request gains per target step: 1 + accepted tokens / drafts (1 to 1 + k; "
+            "near 1 means k buys nothing)."
+        ),
+    )
+    per_position_acceptance_rate: list[Annotated[float, Field(ge=0, le=1)]] | None = Field(
+        default=None,
+        max_length=MAX_DRAFT_POSITIONS,
+        description="Per draft position i (0 first): the share of drafts whose token i was "
+        "accepted.",
+    )
+    drafts: int | None = Field(default=None, ge=0, description="Draft proposals (steps).")
+    draft_tokens: int | None = Field(default=None, ge=0, description="Draft tokens proposed.")
+    accepted_tokens: int | None = Field(default=None, ge=0, description="Draft tokens accepted.")
+    pods: int | None = Field(
+        default=None,
+        ge=0,
+        description="Serving Pods whose counters are summed (each since its first start).",
+    )
+    update_time: Time | None = Field(default=None, description="When the operator read them.")
 
 
 class ServingSummary(StatusModel):
@@ -183,6 +271,13 @@ class ServingSummary(StatusModel):
     ready_replicas: int | None = Field(default=None, ge=0, description="Ready serving replicas.")
     selector: Annotated[str, StringConstraints(max_length=1024)] | None = Field(
         default=None, description="Label selector of serving Pods, for the scale subresource."
+    )
+    spec_decode: SpecDecodeAcceptance | None = Field(
+        default=None,
+        description=(
+            "Measured acceptance of the drafts by the serving engines (absent until an engine "
+            "exports its spec-decode counters)."
+        ),
     )
 
 

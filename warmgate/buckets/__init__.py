@@ -1,7 +1,11 @@
 """Pure bucket math: an exact port of vllm-gaudi shape bucketing (no kopf, no kubernetes)."""
 
-from warmgate.buckets.bucket_file import ParsedBucketFile, format_bucket_file, parse_bucket_file
-from warmgate.buckets.config import (
+from warmgate.buckets.engine.bucket_file import (
+    ParsedBucketFile,
+    format_bucket_file,
+    parse_bucket_file,
+)
+from warmgate.buckets.engine.config import (
     DEFAULT_PROFILE,
     PROFILES,
     BucketOverrides,
@@ -11,11 +15,17 @@ from warmgate.buckets.config import (
     SpeculativeMethod,
     Strategy,
 )
-from warmgate.buckets.generate import Bucket
-from warmgate.buckets.lookup import BucketIndex, DecodeRows, Lookup, fallback_value, first_fit
-from warmgate.buckets.plan import BucketPlan, DecodeStep, plan_buckets
-from warmgate.buckets.ranges import exp_range, lin_range, pad_range
-from warmgate.buckets.spec import expand_spec
+from warmgate.buckets.engine.generate import Bucket
+from warmgate.buckets.engine.lookup import (
+    BucketIndex,
+    DecodeRows,
+    Lookup,
+    fallback_value,
+    first_fit,
+)
+from warmgate.buckets.engine.plan import BucketPlan, DecodeStep, plan_buckets
+from warmgate.buckets.engine.ranges import exp_range, lin_range, pad_range
+from warmgate.buckets.engine.spec import expand_spec
 
 __all__ = [
     "DEFAULT_PROFILE",
@@ -45,7 +55,7 @@ __all__ = [
 ]
 
 # Coverage proof, completion and warmup cost (issue 4), after the planner they build on.
-from warmgate.buckets.complete import (
+from warmgate.buckets.completion.complete import (
     CompletionError,
     PlanDiff,
     UnwarmableError,
@@ -53,7 +63,7 @@ from warmgate.buckets.complete import (
     plan_diff,
 )
 from warmgate.buckets.cost import CostEstimate, ModelProfile, estimate_buckets, estimate_plan
-from warmgate.buckets.coverage import (
+from warmgate.buckets.coverage.prove import (
     CoverageReport,
     UncoveredShape,
     brute_force_coverage,
@@ -61,9 +71,14 @@ from warmgate.buckets.coverage import (
 )
 
 # The draft model's own graphs and the warmup sweep that makes it run them (issue 16).
-from warmgate.buckets.drafter import DrafterModelError, DrafterReport, DrafterShape, prove_drafter
-from warmgate.buckets.sweep import SweepPlan, SweepStep, plan_sweep
-from warmgate.buckets.warmup_shapes import warmed_decode_shapes, warmed_prompt_shapes
+from warmgate.buckets.drafter.graphs import (
+    DrafterModelError,
+    DrafterReport,
+    DrafterShape,
+    prove_drafter,
+)
+from warmgate.buckets.drafter.sweep import SweepPlan, SweepStep, plan_sweep
+from warmgate.buckets.engine.warmup_shapes import warmed_decode_shapes, warmed_prompt_shapes
 
 __all__ += [
     "CompletionError",

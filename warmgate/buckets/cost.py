@@ -25,8 +25,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from warmgate.buckets.generate import Bucket
-from warmgate.buckets.plan import BucketPlan
+from warmgate.buckets.engine.generate import Bucket
+from warmgate.buckets.engine.plan import BucketPlan
 
 __all__ = [
     "CostEstimate",

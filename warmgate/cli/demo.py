@@ -20,6 +20,7 @@ import yaml
 
 from warmgate.api import SpecDecodeDeployment, load_manifest
 from warmgate.buckets import BucketPlan
+from warmgate.cli.demo_text import wrap
 from warmgate.controlplane import REPO_ROOT, ControlPlane, OperatorProcess, find_assets
 from warmgate.reconcile.planning import evaluate
 
@@ -77,6 +78,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--api-only", action="store_true", help="skip the local node (warmgate/devcluster)"
     )
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the local cluster up after the demo until Ctrl-C (`make run KEEP=1`)",
+    )
     parser.add_argument("manifests", nargs="*", type=Path, help="default: examples/*.yaml")
     parser.set_defaults(func=run)
 
@@ -88,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
 
         reason = demo_cluster.unavailable()
         if reason is None:
-            return demo_cluster.run(args.namespace)
+            return demo_cluster.run(args.namespace, keep=args.keep)
         print(f"No local node here ({reason}): showing the API-only demo instead.\n")
     manifests = list(args.manifests) or sorted(EXAMPLES.glob("*.yaml"))
     with _cluster(args.kubeconfig) as kubectl:
@@ -205,7 +211,8 @@ def _show_status(kubectl: Kubectl, namespace: str, names: list[str]) -> None:
         status = _planned_status(kubectl, namespace, name)
         print(f"   {name}: phase {status.get('phase', '(none yet)')}")
         for c in status.get("conditions", []):
-            print(f"     {c['type']}={c['status']} {c['reason']}: {c.get('message', '')[:160]}")
+            line = f"{c['type']}={c['status']} {c['reason']}: {c.get('message', '')}"
+            print("\n".join(wrap(line, "     ", "       ")))
 
 
 def _planned_status(kubectl: Kubectl, namespace: str, name: str, timeout_s: float = 120) -> Any:

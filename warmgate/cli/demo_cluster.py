@@ -2,7 +2,10 @@
 
 The dev cluster (warmgate/devcluster) runs the real controllers, scheduler and kubelet; the
 operator is installed with its Helm chart; each example's image is replaced by the stand-in
-engine image, a test double, which the output says plainly.
+engine image, a test double, except one more example on the real vLLM CPU engine where it is
+provisioned (`demo_real`); the output says plainly which ran what. The run ends with the
+result, what each example proved and verified, and the commands a user tries next (`--keep`
+leaves the cluster up for them until Ctrl-C).
 """
 
 from __future__ import annotations
@@ -10,15 +13,27 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import yaml
 
+from warmgate.cli import demo_real
+from warmgate.cli.demo_text import (
+    LEGEND,
+    WIDTH,
+    example_summary,
+    headline,
+    paragraph,
+    phase_message,
+    shorten,
+)
 from warmgate.controlplane import REPO_ROOT
-from warmgate.devcluster import operator
+from warmgate.devcluster import engine_image, operator
 from warmgate.devcluster.assets import node_assets, unavailable_reason
 from warmgate.devcluster.cluster import DevCluster
-from warmgate.devcluster.images import Builder
+from warmgate.devcluster.images import Builder, Image
+from warmgate.devcluster.steps import StepFailed
 
 EXAMPLES = REPO_ROOT / "examples"
 # A subset that fits one node with 2 cores and 8 stand-in cards, with the reason for the rest.
@@ -29,16 +44,19 @@ LEFT_OUT = {
     "llama31-8b-lin-contiguous-pa.yaml": "complete: false accepts unwarmed shapes on purpose",
 }
 STANDIN = """
-About the engine: every warmup and serving Pod above ran localhost/warmgate-standin-engine,
-a TEST DOUBLE, not vLLM. Its `vllm serve` (tests/doubles/standin_vllm.py) prints the bucket
-lines vllm-gaudi prints for the plan, writes fake recipes and answers /health, on 8 stand-in
-habana.ai/gaudi cards that the node only advertises. Everything around it was real: the Job,
-ReplicaSet, Deployment and EndpointSlice controllers, the scheduler, the kubelet evaluating the
-readiness gate, and the operator Pod installed by Helm. On a Gaudi cluster the same Job runs
-your vLLM-Gaudi image on real cards: the engine compiles every planned graph (minutes to
-hours), the runner checks the engine's own log the same way, and only then does serving roll.
+About the stand-in engine: {which} warmup and serving Pod above ran
+localhost/warmgate-standin-engine, a TEST DOUBLE, not vLLM. Its `vllm serve`
+(tests/doubles/standin_vllm.py) prints the bucket lines vllm-gaudi prints for the plan, writes
+fake recipes and answers /health, on 8 habana.ai/gaudi cards the node only advertises.
+Everything around it was real: the Job, ReplicaSet, Deployment and EndpointSlice controllers,
+the scheduler, the kubelet evaluating the readiness gate, and the operator Pod installed by
+Helm. On a Gaudi cluster the same Job runs your vLLM-Gaudi image on real cards: the engine
+compiles every planned graph (minutes to hours), the runner checks the engine's own log the
+same way, and only then does serving roll out.
 """
 FINAL = ("Ready", "Failed")
+# The real engine's warmup and serving start (each `vllm serve` compiles its graphs on the CPU).
+REAL_ENGINE_S = 1500.0
 NO_STATUS = "(no status)"
 
 
@@ -51,32 +69,77 @@ def say(message: str) -> None:
     print(f"dev cluster: {message}", flush=True)
 
 
-def run(namespace: str, timeout: float = 420.0) -> int:
-    """Start the cluster, install the chart, apply the subset, print each phase as it changes."""
-    images = Builder(say).ensure()
+def run(namespace: str, timeout: float = 420.0, keep: bool = False) -> int:
+    """Build the images, start the cluster, install the chart, apply the subset, report."""
+    try:
+        images = Builder(say).ensure()
+    except StepFailed as exc:
+        say(f"stopped: {exc}")
+        return 1
     with DevCluster(node_assets(), images, say) as cluster:
-        operator.install(cluster.assets, cluster.kubeconfig, images.operator.ref)
-        say(f"installed the operator with `helm install` (image {images.operator.ref})")
-        cluster.kubectl("create", "namespace", namespace)
-        # The eagle3 example reads a Hugging Face token; the stand-in never uses it.
-        cluster.kubectl(
-            "create",
-            "secret",
-            "generic",
-            "hf-token",
-            "-n",
-            namespace,
-            "--from-literal=token=not-a-token-stand-in-engine",
-        )
+        _install(cluster, namespace, images.operator.ref)
+        real, skipped = _real_engine(cluster)
         names = [_apply(cluster, name, namespace, images.engine.ref) for name in SHOWN]
+        if real is not None:  # one more: the real vLLM CPU engine (a slower start, minutes)
+            names.append(_apply_real(cluster, namespace, real.ref))
+            timeout += REAL_ENGINE_S
         for name, why in LEFT_OUT.items():
             print(f"   (left out {name}: {why})")
-        phases = _watch(cluster, namespace, names, timeout)
-        _verdicts(cluster, namespace)
+        began = time.monotonic()
+        phases, final_at = _watch(cluster, namespace, names, timeout)
         print("\n" + cluster.kubectl("get", "sdd", "-n", namespace, "-o", "wide").stdout)
         print(cluster.kubectl("get", "jobs,pods", "-n", namespace).stdout)
-        print(STANDIN)
+        _report(cluster, namespace, phases, final_at, time.monotonic() - began)
+        if real is not None and phases.get(demo_real.NAME) == "Ready":
+            demo_real.show(cluster, namespace, images.operator.ref)
+        print("\n".join(["", *paragraph(demo_real.closing(real is not None, skipped))]))
+        which = "every other" if real is not None else "every"
+        print("\n".join(["", *paragraph(STANDIN.format(which=which))]))
+        watch = _watch_command(cluster, namespace)
+        if keep:
+            _next(watch, keep=True)
+            _wait_for_ctrl_c()
+    if not keep:  # last, after the cluster's own goodbye: what to try next
+        _next(watch, keep=False)
     return 0 if all(p == "Ready" for p in phases.values()) else 1
+
+
+def _install(cluster: DevCluster, namespace: str, image: str) -> None:
+    # The chart's default: the operator watches only the namespaces it is given (its Role is
+    # created in them, so they exist first).
+    cluster.kubectl("create", "namespace", namespace)
+    watched = (f"watchNamespaces={{{namespace}}}",)
+    operator.install(cluster.assets, cluster.kubeconfig, image, values=watched)
+    say(f"installed the operator with `helm install` (image {image})")
+    # The eagle3 example reads a Hugging Face token; the stand-in never uses it.
+    cluster.kubectl(
+        "create",
+        "secret",
+        "generic",
+        "hf-token",
+        "-n",
+        namespace,
+        "--from-literal=token=not-a-token-stand-in-engine",
+    )
+
+
+def _real_engine(cluster: DevCluster) -> tuple[Image | None, str | None]:
+    """The real engine's image imported into the node, or why not (not provisioned)."""
+    skipped = engine_image.node_reason()
+    if skipped is not None:
+        say(f"no real engine: {skipped}")
+        return None, skipped
+    try:
+        return engine_image.ensure_imported(Builder(say), cluster.ctr, say), None
+    except StepFailed as exc:  # the step printed its log's tail: the demo goes on without it
+        return None, f"its image could not be built ({exc})"
+
+
+def _apply_real(cluster: DevCluster, namespace: str, image: str) -> str:
+    doc = demo_real.manifest(namespace, image)
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(doc))
+    print(demo_real.announce(image))
+    return demo_real.NAME
 
 
 def _apply(cluster: DevCluster, file: str, namespace: str, image: str) -> str:
@@ -88,46 +151,97 @@ def _apply(cluster: DevCluster, file: str, namespace: str, image: str) -> str:
     return str(doc["metadata"]["name"])
 
 
-def _watch(cluster: DevCluster, namespace: str, names: list[str], timeout: float) -> dict[str, str]:
-    """Print `t  name: old -> new (message)` for every phase change until all are final."""
+def _watch(
+    cluster: DevCluster, namespace: str, names: list[str], timeout: float
+) -> tuple[dict[str, str], dict[str, float]]:
+    """Print `t  name: old -> new (message)` for every phase change until all are final;
+    return the last phases and when each became final."""
     began, seen = time.monotonic(), dict.fromkeys(names, NO_STATUS)
+    final_at: dict[str, float] = {}
     print("\n== phases as the operator writes them (kubectl get sdd, polled every second):")
-    print(f"   ({NO_STATUS}: Pending; the operator writes its first status once planning is done)")
+    print("\n".join(paragraph(LEGEND)))
     while time.monotonic() - began < timeout:
         items = json.loads(cluster.kubectl("get", "sdd", "-n", namespace, "-o", "json").stdout)
         for obj in items["items"]:
             name, status = obj["metadata"]["name"], obj.get("status") or {}
-            phase = status.get("phase", NO_STATUS)
+            phase, at = status.get("phase", NO_STATUS), time.monotonic() - began
             if phase != seen.get(name):
-                message = _message(status)
-                print(
-                    f"   {time.monotonic() - began:6.1f} s  {name}: {seen[name]} -> {phase}"
-                    f"{f'  ({message})' if message else ''}",
-                    flush=True,
-                )
+                print(_transition(at, name, seen[name], phase, phase_message(status)), flush=True)
                 seen[name] = phase
+                if phase in FINAL:
+                    final_at[name] = at
         if all(p in FINAL for p in seen.values()):
             break
         time.sleep(1)
     else:
         print(f"   timed out after {timeout:.0f} s", file=sys.stderr)
-    return seen
+    return seen, final_at
 
 
-def _verdicts(cluster: DevCluster, namespace: str) -> None:
-    """Each object's coverage proof and warmup verdict, as the operator wrote them."""
+def _transition(at: float, name: str, old: str, new: str, message: str) -> str:
+    """The change, and under it what the new phase is doing, shortened at a word boundary."""
+    line = f"   {at:6.1f} s  {name}: {old} -> {new}"
+    indent = " " * 14
+    return f"{line}\n{indent}{shorten(message, WIDTH - len(indent))}" if message else line
+
+
+def _report(
+    cluster: DevCluster,
+    namespace: str,
+    phases: dict[str, str],
+    final_at: dict[str, float],
+    seconds: float,
+) -> None:
+    """The result first, then each example's proof, warmup verdict and serving, whole."""
     items = json.loads(cluster.kubectl("get", "sdd", "-n", namespace, "-o", "json").stdout)
-    print("\n== what the operator proved and verified:")
+    print("\n".join(headline(phases, seconds)))
     for obj in items["items"]:
-        print(f"   {obj['metadata']['name']}:")
-        for c in (obj.get("status") or {}).get("conditions") or []:
-            if c["type"] in ("CoverageProven", "Warmed"):
-                print(f"     {c['type']}={c['status']} {c['reason']}: {c.get('message', '')[:150]}")
+        print("\n".join(example_summary(obj, final_at.get(obj["metadata"]["name"]))))
 
 
-def _message(status: dict[str, Any]) -> str:
-    by_type = {c["type"]: c for c in status.get("conditions") or []}
-    for kind in ("Ready", "Warmed", "CoverageProven"):
-        if kind in by_type and by_type[kind].get("message"):
-            return str(by_type[kind]["message"])[:110]
-    return ""
+def _watch_command(cluster: DevCluster, namespace: str) -> list[str]:
+    """Two short lines to paste, never wrapped (a wrapped command breaks when pasted)."""
+    return [
+        f"export KUBECONFIG={cluster.kubeconfig}",
+        f"{_shown(cluster.assets / 'kubectl')} get sdd -n {namespace} -w",
+    ]
+
+
+def _next(watch: list[str], keep: bool) -> None:
+    """The three things a user tries next, as commands to paste."""
+    print("\n== Try next")
+    if keep:
+        print("   1. The cluster stays up until you press Ctrl-C here. Watch the examples from")
+        print("      another terminal:")
+    else:
+        print("   1. Run `make run KEEP=1` to keep the cluster up (Ctrl-C stops it), and watch the")
+        print("      examples from another terminal:")
+    print("\n".join(f"        {line}" for line in watch))
+    print("   2. Plan and prove your own manifest, no cluster needed (exit 1 if a shape stays")
+    print("      unwarmed):")
+    print("        .venv/bin/warmgate plan my-sdd.yaml --strict")
+    print("   3. On a real Gaudi cluster: push the operator image, install the chart, apply:")
+    print(
+        "        docker build -t REGISTRY/warmgate:0.1.0 . && docker push REGISTRY/warmgate:0.1.0"
+    )
+    print("        helm install warmgate charts/warmgate -n warmgate-system --create-namespace \\")
+    print("          --set image.repository=REGISTRY/warmgate --set 'watchNamespaces={llm}'")
+    print("        kubectl create namespace llm")
+    print("        kubectl apply -n llm -f examples/llama31-8b-eagle3-gaudi2.yaml")
+    print("        kubectl get sdd -n llm -w")
+    print("      (README, 'Install on a cluster'; the warmup Job then runs your vLLM-Gaudi image)")
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _wait_for_ctrl_c() -> None:
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        print("\nCtrl-C: stopping the cluster")

@@ -18,9 +18,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=(
             "Logs in with the in-cluster service account or $KUBECONFIG. Reads its settings "
             "once at start-up: WARMGATE_OPERATOR_IMAGE, WARMGATE_RESYNC_SECONDS, "
-            "WARMGATE_SYNC_WORKERS, WARMGATE_PLAN_CACHE_MB, and WARMGATE_PEERING with "
-            "WARMGATE_PEERING_LIFETIME (kopf peering: several replicas, one of which acts; "
-            "unset runs standalone, for one replica). See docs/operator.md."
+            "WARMGATE_SYNC_WORKERS, WARMGATE_PLAN_CACHE_MB, WARMGATE_API_CONNECT_TIMEOUT, "
+            "WARMGATE_API_READ_TIMEOUT, WARMGATE_STALL_SECONDS, and WARMGATE_LEADER_LEASE with "
+            "WARMGATE_LEASE_NAMESPACE, WARMGATE_LEASE_DURATION, WARMGATE_LEASE_RENEW_DEADLINE "
+            "and WARMGATE_LEASE_RETRY_PERIOD (leader election on a Lease: several replicas, "
+            "one of which acts; unset runs standalone, for one replica). See docs/operator.md."
         ),
     )
     scope = parser.add_mutually_exclusive_group()
@@ -29,7 +31,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     scope.add_argument("--all-namespaces", "-A", action="store_true", help="watch every namespace")
     parser.add_argument(
-        "--liveness", default=None, help="kopf liveness endpoint, e.g. http://0.0.0.0:8081/healthz"
+        "--liveness",
+        default=None,
+        help="serve the liveness probe here, e.g. http://0.0.0.0:8081/healthz",
     )
     parser.add_argument(
         "--metrics-port", type=int, default=None, help="serve /metrics on this port"
@@ -48,16 +52,11 @@ def run(args: argparse.Namespace) -> int:
     limit_malloc_arenas()
     # Imported here: the other commands must not pay kopf's import time.
     from warmgate.handlers import kopf_handlers  # noqa: PLC0415
-    from warmgate.handlers.peering import PeeringError  # noqa: PLC0415
 
     namespaces = () if args.all_namespaces else tuple(args.namespace)
-    try:
-        kopf_handlers.run(
-            settings, namespaces=namespaces, liveness_endpoint=args.liveness, verbose=args.verbose
-        )
-    except PeeringError as exc:
-        print(f"warmgate operator: {exc}", file=sys.stderr)
-        return 2
+    kopf_handlers.run(
+        settings, namespaces=namespaces, liveness_endpoint=args.liveness, verbose=args.verbose
+    )
     return 0
 
 

@@ -56,9 +56,23 @@ def _manifest_makes_flags_optional(parser: argparse.ArgumentParser) -> None:
 def _add_policy_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("coverage", "proof scope and completion (manifest wins if unset)")
     g.add_argument("--partial-drafts", action=argparse.BooleanOptionalAction, default=None)
+    g.add_argument(
+        "--structured-outputs",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="clients may send structured-output requests (default: the manifest's, else on, "
+        "as vLLM's server): partial drafts are then in scope whatever --partial-drafts says",
+    )
     g.add_argument("--prefix-caching", action=argparse.BooleanOptionalAction, default=None)
     g.add_argument("--complete", action=argparse.BooleanOptionalAction, default=None)
     g.add_argument("--max-extra-buckets", type=int, default=None, metavar="N")
+    g.add_argument(
+        "--optimize-for",
+        choices=("ServingSpeed", "WarmupTime"),
+        default=None,
+        help="what completion trades (default: the manifest's, else ServingSpeed: decode KV "
+        "padding within 1.05x of the engine plan's)",
+    )
     g.add_argument("--strict", action="store_true", help="exit 1 unless the plan is covered")
     g.add_argument("--top", type=int, default=10, help="uncovered shapes to list (default 10)")
     g.add_argument("--output", "-o", choices=("table", "json"), default="table")
@@ -139,5 +153,10 @@ def _inputs(args: argparse.Namespace) -> tuple[EngineShapeConfig, PlanPolicy, Mo
         "max_extra_buckets": args.max_extra_buckets,
         "method": args.method,
         "sweep_budget_s": args.sweep_budget_s,
+        "optimize_for": args.optimize_for,
+        "structured_outputs": args.structured_outputs,
     }
-    return config, replace(stated, **{k: v for k, v in flags.items() if v is not None}), size
+    policy = replace(stated, **{k: v for k, v in flags.items() if v is not None})
+    if policy.structured_outputs:  # grammar validation truncates drafts anywhere (issue 25)
+        policy = replace(policy, partial_drafts=True)
+    return config, policy, size

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, get_args
 
 from warmgate.buckets.cost import format_seconds, format_span
-from warmgate.buckets.drafter import DraftMethod
-from warmgate.buckets.sweep import DEFAULT_BUDGET_S, REASONS
+from warmgate.buckets.drafter.graphs import DraftMethod
+from warmgate.buckets.drafter.sweep import DEFAULT_BUDGET_S, REASONS
 
 if TYPE_CHECKING:
     from warmgate.reconcile.drafter_plan import DrafterPlan
@@ -27,6 +27,7 @@ __all__ = ["DrafterSummary", "add_drafter_arguments", "drafter_summary"]
 SHORT = {
     REASONS["prompt"]: "target prompt shapes",
     REASONS["partial"]: "partial drafts only",
+    REASONS["structured"]: "partial drafts only (structured outputs: ordinary traffic)",
     REASONS["contiguous"]: "contiguous PA",
     REASONS["unsure"]: "no sure step",
     REASONS["kv"]: "beyond the KV cache",
@@ -59,6 +60,15 @@ class DrafterSummary:
 
     def lines(self) -> list[str]:
         """'drafter    eagle3 k=3: N shapes the engine will compile at runtime; ...'."""
+        return self._graph_lines() + self._crash_lines()
+
+    def _crash_lines(self) -> list[str]:
+        crash = self.plan.crash
+        if crash is None:
+            return []
+        return [f"CRASH      {crash.describe()}"]
+
+    def _graph_lines(self) -> list[str]:
         if self.plan.error is not None:
             return [f"drafter    {self.plan.error}"]
         report, sweep = self.plan.report, self.plan.sweep
@@ -90,6 +100,7 @@ class DrafterSummary:
             "error": self.plan.error,
             "report": None if report is None else report.to_dict(top),
             "sweep": None if sweep is None else sweep.to_dict(),
+            "crash": None if self.plan.crash is None else self.plan.crash.to_dict(),
         }
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from warmgate.buckets.complete_seeds import decode_seconds
-from warmgate.buckets.optimum import Optimum, OptimumUnavailable, optimal_seeds
-from warmgate.buckets.padding import decode_padding
+from warmgate.buckets.completion.complete import plan_diff
+from warmgate.buckets.completion.optimum import Optimum, OptimumUnavailable, optimal_seeds
+from warmgate.buckets.completion.seeds import decode_seconds
+from warmgate.buckets.coverage.padding import decode_padding
 
 if TYPE_CHECKING:
     from warmgate.reconcile.plan_evaluation import PlanEvaluation
@@ -60,7 +61,10 @@ def figure_lines(data: dict[str, Any]) -> list[str]:
 
 def _optimum(result: PlanEvaluation, scope: dict[str, bool]) -> dict[str, Any]:
     assert result.diff is not None
-    spent = decode_seconds(result.diff.added_decode, result.model)
+    # Coverage's own additions: padding refinement is not part of the optimum's problem.
+    done = result.completion
+    covered = plan_diff(result.engine_plan, done.coverage_plan) if done else result.diff
+    spent = decode_seconds(covered.added_decode, result.model)
     try:
         best: Optimum = optimal_seeds(
             result.engine_plan.config,

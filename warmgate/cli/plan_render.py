@@ -66,6 +66,8 @@ def _completion_dict(
         "added_seeds": [list(b) for b in diff.added_seeds],
         "added_decode": [list(b) for b in diff.added_decode],
         "digest": completed.digest,
+        "how": evaluation.completion.to_dict() if evaluation.completion is not None else None,
+        "padding_buckets": evaluation.padding_buckets,
         # UnwarmableError: the completed plan's own gaps, which no bucket the warmup compiles
         # can serve (docs/coverage.md, "Buckets the warmup never compiles").
         "unwarmable": [u.to_dict() for u in unwarmable.uncovered] if unwarmable else [],
@@ -132,12 +134,14 @@ def _completion_lines(evaluation: PlanEvaluation) -> list[str]:
         return ["complete   off (--complete or spec.buckets.coverage.complete to enable)"]
     cap = evaluation.policy.max_extra_buckets
     verdict = "applies" if evaluation.completion_applies else f"EXCEEDS maxExtraBuckets {cap}"
+    how = _how(evaluation)
     unwarmable = evaluation.unwarmable
     proven = "proven covered" if unwarmable is None else "proven covered but for UNWARMABLE states"
     lines = [
         f"complete   +{diff.added} buckets ({len(diff.added_prompt)} prompt, "
         f"{len(diff.added_seeds)} seeds -> {len(diff.added_decode)} decode after the engine's "
-        f"expansion): {verdict}; re-planned from its own seed file and {proven}"
+        f"expansion): {verdict}; re-planned from its own seed file and {proven}",
+        *how,
     ]
     if unwarmable is not None:
         lines.append(
@@ -151,6 +155,28 @@ def _completion_lines(evaluation: PlanEvaluation) -> list[str]:
     if len(added) > LIST_ADDED:
         lines.append(f"  ... and {len(added) - LIST_ADDED} more (--output json)")
     return lines + _oversize_warning(evaluation, diff.added_decode)
+
+
+def _how(evaluation: PlanEvaluation) -> list[str]:
+    """Which completion chose the decode seeds, and the padding refinement's share."""
+    done = evaluation.completion
+    if done is None:
+        return []
+    source = "exact optimum (HiGHS)" if done.source == "optimum" else "greedy"
+    lines = [f"  seeds by the {source}; optimum: {done.optimum}"]
+    trade = done.padding
+    if trade is not None and trade.target is not None:
+        lines.append(
+            f"  padding refinement: +{trade.refined_buckets} decode buckets ({trade.refined_s:.0f} "
+            f"s midpoint, 8B), mean decode KV padding {trade.covered:.2f}x -> {trade.warmed:.2f}x "
+            f"(engine plan {trade.engine:.2f}x, bound {trade.target:.2f}x; {trade.stopped})"
+        )
+    elif trade is not None:
+        lines.append(
+            f"  optimizeFor WarmupTime: mean decode KV padding {trade.warmed:.2f}x against the "
+            f"engine plan's {trade.engine:.2f}x, not refined"
+        )
+    return lines
 
 
 def _oversize_warning(evaluation: PlanEvaluation, decode: tuple[Bucket, ...]) -> list[str]:

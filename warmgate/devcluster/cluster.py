@@ -110,6 +110,23 @@ class NodeControlPlane(ControlPlane):
         """Command lines of the daemons that exited (empty while all run)."""
         return [str(p.args) for p in self._procs if p.poll() is not None]
 
+    def stop_daemon(self, binary: str, timeout: float = 30.0) -> None:
+        """Stop one daemon with SIGTERM, as a crash or an operator's stop would; it is no
+        longer the cluster's (``exited`` does not list it). Its log is kept beside the next
+        one's (``<binary>.<n>.log``)."""
+        for proc in self._procs:
+            args = proc.args if isinstance(proc.args, list) else [proc.args]
+            if Path(str(args[0])).name == binary and proc.poll() is None:
+                proc.terminate()
+                proc.wait(timeout=timeout)
+                self._procs.remove(proc)
+                kept = 1
+                while (self.workdir / f"{binary}.{kept}.log").exists():
+                    kept += 1
+                (self.workdir / f"{binary}.log").rename(self.workdir / f"{binary}.{kept}.log")
+                return
+        raise LookupError(f"no running {binary}")
+
 
 class DevCluster:
     """One single-node cluster; use as a context manager or call start/stop."""
@@ -244,7 +261,19 @@ class DevCluster:
             ),
         )
         teardown.purge_containerd(self.ctr)
-        import_into_containerd(self.ctr, self.images, self.progress)
+        import_into_containerd(self.ctr, self.images.all(), self.progress)
+
+    def stop_kubelet(self) -> None:
+        """Stop the node's kubelet, as a kubelet that crashed or was stopped: the Pods' containers
+        keep running under containerd, but nothing reports them, and the node controller marks
+        the node NotReady once its lease is older than the grace period (50 s)."""
+        assert self.cp is not None, "the cluster is not started"
+        self.cp.stop_daemon("kubelet")
+        self.progress("stopped the kubelet")
+
+    def start_kubelet(self) -> None:
+        """Start the kubelet again (after ``stop_kubelet``); returns once the node is Ready."""
+        self._start_kubelet()
 
     def _start_kubelet(self) -> None:
         assert self.cp is not None

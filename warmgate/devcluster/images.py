@@ -1,7 +1,8 @@
 """Images without a Docker engine or a registry: buildah (vfs, chroot) from a local Debian base.
 
 Four images, each an archive under ``.cache/devcluster/images`` named after a hash of its
-inputs, so a warm run rebuilds only what changed:
+inputs, so a warm run rebuilds only what changed. Each build is one step of ``steps.Steps``: a
+line when it starts, one with its time, the tools' own output in ``.cache/logs/``:
 
 - ``localhost/warmgate-pause``: the sandbox image, Kubernetes' own ``build/pause/linux/pause.c``
   of the pinned release, compiled static;
@@ -17,8 +18,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable
@@ -28,6 +32,7 @@ from typing import Final
 
 from warmgate.controlplane import K8S_VERSION, REPO_ROOT
 from warmgate.devcluster.layout import CACHE
+from warmgate.devcluster.steps import Step, StepFailed, Steps
 
 IMAGES: Final = CACHE / "images"
 BUILDAH_STORE: Final = CACHE / "buildah"
@@ -48,8 +53,23 @@ COPY standin /opt/warmgate-standin
 COPY habana_frameworks /usr/lib/python3/dist-packages/habana_frameworks
 RUN chmod +x /opt/warmgate-standin/tests/doubles/standin_vllm.py \\
  && ln -s /opt/warmgate-standin/tests/doubles/standin_vllm.py /usr/local/bin/vllm
+# A numeric non-root user, as Pod Security "restricted" wants of an image (issue 23 item 14).
+USER 1000:1000
 """
 Progress = Callable[[str], None]
+BUILD_TOOLS: Final = ("buildah", "mmdebstrap", "gcc", "strip", "go")
+Build = Callable[[str, Step], None]  # builds the image ``ref`` with the step's commands
+Archive = Callable[[str, str, Step], None]  # commits ``ref`` into the archive destination
+# What each build is and how long it usually takes (2 cores), for its step's first line.
+HOW: Final = {
+    "warmgate-python-base": ("mmdebstrap bookworm minbase + python3", "about 1 min"),
+    "warmgate": (
+        "buildah bud of the repository's Dockerfile",
+        "pip installs the deps, about 1 min",
+    ),
+    "warmgate-standin-engine": ("the stand-in engine, a test double", "pip installs pydantic"),
+    "warmgate-pause": ("Kubernetes' pause.c, gcc -static", "a few seconds"),
+}
 
 
 @dataclass(frozen=True)
@@ -112,35 +132,37 @@ class Builder:
     """Builds the image set into archives, reusing every archive whose inputs did not change."""
 
     def __init__(self, progress: Progress) -> None:
-        self.progress = progress
+        self.steps = Steps(progress)
         IMAGES.mkdir(parents=True, exist_ok=True)
 
-    def ensure(self) -> ImageSet:
-        """Build what is missing; return the set."""
-        base = self._cached(
+    def base(self) -> Image:
+        """The local Debian base with python3 (kept in buildah's store: images build on it)."""
+        return self._cached(
             "warmgate-python-base",
             _digest([], DEBIAN_MIRROR, BASE_PACKAGES),
             self._build_base,
             keep_in_store=True,
         )
+
+    def ensure(self) -> ImageSet:
+        """Build what is missing; return the set."""
+        base = self.base()
         dockerfile = [REPO_ROOT / n for n in ("Dockerfile", "pyproject.toml", "README.md")]
         operator = self._cached(
             "warmgate",
             _digest([*dockerfile, *_package_files()], base.ref),
-            lambda ref: self._build_operator(ref, base.ref),
+            lambda ref, step: self._build_operator(ref, base.ref, step),
         )
         doubles = [DOUBLES / "standin_vllm.py", DOUBLES / "standin_hpu.py"]
         engine = self._cached(
             "warmgate-standin-engine",
             _digest([*doubles, *_package_files()], base.ref, ENGINE_CONTAINERFILE),
-            lambda ref: self._build_engine(ref, base.ref),
+            lambda ref, step: self._build_engine(ref, base.ref, step),
         )
         pause = self._cached("warmgate-pause", _digest([], K8S_VERSION), self._build_pause)
         return ImageSet(pause=pause, operator=operator, engine=engine)
 
-    def _cached(
-        self, name: str, digest: str, build: Callable[[str], None], keep_in_store: bool = False
-    ) -> Image:
+    def _cached(self, name: str, digest: str, build: Build, keep_in_store: bool = False) -> Image:
         ref = f"localhost/{name}:{digest}"
         archive = IMAGES / f"{name}-{digest}.tar"
         in_store = (
@@ -153,40 +175,53 @@ class Builder:
             if keep_in_store and not in_store:  # the store was wiped: load, do not rebuild
                 _run(buildah("pull", "--quiet", f"docker-archive:{archive}"))
             return Image(ref, archive)
-        began = time.monotonic()
-        if not in_store:
-            self.progress(f"building image {ref}")
-            build(ref)
-        tmp = archive.with_suffix(".partial")
-        tmp.unlink(missing_ok=True)
-        _run(buildah("push", "--quiet", ref, f"docker-archive:{tmp}:{ref}"))
-        tmp.rename(archive)
-        for old in IMAGES.glob(f"{name}-*.tar"):
-            if old != archive:
-                old.unlink()
+        how, about = HOW[name] if not in_store else ("archived from buildah's store", "")
+        with self.steps.step(f"image-{name}", f"image {ref}, {how}", about) as step:
+            if not in_store:
+                build(ref, step)
+            tmp = archive.with_suffix(".partial")
+            tmp.unlink(missing_ok=True)
+            step.run(buildah("push", "--quiet", ref, f"docker-archive:{tmp}:{ref}"))
+            tmp.rename(archive)
+        _drop_older(name, archive)
         if not keep_in_store:  # vfs keeps a full copy per layer: free it once archived
             subprocess.run(buildah("rmi", "--force", ref), capture_output=True, check=False)
-        self.progress(f"archived image {ref} in {time.monotonic() - began:.0f} s")
         return Image(ref, archive)
 
-    def _commit_rootfs(self, ref: str, add: list[tuple[str, str]], config: list[str]) -> None:
-        ctr = _run(buildah("from", "scratch")).strip()
+    def archived(self, name: str, digest: str, build: Archive, how: tuple[str, str]) -> Image:
+        """Like ``_cached``, for an image committed straight into its archive: ``build(ref,
+        destination, step)`` gets the `docker-archive:` destination. It never enters buildah's
+        store, where a commit and a push would write a multi-GB image twice more."""
+        ref = f"localhost/{name}:{digest}"
+        archive = IMAGES / f"{name}-{digest}.tar"
+        if archive.is_file():
+            return Image(ref, archive)
+        with self.steps.step(f"image-{name}", f"image {ref}, {how[0]}", how[1]) as step:
+            tmp = archive.with_suffix(".partial")
+            tmp.unlink(missing_ok=True)
+            build(ref, f"docker-archive:{tmp}:{ref}", step)
+            tmp.rename(archive)
+        _drop_older(name, archive)
+        return Image(ref, archive)
+
+    def _commit_rootfs(
+        self, ref: str, add: list[tuple[str, str]], config: list[str], step: Step
+    ) -> None:
+        ctr = step.run(buildah("from", "scratch")).strip()
         try:
             for src, dest in add:
-                _run(buildah("add", ctr, src, dest))
-            _run(buildah("config", *config, ctr))
-            _run(buildah("commit", "--quiet", ctr, ref))
+                step.run(buildah("add", ctr, src, dest))
+            step.run(buildah("config", *config, ctr))
+            step.run(buildah("commit", "--quiet", ctr, ref))
         finally:
             subprocess.run(buildah("rm", ctr), capture_output=True, check=False)
 
-    def _build_base(self, ref: str) -> None:
+    def _build_base(self, ref: str, step: Step) -> None:
         with tempfile.TemporaryDirectory(prefix="warmgate-base-") as tmp:
             tar = Path(tmp) / "base.tar"
-            self.progress("  mmdebstrap bookworm minbase + python3 (about 45 s)")
-            _run(
+            step.run(
                 [
                     "mmdebstrap",
-                    "--quiet",
                     "--variant=minbase",
                     f"--include={BASE_PACKAGES}",
                     "bookworm",
@@ -194,20 +229,22 @@ class Builder:
                     DEBIAN_MIRROR,
                 ]
             )
-            self._commit_rootfs(ref, [(str(tar), "/")], ["--cmd", '["python3"]'])
+            self._commit_rootfs(ref, [(str(tar), "/")], ["--cmd", '["python3"]'], step)
 
-    def _bud(self, ref: str, containerfile: Path, context: Path, build_arg: str) -> None:
-        """buildah bud with chroot isolation; pip inside reaches PyPI with the machine's CAs."""
-        flags = ["--quiet", "--isolation", "chroot", "--network", "host", "--pull=never"]
+    def _bud(
+        self, ref: str, containerfile: Path, context: Path, build_arg: str, step: Step
+    ) -> None:
+        """buildah bud with chroot isolation; pip inside reaches PyPI with the machine's CAs.
+        Not --quiet: the steps' output is what the step's log is for."""
+        flags = ["--isolation", "chroot", "--network", "host", "--pull=never"]
         flags += ["--volume", f"{CA_BUNDLE}:{CA_BUNDLE}:ro", "--layers=false"]
         args = [*flags, "--build-arg", build_arg, "-f", str(containerfile), "-t", ref]
-        _run(buildah("bud", *args, str(context)))
+        step.run(buildah("bud", *args, str(context)))
 
-    def _build_operator(self, ref: str, base: str) -> None:
-        self.progress(f"  buildah bud Dockerfile with PYTHON_IMAGE={base} (pip installs the deps)")
-        self._bud(ref, REPO_ROOT / "Dockerfile", REPO_ROOT, f"PYTHON_IMAGE={base}")
+    def _build_operator(self, ref: str, base: str, step: Step) -> None:
+        self._bud(ref, REPO_ROOT / "Dockerfile", REPO_ROOT, f"PYTHON_IMAGE={base}", step)
 
-    def _build_engine(self, ref: str, base: str) -> None:
+    def _build_engine(self, ref: str, base: str, step: Step) -> None:
         with tempfile.TemporaryDirectory(prefix="warmgate-engine-") as tmp:
             ctx = Path(tmp)
             skip = shutil.ignore_patterns("__pycache__", "devcluster")
@@ -220,13 +257,13 @@ class Builder:
             (hpu.parent / "__init__.py").write_text('"""TEST DOUBLE."""\n__version__ = "standin"\n')
             shutil.copy2(DOUBLES / "standin_hpu.py", hpu / "__init__.py")
             (ctx / "Containerfile").write_text(ENGINE_CONTAINERFILE)
-            self._bud(ref, ctx / "Containerfile", ctx, f"BASE={base}")
+            self._bud(ref, ctx / "Containerfile", ctx, f"BASE={base}", step)
 
-    def _build_pause(self, ref: str) -> None:
+    def _build_pause(self, ref: str, step: Step) -> None:
         source = _pause_source()
         with tempfile.TemporaryDirectory(prefix="warmgate-pause-") as tmp:
             binary = Path(tmp) / "pause"
-            _run(
+            step.run(
                 [
                     "gcc",
                     "-Os",
@@ -237,10 +274,22 @@ class Builder:
                     str(source),
                 ]
             )
-            _run(["strip", str(binary)])
+            step.run(["strip", str(binary)])
             self._commit_rootfs(
-                ref, [(str(binary), "/pause")], ["--entrypoint", '["/pause"]', "--user", "65535"]
+                ref,
+                [(str(binary), "/pause")],
+                ["--entrypoint", '["/pause"]', "--user", "65535"],
+                step,
             )
+
+
+def _drop_older(name: str, archive: Path) -> None:
+    """This image's older archives go once the new one is written; only its own (name, dash,
+    16 hex digits): `warmgate-*.tar` also matches warmgate-python-base-*, warmgate-vllm-cpu-*,
+    ..., and every operator rebuild deleted them (the 7 GB real-engine archive included)."""
+    for old in IMAGES.glob(f"{name}-*.tar"):
+        if old != archive and re.fullmatch(rf"{re.escape(name)}-[0-9a-f]{{16}}\.tar", old.name):
+            old.unlink()
 
 
 def _pause_source() -> Path:
@@ -252,12 +301,41 @@ def _pause_source() -> Path:
     return Path(json.loads(out)["Dir"]) / "build" / "pause" / "linux" / "pause.c"
 
 
-def import_into_containerd(ctr: list[str], images: ImageSet, progress: Progress) -> None:
+def import_into_containerd(ctr: list[str], images: Iterable[Image], progress: Progress) -> None:
     """`ctr -n k8s.io images import` each archive not imported yet (names carry the hash)."""
     present = set(_run([*ctr, "images", "list", "-q"]).split())
-    for image in images.all():
+    for image in images:
         if image.ref in present:
             continue
         began = time.monotonic()
         _run([*ctr, "images", "import", str(image.archive)])
         progress(f"imported {image.ref} into containerd in {time.monotonic() - began:.0f} s")
+
+
+def unavailable() -> str | None:
+    """Why the images cannot be built here (None when they can)."""
+    if os.geteuid() != 0:
+        return "not root: buildah's chroot isolation needs root"
+    missing = [tool for tool in BUILD_TOOLS if shutil.which(tool) is None]
+    return f"missing {', '.join(missing)} (make packages)" if missing else None
+
+
+def main() -> int:
+    """`make images`: build what is missing, each image one step; say why not where it cannot."""
+
+    def say(message: str) -> None:
+        print(f"dev cluster: {message}", flush=True)
+
+    why = unavailable()
+    if why is not None:
+        say(f"no images built here: {why}")
+        return 0
+    try:
+        Builder(say).ensure()
+    except StepFailed:
+        return 1  # the step printed the log's tail and its name
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -31,9 +31,22 @@ def helm(assets: Path, kubeconfig: Path, *args: str) -> subprocess.CompletedProc
     return done
 
 
-def install(assets: Path, kubeconfig: Path, image_ref: str, timeout: str = "180s") -> None:
-    """`helm install` the chart with the locally built image; wait for the operator Pod."""
+# The e2e tier's scenarios create namespaces as they go, so its operator watches every one:
+# the chart's explicit opt-in (its default watches only the namespaces it is given).
+CLUSTER_WIDE: Final = ("clusterWide=true",)
+
+
+def install(
+    assets: Path,
+    kubeconfig: Path,
+    image_ref: str,
+    timeout: str = "180s",
+    values: tuple[str, ...] = CLUSTER_WIDE,
+) -> None:
+    """`helm install` the chart with the locally built image and ``values`` (`--set`); wait
+    for the operator Pod."""
     repository, tag = image_ref.rsplit(":", 1)
+    sets = [arg for value in values for arg in ("--set", value)]
     helm(
         assets,
         kubeconfig,
@@ -56,7 +69,17 @@ def install(assets: Path, kubeconfig: Path, image_ref: str, timeout: str = "180s
         "env[0].name=WARMGATE_RESYNC_SECONDS",
         "--set-string",
         f"env[0].value={RESYNC_SECONDS}",
+        *sets,
     )
+
+
+def upgrade(assets: Path, kubeconfig: Path, *values: str, timeout: str = "180s") -> None:
+    """`helm upgrade --reuse-values` with more ``values`` (`--set`); wait for the rollout."""
+    sets = [arg for value in values for arg in ("--set", value)]
+    helm(
+        assets, kubeconfig, "upgrade", RELEASE, str(CHART), "--namespace", NAMESPACE,
+        "--reuse-values", "--wait", "--timeout", timeout, *sets,
+    )  # fmt: skip
 
 
 def uninstall(assets: Path, kubeconfig: Path) -> None:

@@ -8,6 +8,10 @@ left about 90 connections and 25 MB resident at 300 objects (docs/benchmarks.md,
 This login reads the same credentials and bounds the pool: each watch stream holds a
 connection while it lasts, so the bound is the streams plus `REQUEST_CONNECTIONS`; more
 requests at once wait for a free connection instead of opening one.
+
+The session also bounds the time to connect and between two reads (`timeouts`), as the
+operator's own client does (`kube_cluster`); kopf passes its own per-request timeouts too,
+from `kopf_handlers.kopf_settings` (issue 23 item 8).
 """
 
 from __future__ import annotations
@@ -21,9 +25,8 @@ import kopf
 
 # Connections for kopf's short requests (patches, Events, keep-alives), beside the streams.
 REQUEST_CONNECTIONS: Final = 16
-# Streams besides the operator's kinds in each namespace: kopf's peering object; and once for
-# the operator: kopf's CRD and namespace observers (a bound, not an exact count).
-STREAMS_PER_NAMESPACE: Final = 1
+# Streams besides the operator's kinds, once for the operator: kopf's CRD and namespace
+# observers (a bound, not an exact count: a namespaced operator runs neither).
 STREAMS_PER_OPERATOR: Final = 2
 
 Login = Callable[..., Awaitable[kopf.AiohttpSession | None]]
@@ -32,12 +35,13 @@ Login = Callable[..., Awaitable[kopf.AiohttpSession | None]]
 def connection_limit(kinds: int, namespaces: int, requests: int = REQUEST_CONNECTIONS) -> int:
     """Connections for a watch of ``kinds`` kinds in each namespace (0: cluster-wide)."""
     scopes = max(1, namespaces)
-    return (kinds + STREAMS_PER_NAMESPACE) * scopes + STREAMS_PER_OPERATOR + requests
+    return kinds * scopes + STREAMS_PER_OPERATOR + requests
 
 
-def bounded_login(limit: int) -> Login:
+def bounded_login(limit: int, timeouts: tuple[float, float] = (5.0, 30.0)) -> Login:
     """A kopf login handler: `kopf.login_via_client`'s credentials, at most ``limit``
-    connections."""
+    connections, (connect, read) ``timeouts`` in seconds."""
+    connect, read = timeouts
 
     async def login_with_bounded_pool(
         logger: kopf.Logger, settings: kopf.OperatorSettings, **kwargs: Any
@@ -50,6 +54,7 @@ def bounded_login(limit: int) -> Login:
             auth = info.as_aiohttp_basic_auth()
         session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=limit, ssl=info.as_ssl_context()),
+            timeout=aiohttp.ClientTimeout(sock_connect=connect, sock_read=read),
             headers=info.as_http_headers(),
             auth=auth,
             proxy=info.proxy_url,

@@ -4,7 +4,7 @@
 state into every object and wait for its echo, nor a kopf daemon per object, which needs a
 finalizer on every object and a task of its own) syncs an object when:
 
-- it is new to the followers (created, or first listed since the operator started or resumed)
+- it is new to the followers (created, or first listed since the operator started)
   or its generation (spec), labels or annotations changed (`Followers.track`, from the
   SpecDecodeDeployment watch); its status changing (the operator's own write) is no news;
 - a watched child changed (`handlers.children`, `Followers.wake`): a Job's completion or a Pod's
@@ -32,10 +32,10 @@ import random
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from warmgate.api import SpecDecodeDeployment, SpecDecodeDeploymentStatus
@@ -49,9 +49,10 @@ from warmgate.handlers.children import (
     WatchVersions,
     parent_key,
 )
-from warmgate.handlers.sync_reads import SyncReads
-from warmgate.reconcile.cluster import Logger
-from warmgate.reconcile.sync import Outcome, Runtime
+from warmgate.handlers.cluster import Logger
+from warmgate.handlers.liveness import Liveness, SyncProgress
+from warmgate.handlers.sync import Outcome, Runtime
+from warmgate.settings import DEFAULT_STALL_SECONDS
 
 JITTER: Final = 0.2
 FIRST_LOW: Final = 0.2
@@ -64,31 +65,64 @@ COALESCE_SECONDS: Final = 0.1
 REMEMBER_SECONDS: Final = 30.0
 
 
+@dataclass(frozen=True, slots=True)
+class _Written:
+    """A status write: the status, the object's resourceVersion after it (None when unknown),
+    the versions it replaced (the body the sync read, its own earlier write), until when."""
+
+    status: SpecDecodeDeploymentStatus
+    version: str | None
+    replaced: frozenset[str]
+    until: float
+
+
 class StatusMemory:
-    """The status each object was last given, until the watch delivers the object with it."""
+    """The status each object was last given, until the watch delivers the object with it.
+
+    With resourceVersions known (the operator's writes are preconditioned on them), a body
+    stands for the write only when it is one of the versions the write replaced: the watch has
+    not brought the write back yet. Any other version is newer news (a spec edit, another
+    writer): the memory is dropped and the body taken as it is.
+    """
 
     def __init__(self) -> None:
-        self._written: dict[str, tuple[SpecDecodeDeploymentStatus, float]] = {}
+        self._written: dict[str, _Written] = {}
         self._lock = threading.Lock()
 
-    def remember(self, uid: str, status: SpecDecodeDeploymentStatus) -> None:
+    def remember(
+        self,
+        uid: str,
+        status: SpecDecodeDeploymentStatus,
+        version: str | None = None,
+        replaced: frozenset[str] = frozenset(),
+    ) -> None:
         now = time.monotonic()
         with self._lock:
             # Expired entries go now, not at the object's next sync (minutes away): each one
             # holds a whole status.
-            for stale in [key for key, (_, until) in self._written.items() if until < now]:
+            for stale in [key for key, w in self._written.items() if w.until < now]:
                 del self._written[stale]
-            self._written[uid] = (status, now + REMEMBER_SECONDS)
+            self._written[uid] = _Written(status, version, replaced, now + REMEMBER_SECONDS)
 
-    def latest(self, sdd: SpecDecodeDeployment) -> SpecDecodeDeployment:
-        """``sdd`` with the status last written to it, when its body is older than that."""
+    def latest(
+        self, sdd: SpecDecodeDeployment, version: str | None = None
+    ) -> tuple[SpecDecodeDeployment, str | None]:
+        """``sdd`` (read at resourceVersion ``version``) and the version to write its next
+        status at: with the status last written and that write's version when the body is
+        older than the write; else as it is."""
         uid = sdd.metadata.uid or ""
         with self._lock:
-            written, until = self._written.get(uid, (None, 0.0))
-            if written is None or written == sdd.status or time.monotonic() > until:
-                self._written.pop(uid, None)
-                return sdd
-        return sdd.model_copy(update={"status": written})
+            written = self._written.get(uid)
+            if written is not None and time.monotonic() <= written.until:
+                if version is not None and written.version is not None:
+                    stands_in = version in written.replaced
+                else:  # versions unknown: compare the statuses
+                    stands_in = written.status != sdd.status
+                if stands_in:
+                    updated = sdd.model_copy(update={"status": written.status})
+                    return updated, written.version or version
+            self._written.pop(uid, None)
+        return sdd, version
 
     def forget(self, uid: str) -> None:
         with self._lock:
@@ -176,8 +210,6 @@ class Followers:
         self._order = itertools.count()
         self._tasks: set[asyncio.Task[None]] = set()
         self._changed = asyncio.Event()
-        self._paused = False
-        self._recheck = asyncio.Event()  # an object seen while paused: check the peering now
         # kopf's context of a watch event (its Event poster lives there), for the syncs.
         self.context: contextvars.Context | None = None
 
@@ -191,8 +223,6 @@ class Followers:
         events, whose context the syncs run in."""
         if self.context is None:
             self.context = contextvars.copy_context()
-        if self._paused:  # kopf's watch delivers objects again: it has likely resumed
-            self._recheck.set()
         meta = body.get("metadata") or {}
         uid = str(meta.get("uid") or "")
         if meta.get("deletionTimestamp"):  # being deleted: nothing to follow any more
@@ -240,28 +270,11 @@ class Followers:
             self._wake(uid, followed)
         return len(uids)
 
-    def pause(self) -> None:
-        """Another replica acts: follow nothing until kopf's watch brings the objects again."""
-        self._paused = True
-        for uid in list(self._objects):
-            self.drop(uid)
-
-    def resume(self) -> None:
-        self._paused = False
-        self._changed.set()
-
-    async def next_check(self, seconds: float) -> None:
-        """Wait until the next activity check is due: ``seconds``, or sooner when an object
-        arrived while paused (kopf resumed: the standby acts at once, not up to a period later)."""
-        await _wait(self._recheck, seconds)
-        self._recheck.clear()
-
     async def run(self, op: Operator, once: SyncOnce, object_log: ObjectLog) -> None:
         """Start the syncs that are due, until cancelled; then cancel the ones in flight."""
         try:
             while True:
-                if not self._paused:
-                    self._start_due(op, once, object_log)
+                self._start_due(op, once, object_log)
                 self._changed.clear()
                 delay = self._due[0][0] - time.monotonic() if self._due else None
                 if delay is None or delay > 0:
@@ -296,7 +309,7 @@ class Followers:
     ) -> None:
         """Sync one object while it is woken or due; one such task per object at a time."""
         try:
-            while self._objects.get(uid) is followed and not self._paused:
+            while self._objects.get(uid) is followed:
                 if followed.woken:
                     await asyncio.sleep(COALESCE_SECONDS)  # by now the writes have their answers
                     followed.woken = False
@@ -317,6 +330,8 @@ class Followers:
                     self.drop(uid)
                     return
                 followed.retrying = outcome is not None and outcome.retry_after is not None
+                if followed.retrying:
+                    metrics.SYNC_FAILURES.labels("api").inc()
                 delay = _next_delay(op, outcome)
                 if followed.fresh and not followed.retrying:
                     # Objects applied together resync spread over an interval, not in one wave.
@@ -341,9 +356,10 @@ class Operator(Runtime):
     # The generation of each object whose spec could not be read, reported once (InvalidSpec).
     refused: dict[str, Any] = field(default_factory=dict)
     executor: Executor | None = None
-    # In a peering: the check that pauses the followers while another replica acts.
-    activity: Callable[[Followers], Coroutine[Any, Any, None]] | None = None
-    # The followers' task and the activity check, started and stopped with kopf.
+    # Syncs asked for and finished, and the checks the liveness probe runs (`handlers.liveness`).
+    progress: SyncProgress = field(default_factory=lambda: SyncProgress(DEFAULT_STALL_SECONDS))
+    liveness: Liveness = field(default_factory=Liveness)
+    # The followers' task and the event loop's heartbeat, started and stopped with kopf.
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     # Resyncs in flight at once: the rest of the executor stays free for the syncs a change
     # asked for, so a wave of resyncs never delays a Job's completion.
@@ -362,13 +378,10 @@ class Operator(Runtime):
             base = min(base, ACTIVE_RESYNC_SECONDS)
         return base * random.uniform(1 - JITTER, 1 + JITTER)
 
-    def for_one_sync(self) -> Operator:
-        """The runtime of one sync: its reads of the children are sent once (`SyncReads`)."""
-        return replace(self, cluster=SyncReads(self.cluster))
-
     def forget(self, uid: str) -> None:
         """A deleted object: drop what is kept about it."""
         self.backoff.forget(uid)
+        self.watch.forget(uid)
         self.plans.forget(uid)
         self.statuses.forget(uid)
         self.locks.forget(uid)
@@ -410,13 +423,17 @@ async def _in_thread(
     logger = object_log(raw)
     context = (op.followers.context or contextvars.copy_context()).copy()
     loop = asyncio.get_running_loop()
+    op.progress.started()
     try:
         outcome: Outcome | None = await loop.run_in_executor(
             op.executor, context.run, once, raw, logger
         )
     except Exception as exc:
+        metrics.SYNC_FAILURES.labels("error").inc()
         logger.error(f"The sync failed: {exc!r}", exc_info=exc)
         return None
+    finally:
+        op.progress.finished()
     return outcome
 
 

@@ -15,29 +15,36 @@ set, `FINALIZER`); a deleted object's DELETED watch event drops what is kept of 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
-import time
-from collections.abc import Callable, Collection, Coroutine, Mapping
+from collections.abc import Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from typing import Any, Final, cast
 
 import kopf
 
 from warmgate.api import GROUP, PLURAL, VERSION, ManifestError, SpecDecodeDeployment, parse_manifest
 from warmgate.api.constants import FINALIZER, LABEL_NAME
-from warmgate.handlers import api_session, children, heap, metrics, peering, runtime_metrics
-from warmgate.handlers.follower import Followers, Operator
-from warmgate.handlers.kube_cluster import HTTP_NOT_FOUND, KubeCluster
+from warmgate.handlers import (
+    api_session,
+    children,
+    heap,
+    leader,
+    liveness,
+    metrics,
+    runtime_metrics,
+)
+from warmgate.handlers.follower import Operator
+from warmgate.handlers.kube_cluster import KubeCluster
 from warmgate.handlers.runner_endpoints import HttpRunnerEndpoints
-from warmgate.reconcile.cluster import ClusterError, EventType
+from warmgate.handlers.sync import Outcome, keep_serving, sync
+from warmgate.reconcile.actions import EventType
 from warmgate.reconcile.plan_cache import PlanCache
 from warmgate.reconcile.planning import PlanningResult, evaluate
-from warmgate.reconcile.sync import Outcome, sync
 from warmgate.settings import Settings
 
 log = logging.getLogger(__name__)
+# kopf's total for a request other than a watch stream, in read timeouts (120 s by default).
+KOPF_REQUEST_READS: Final = 4
 
 
 def run(
@@ -47,18 +54,21 @@ def run(
     liveness_endpoint: str | None,
     verbose: bool = False,
 ) -> None:
-    """Run the operator until it is stopped: every namespace when ``namespaces`` is empty."""
+    """Run the operator until it is stopped: every namespace when ``namespaces`` is empty.
+
+    With a leader Lease (`Settings.lease`), kopf starts only once this replica holds it
+    (`leader.lead`); until then the process stands by, watching nothing, writing nothing.
+    """
     kopf.configure(verbose=verbose)
     if not verbose:
         logging.getLogger("kopf.objects").addFilter(quiet_watch_handlers)
-    started = time.time()
-    cluster = KubeCluster.connect(pool_size=settings.sync_workers)
+    timeouts = (settings.api_connect_timeout, settings.api_read_timeout)
+    cluster = KubeCluster.connect(settings.sync_workers, timeouts)
     plans = PlanCache(_timed_evaluate, max_bytes=settings.plan_cache_mb * 2**20)
     executor = ThreadPoolExecutor(settings.sync_workers, thread_name_prefix="warmgate-sync")
-    if settings.peering is not None:
-        peering.ensure_objects(cluster.api, settings.peering, namespaces)
-    configured = kopf_settings(settings, executor)
-    peering.configure(configured, settings, started)
+    health = liveness.Liveness()
+    progress = liveness.SyncProgress(settings.stall_seconds)
+    health.add("syncs", progress.stalled)
     memo = Operator(
         settings,
         cluster,
@@ -67,27 +77,35 @@ def run(
         writes=cluster.writes,
         versions=cluster.versions,
         executor=executor,
-        activity=_activity_check(cluster, settings, configured, namespaces),
+        progress=progress,
+        liveness=health,
     )
+    if liveness_endpoint:
+        liveness.serve(liveness_endpoint, health)
     if settings.metrics_port:
         metrics.serve(settings.metrics_port)
         runtime_metrics.serve_runtime(cluster.connections, plans.stats)
         log.info(f"Started the metrics endpoint on port {settings.metrics_port}")
+    held = None
+    if settings.lease is not None:
+        namespace = leader.lease_namespace(settings.lease, namespaces)
+        held = leader.lead(settings.lease, namespace, timeouts, health)
     try:
         kopf.run(
             registry=registry(settings, namespaces),
-            settings=configured,
+            settings=kopf_settings(settings, executor),
             memo=memo,
-            standalone=settings.peering is None,
+            standalone=True,  # one replica acts: the only one, or the Lease's holder
             clusterwide=not namespaces,
             namespaces=namespaces,
-            liveness_endpoint=liveness_endpoint,
         )
     finally:
         # Syncs still queued when kopf stops are dropped, not run one by one before the
         # process may exit (hundreds after a burst of creations); the next operator's
         # followers sync every object as they first see it. The ones running finish their sync.
         executor.shutdown(wait=True, cancel_futures=True)
+        if held is not None:  # only now: no sync of this replica runs any more
+            held.release()
 
 
 # kopf logs these at INFO after every watch event of every object and child: thousands of lines
@@ -102,29 +120,23 @@ def quiet_watch_handlers(record: logging.LogRecord) -> bool:
     return not (record.levelno == logging.INFO and record.msg in WATCH_HANDLER_SUCCESSES)
 
 
-def _activity_check(
-    cluster: KubeCluster,
-    ours: Settings,
-    configured: kopf.OperatorSettings,
-    namespaces: Collection[str],
-) -> Callable[[Followers], Coroutine[Any, Any, None]] | None:
-    """In a peering, the check that pauses the followers while another replica acts."""
-    if ours.peering is None:
-        return None
-    return functools.partial(
-        peering.follow_activity, cluster.api, ours.peering, configured.peering.priority, namespaces
-    )
-
-
 def kopf_settings(
     ours: Settings | None = None, executor: ThreadPoolExecutor | None = None
 ) -> kopf.OperatorSettings:
     """Keep kopf's bookkeeping under `warmgate.dev/` annotations, out of the typed status;
     run the syncs in as many threads as the API client's pool has connections."""
+    ours = ours or Settings()
     settings = kopf.OperatorSettings()
     if executor is not None:  # the handlers' and the followers' syncs share it
         settings.execution.executor = executor
-    settings.execution.max_workers = (ours or Settings()).sync_workers
+    settings.execution.max_workers = ours.sync_workers
+    # kopf's own requests: a connect timeout, and a total for its requests other than watch
+    # streams (patches, Events, the list that starts each watch: thousands of objects at
+    # scale, so four read timeouts, not one) instead of aiohttp's 5 minutes; its watch streams
+    # reconnect after kopf's inactivity timeout (70 s without an event).
+    settings.networking.connect_timeout = ours.api_connect_timeout
+    settings.networking.request_timeout = KOPF_REQUEST_READS * ours.api_read_timeout
+    settings.watching.connect_timeout = ours.api_connect_timeout
     children.label_selectors(settings)
     # No change handlers (create/update/resume): the followers see every change in the
     # object's watch events and sync level-based, so kopf writes nothing to an object (no
@@ -165,7 +177,9 @@ def registry(settings: Settings, namespaces: Collection[str] = ()) -> kopf.Opera
     # kopf logs in with the official client's configuration (in-cluster, else $KUBECONFIG),
     # as its default registry does, but with a bounded connection pool (`api_session`).
     limit = api_session.connection_limit(len(children.WATCHED) + 1, len(namespaces))
-    kopf.on.login(id="login_via_client", registry=handlers)(api_session.bounded_login(limit))
+    timeouts = (settings.api_connect_timeout, settings.api_read_timeout)
+    login = api_session.bounded_login(limit, timeouts)
+    kopf.on.login(id="login_via_client", registry=handlers)(login)
     resource = (GROUP, VERSION, PLURAL)
     kopf.on.event(*resource, id="observe", registry=handlers)(observe)
     kopf.on.startup(id="followers", registry=handlers)(start_followers)
@@ -179,8 +193,8 @@ def registry(settings: Settings, namespaces: Collection[str] = ()) -> kopf.Opera
 async def start_followers(
     memo: Operator, settings: kopf.OperatorSettings, logger: kopf.Logger, **_: Any
 ) -> None:
-    """Start the one task that follows every object (`follower.Followers`); in a peering, the
-    check that pauses it while another replica acts."""
+    """Start the one task that follows every object (`follower.Followers`), and the event
+    loop's heartbeat; the liveness probe fails when either stops."""
 
     def once(raw: dict[str, Any], log: Any) -> Outcome | None:
         return resync(raw, log, memo)
@@ -188,14 +202,28 @@ async def start_followers(
     def object_log(raw: dict[str, Any]) -> kopf.Logger:
         return kopf.ObjectLogger(body=kopf.Body(cast(kopf.RawBody, raw)), settings=settings)
 
-    memo.tasks.append(asyncio.create_task(memo.followers.run(memo, once, object_log)))
-    if memo.activity is not None:
-        memo.tasks.append(asyncio.create_task(memo.activity(memo.followers)))
+    following = asyncio.create_task(memo.followers.run(memo, once, object_log))
+    # Between syncs, the serving runners are asked for new unwarmed shapes (runner_watch).
+    poll = memo.watch.run(
+        memo.endpoints.read, memo.followers.wake, memo.settings.runner_poll_seconds
+    )
+    heartbeat = liveness.Heartbeat()
+    memo.tasks.extend([following, asyncio.create_task(poll), asyncio.create_task(_beat(heartbeat))])
+    memo.liveness.add("event-loop", heartbeat.stalled)
+    memo.liveness.add("followers", lambda: "the followers stopped" if following.done() else None)
     logger.debug("Started the followers")
+
+
+async def _beat(heartbeat: liveness.Heartbeat) -> None:
+    while True:
+        heartbeat.beat()
+        await asyncio.sleep(1.0)
 
 
 async def stop_followers(memo: Operator, **_: Any) -> None:
     """Stop following: the syncs in flight are cancelled (their threads finish their sync)."""
+    memo.liveness.remove("event-loop")
+    memo.liveness.remove("followers")
     for task in memo.tasks:
         task.cancel()
     await asyncio.gather(*memo.tasks, return_exceptions=True)
@@ -206,25 +234,21 @@ def resync(raw: dict[str, Any], logger: kopf.Logger, memo: Operator) -> Outcome 
     """One sync of an object (in a thread): compute the whole status from the current state of
     the object and its children, and write it when it changed."""
     body = kopf.Body(cast(kopf.RawBody, raw))
-    sdd = _parse(body, memo)
+    sdd = _parse(body, memo, logger)
     if sdd is None:
         return None
     namespace, name, uid = sdd.metadata.namespace or "", sdd.metadata.name or "", sdd.metadata.uid
+    version = str((raw.get("metadata") or {}).get("resourceVersion") or "") or None
     with memo.locks.hold(uid or ""):
         if uid in memo.gone:  # deleted while this sync waited for the lock
             return None
-        outcome = sync(memo.statuses.latest(sdd), memo.for_one_sync(), _KopfEvents(body), logger)
-        if outcome.status_patch:
-            try:
-                memo.cluster.patch_status(namespace, name, outcome.status_patch)
-            except ClusterError as exc:
-                if exc.status == HTTP_NOT_FOUND:  # deleted unseen (the watch was away)
-                    _forget(namespace, name, uid or "", memo)
-                    return None
-                logger.error(f"Could not write the status, retrying: {exc}")
-                retry = memo.backoff.after(uid or "", [exc])
-                return replace(outcome, retry_after=retry)
-            memo.statuses.remember(uid or "", outcome.status)
+        sdd, version = memo.statuses.latest(sdd, version)
+        outcome = sync(sdd, memo, _KopfEvents(body), logger, version=version)
+        if outcome.gone:  # deleted unseen (the watch was away)
+            _forget(namespace, name, uid or "", memo)
+            return None
+        if outcome.written:
+            memo.statuses.remember(uid or "", outcome.status, outcome.version, outcome.replaced)
         # Under the lock: a delete's `forget` removes the series after this, never before.
         metrics.record(namespace, name, outcome.result)
         metrics.record_status(namespace, name, outcome.status)
@@ -293,7 +317,7 @@ def _forget(namespace: str, name: str, uid: str, memo: Operator) -> None:
     memo.forget(uid)
 
 
-def _parse(body: kopf.Body, memo: Operator) -> SpecDecodeDeployment | None:
+def _parse(body: kopf.Body, memo: Operator, logger: Any) -> SpecDecodeDeployment | None:
     """The object as the models read it; None when they cannot, reported once per generation.
 
     The server validated the spec, so an unreadable one is version skew between the CRD and the
@@ -307,6 +331,7 @@ def _parse(body: kopf.Body, memo: Operator) -> SpecDecodeDeployment | None:
         if memo.refused.get(uid) != generation:
             memo.refused[uid] = generation
             kopf.warn(body, reason="InvalidSpec", message=str(exc)[:1024])
+        keep_serving(dict(body), str(exc), memo, _KopfEvents(body), logger)
         return None
 
 

@@ -12,13 +12,22 @@ Every call goes through `_send`, the one place where an HTTP status becomes an a
 on a read is "absent" (None), a 409 on a create or replace is "someone else wrote" (False), a
 404 on a delete or patch is "already gone" (False). Any other API error becomes a
 `ClusterError` (with the server's Retry-After, if any) that the reconcile reports and retries.
+
+Every request carries a connect and a read timeout (`Settings.api_connect_timeout`,
+`api_read_timeout`), and every transport failure (a refused, reset or timed-out connection, a
+half-open one that never answers, a TLS error) is a `ClusterError` without a status: transient,
+retried after the same backoff as a 5xx. Without them a connection reset escaped the sync (the
+object waited for its next resync, about 900 s), and a half-open connection held a sync thread
+and the object's lock forever (issue 23 item 8).
 """
 
 from __future__ import annotations
 
+import http.client
 import json
-from typing import Final
+from typing import Any, Final
 
+import urllib3
 from kubernetes import client
 from kubernetes import config as kube_config
 from kubernetes.client.exceptions import ApiException
@@ -26,7 +35,8 @@ from kubernetes.client.exceptions import ApiException
 from warmgate.api import Manifest
 from warmgate.api.constants import GROUP, PLURAL, VERSION
 from warmgate.handlers.children import OwnWrites, WatchVersions
-from warmgate.reconcile.cluster import ClusterError, DeleteKind, ListKind, PatchKind, ReadKind
+from warmgate.handlers.cluster import ClusterError, ListKind, ReadKind
+from warmgate.reconcile.actions import DeleteKind, PatchKind
 
 HTTP_NOT_FOUND: Final = 404
 HTTP_CONFLICT: Final = 409
@@ -35,9 +45,22 @@ MERGE_PATCH: Final = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH: Final = "application/strategic-merge-patch+json"
 # Lists answered from the apiserver's watch cache: NotOlderThan the last watch event of the kind
 # (watched kinds), any version (ConfigMaps: only the garbage collection lists them, and a stale
-# answer only delays or repeats a delete). ReplicaSets and Events are read from etcd.
+# answer only delays or repeats a delete: each delete carries the UID read, so it never
+# removes an object made since; what decides a delete, the Deployment, the Jobs and the Pods
+# that mount the ConfigMaps, is read fresh). ReplicaSets and Events are read from etcd.
+# (NotOlderThan another kind's version is no use: a kind's watch cache moves with its own
+# events only, and on etcd 3.4 the list waits 3 s and fails 504 "Too large resource version".)
 WATCHED_LISTS: Final = frozenset({"Job", "Pod"})
-ANY_VERSION_LISTS: Final = frozenset({"ConfigMap"})
+# A stale list of claims only delays a deletion (each is sent with its UID as precondition).
+ANY_VERSION_LISTS: Final = frozenset({"ConfigMap", "PersistentVolumeClaim"})
+# What a request fails with below HTTP: urllib3's errors (timeouts, resets, protocol errors,
+# retries exhausted), the socket's (refused, reset, timed out, TLS) and http.client's.
+TRANSPORT_ERRORS: Final = (urllib3.exceptions.HTTPError, OSError, http.client.HTTPException)
+# One more try for a connection that could not be opened (it never reached the server, so any
+# method may be sent again); none for a request that was sent: the sync's backoff retries it.
+RETRIES: Final = urllib3.Retry(total=1, connect=1, read=False, redirect=False, status=False)
+# The apiserver's status-less failure (the client's ApiException for a TLS error).
+NO_STATUS: Final = 0
 # The collection of each kind the operator reads or writes, in a namespace.
 COLLECTIONS: Final = {
     "ConfigMap": "/api/v1/namespaces/{namespace}/configmaps",
@@ -49,6 +72,7 @@ COLLECTIONS: Final = {
     "Deployment": "/apis/apps/v1/namespaces/{namespace}/deployments",
     "ReplicaSet": "/apis/apps/v1/namespaces/{namespace}/replicasets",
     PLURAL: f"/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}/{PLURAL}",
+    "SpecDecodeDeployment": f"/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}/{PLURAL}",
 }
 
 
@@ -62,26 +86,25 @@ def _retry_after(exc: ApiException) -> float | None:
 
 
 class KubeCluster:
-    """The operations of `warmgate.reconcile.cluster.Cluster` against a real API server."""
+    """The operations of `warmgate.handlers.cluster.Cluster` against a real API server."""
 
-    def __init__(self, api: client.ApiClient) -> None:
+    def __init__(self, api: client.ApiClient, timeouts: tuple[float, float] = (5.0, 30.0)) -> None:
         self.api = api
+        # (connect, read) seconds of every request.
+        self.timeouts = timeouts
         # What this adapter wrote, so the watch of the children ignores its echo.
         self.writes = OwnWrites()
         # What the watch of the children delivered last, so lists can come from the cache.
         self.versions = WatchVersions()
 
     @classmethod
-    def connect(cls, pool_size: int) -> KubeCluster:
-        """Log in with the in-cluster ServiceAccount, else $KUBECONFIG; one client for all,
-        whose pool keeps ``pool_size`` connections (one per thread that calls it)."""
-        try:
-            kube_config.load_incluster_config()  # type: ignore[no-untyped-call]
-        except kube_config.ConfigException:
-            kube_config.load_kube_config()  # type: ignore[no-untyped-call]
-        configuration = client.Configuration.get_default_copy()
-        configuration.connection_pool_maxsize = pool_size
-        return cls(client.ApiClient(configuration))
+    def connect(
+        cls, pool_size: int, timeouts: tuple[float, float], config_file: str | None = None
+    ) -> KubeCluster:
+        """Log in with the in-cluster ServiceAccount, else $KUBECONFIG (or ``config_file``);
+        one client for all, whose pool keeps ``pool_size`` connections (one per thread that
+        calls it); every request with the (connect, read) ``timeouts``."""
+        return cls(client.ApiClient(configuration(pool_size, config_file)), timeouts)
 
     def connections(self) -> tuple[int, int]:
         """(connections opened, requests sent) by this client so far (urllib3's counters)."""
@@ -111,19 +134,21 @@ class KubeCluster:
             path, params["name"] = path + "/{name}", name
         if subresource:
             path += f"/{subresource}"
-        headers = {"Accept": JSON}
-        if body is not None:
-            headers["Content-Type"] = content_type
-        method, url, headers, _, _ = self.api.param_serialize(
-            method=method,
-            resource_path=path,
-            path_params=params,
-            query_params=list((query or {}).items()),
-            header_params=headers,
-            auth_settings=["BearerToken"],
-        )
-        response = self.api.call_api(method, url, headers, body=body)
-        data = response.read()  # type: ignore[no-untyped-call]
+        try:
+            response, data = send_json(
+                self.api,
+                method,
+                path,
+                params,
+                query=query,
+                body=body,
+                content_type=content_type,
+                timeouts=self.timeouts,
+            )
+        except TRANSPORT_ERRORS as exc:
+            raise ClusterError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+        except ApiException as exc:  # the client's own wrapping of a TLS error (status 0)
+            raise ClusterError(f"{method} {path}: {exc.reason}", status=exc.status or None) from exc
         if not 200 <= response.status <= 299:
             try:
                 ApiException.from_response(http_resp=response, body=None, data=None)  # raises
@@ -172,16 +197,18 @@ class KubeCluster:
         self._wrote(kind, created)
         return created
 
-    def replace(self, manifest: Manifest) -> bool:
-        """Replace a Deployment at its resourceVersion; False when a newer write won (409)."""
-        meta = manifest["metadata"]
-        args = ("PUT", "Deployment", meta["namespace"], meta["name"])
-        return self._wrote(
-            "Deployment", self._send(*args, body=manifest, tolerate=(HTTP_CONFLICT,))
-        )
+    def replace(self, manifest: Manifest) -> Manifest | None:
+        """Replace a Deployment or ConfigMap at its resourceVersion: the object as stored;
+        None when a newer write won (409)."""
+        meta, kind = manifest["metadata"], manifest["kind"]
+        args = ("PUT", kind, meta["namespace"], meta["name"])
+        replaced = self._send(*args, body=manifest, tolerate=(HTTP_CONFLICT,))
+        self._wrote(kind, replaced)
+        return replaced
 
-    def patch(self, kind: PatchKind, namespace: str, name: str, body: Manifest) -> bool:
-        """A JSON merge patch (lists are replaced whole); False when the object is gone."""
+    def patch(self, kind: PatchKind, namespace: str, name: str, body: Manifest) -> Manifest | None:
+        """A JSON merge patch (lists are replaced whole): the object as stored; None when the
+        object is gone."""
         found = self._send(
             "PATCH",
             kind,
@@ -191,7 +218,8 @@ class KubeCluster:
             content_type=MERGE_PATCH,
             tolerate=(HTTP_NOT_FOUND,),
         )
-        return self._wrote(kind, found)
+        self._wrote(kind, found)
+        return found
 
     def delete(self, kind: DeleteKind, namespace: str, name: str, uid: str) -> bool:
         """Delete exactly this object (UID precondition); dependents go in the background."""
@@ -199,10 +227,24 @@ class KubeCluster:
         tolerate = (HTTP_NOT_FOUND, HTTP_CONFLICT)
         return self._send("DELETE", kind, namespace, name, body=body, tolerate=tolerate) is not None
 
-    def patch_status(self, namespace: str, name: str, body: Manifest) -> None:
-        """Merge-patch a SpecDecodeDeployment's status subresource (``body`` is the status)."""
-        patch = {"status": body}
-        self._send("PATCH", PLURAL, namespace, name, "status", body=patch, content_type=MERGE_PATCH)
+    def patch_status(
+        self, namespace: str, name: str, body: Manifest, resource_version: str | None = None
+    ) -> str | None:
+        """Merge-patch a SpecDecodeDeployment's status subresource (``body`` is the status);
+        the object's resourceVersion after the write.
+
+        With ``resource_version`` the write is refused (ClusterError 409) when the object
+        changed since that version: a newer writer (a spec edit, another replica) is never
+        overwritten by a status computed from an older object.
+        """
+        patch: Manifest = {"status": body}
+        if resource_version is not None:
+            patch["metadata"] = {"resourceVersion": resource_version}
+        found = self._send(
+            "PATCH", PLURAL, namespace, name, "status", body=patch, content_type=MERGE_PATCH
+        )
+        version = ((found or {}).get("metadata") or {}).get("resourceVersion")
+        return str(version) if version else None
 
     def scale(self, namespace: str, name: str, replicas: int) -> None:
         """Follow spec.serving.replicas without touching the plan the Deployment serves."""
@@ -212,13 +254,60 @@ class KubeCluster:
         )
         self._wrote("Deployment", scaled)
 
-    def set_pod_condition(self, namespace: str, name: str, condition: Manifest) -> None:
-        """Set one Pod condition (strategic merge: conditions merge by type)."""
+    def set_pod_condition(self, namespace: str, name: str, condition: Manifest) -> Manifest | None:
+        """Set one Pod condition (strategic merge: conditions merge by type): the Pod."""
         body = {"status": {"conditions": [condition]}}
         args = ("PATCH", "Pod", namespace, name, "status")
-        self._wrote("Pod", self._send(*args, body=body, content_type=STRATEGIC_MERGE_PATCH))
+        found = self._send(*args, body=body, content_type=STRATEGIC_MERGE_PATCH)
+        self._wrote("Pod", found)
+        return found
 
     def _wrote(self, kind: str, found: Manifest | None) -> bool:
         """Remember the object as written (its watch event is no news); whether it was."""
         self.writes.add(kind, found)
         return found is not None
+
+
+def send_json(
+    api: client.ApiClient,
+    method: str,
+    path: str,
+    params: dict[str, str],
+    *,
+    query: dict[str, str] | None,
+    body: Manifest | None,
+    content_type: str = JSON,
+    timeouts: tuple[float, float],
+) -> tuple[Any, bytes]:
+    """One request through the client's ApiClient (its authentication, headers, transport and
+    retries) as plain JSON: the response and its body. Transport errors and the client's
+    ApiException are the caller's to map."""
+    headers = {"Accept": JSON}
+    if body is not None:
+        headers["Content-Type"] = content_type
+    method, url, headers, _, _ = api.param_serialize(
+        method=method,
+        resource_path=path,
+        path_params=params,
+        query_params=list((query or {}).items()),
+        header_params=headers,
+        auth_settings=["BearerToken"],
+    )
+    response = api.call_api(method, url, headers, body=body, _request_timeout=timeouts)
+    data: bytes = response.read()  # type: ignore[no-untyped-call]
+    return response, data
+
+
+def configuration(pool_size: int, config_file: str | None = None) -> client.Configuration:
+    """The client's configuration: the in-cluster ServiceAccount, else $KUBECONFIG (or
+    ``config_file``); a pool of ``pool_size`` connections; urllib3's retries bounded."""
+    found = client.Configuration()
+    try:
+        kube_config.load_incluster_config(client_configuration=found)  # type: ignore[no-untyped-call]
+    except kube_config.ConfigException:
+        kube_config.load_kube_config(config_file=config_file, client_configuration=found)  # type: ignore[no-untyped-call]
+    found.connection_pool_maxsize = pool_size
+    # urllib3's default sends a GET up to four times after read errors, each waiting out the
+    # read timeout: a frozen apiserver would hold a sync for four timeouts, not one.
+    found.retries = RETRIES
+    return found

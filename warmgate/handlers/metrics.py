@@ -24,6 +24,14 @@ FOLLOWER_SYNCS = Counter(
     "retry (after an API failure), echo (woken by the operator's own write: skipped).",
     ["trigger"],
 )
+SYNC_FAILURES = Counter(
+    "warmgate_sync_failures",
+    "Syncs that failed, by reason: api (an API error: the object is synced again after a "
+    "backoff) or error (the sync raised: a bug, logged with its traceback).",
+    ["reason"],
+)
+for _reason in ("api", "error"):
+    SYNC_FAILURES.labels(_reason)  # exported as 0 from the start: a rate needs a first sample
 PLAN_SECONDS = Histogram(
     "warmgate_plan_duration_seconds",
     "Wall time of one planning stage: bucket plan, coverage proof and completion.",
@@ -92,6 +100,17 @@ _SERIES: Final = (
         "Bucket lookups the serving engines logged as not prepared (the most any Pod reported).",
         None,
     ),
+    (
+        "warmgate_serving_spec_decode_acceptance_rate",
+        "Draft tokens the serving engines accepted, of those drafted (0 to 1; vLLM's own "
+        "counters summed over the served plan's Pods).",
+        None,
+    ),
+    (
+        "warmgate_serving_spec_decode_mean_acceptance_length",
+        "Tokens a request gains per target step, 1 + accepted tokens / drafts (1 to 1 + k).",
+        None,
+    ),
 )
 _SLOT: Final = {(metric, phase): i for i, (metric, _, phase) in enumerate(_SERIES)}
 _ABSENT: Final = math.nan  # a series not recorded yet (a warmup duration before any warmup)
@@ -152,7 +171,21 @@ def record_status(namespace: str, name: str, status: SpecDecodeDeploymentStatus)
     unwarmed = drift.unwarmed_shapes or 0 if drift else 0
     values["warmgate_serving_unwarmed_shapes", None] = unwarmed
     values["warmgate_serving_not_prepared_buckets", None] = drift.not_prepared or 0 if drift else 0
+    values.update(_acceptance(status))
     OBJECTS.set(namespace, name, values)
+
+
+def _acceptance(status: SpecDecodeDeploymentStatus) -> dict[tuple[str, str | None], float]:
+    """The measured acceptance; absent (no series) until the engines exported their counters."""
+    measured = status.serving.spec_decode if status.serving else None
+    rate = measured.acceptance_rate if measured else None
+    length = measured.mean_acceptance_length if measured else None
+    return {
+        ("warmgate_serving_spec_decode_acceptance_rate", None): _ABSENT if rate is None else rate,
+        ("warmgate_serving_spec_decode_mean_acceptance_length", None): (
+            _ABSENT if length is None else length
+        ),
+    }
 
 
 def _progress(status: SpecDecodeDeploymentStatus) -> dict[tuple[str, str | None], float]:

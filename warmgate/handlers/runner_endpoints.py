@@ -17,7 +17,9 @@ from warmgate.reconcile.progress import STATUS_PORT_NAME
 from warmgate.warmup.statusboard import STATUS_PATH
 
 TIMEOUT_S: Final = 2.0
-MAX_BYTES: Final = 1024 * 1024
+# A runner's document is a few KiB: more, or deeper nesting, is not a runner's.
+MAX_BYTES: Final = 64 * 1024
+MAX_DEPTH: Final = 8
 # Pod IPs are never reached through a proxy, whatever the operator's environment says.
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -33,17 +35,57 @@ def status_url(pod: Manifest) -> str | None:
     return None
 
 
+class RunnerDocError(ValueError):
+    """A runner's answer that is no runner document: too large, too deep, not a JSON object."""
+
+
+def depth(text: bytes) -> int:
+    """The deepest nesting of JSON arrays and objects in ``text`` (strings skipped), counted
+    before parsing: json.loads would recurse once per level, and a RecursionError is no
+    ValueError."""
+    deepest = level = 0
+    in_string = escaped = False
+    for byte in text:
+        if in_string:
+            escaped = not escaped and byte == 0x5C  # backslash
+            in_string = escaped or byte != 0x22  # quote
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):  # [ {
+            level += 1
+            deepest = max(deepest, level)
+        elif byte in (0x5D, 0x7D):  # ] }
+            level -= 1
+    return deepest
+
+
+def parse_doc(text: bytes) -> dict[str, Any]:
+    """A runner's status document, bounded in size and depth; RunnerDocError otherwise."""
+    if len(text) > MAX_BYTES:
+        raise RunnerDocError(f"larger than {MAX_BYTES} bytes")
+    if depth(text) > MAX_DEPTH:
+        raise RunnerDocError(f"nested deeper than {MAX_DEPTH} levels")
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise RunnerDocError(f"not JSON: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise RunnerDocError(f"not a JSON object: {type(doc).__name__}")
+    return doc
+
+
 class HttpRunnerEndpoints:
-    """`warmgate.reconcile.progress.RunnerEndpoints` over HTTP."""
+    """`warmgate.handlers.gather.RunnerEndpoints` over HTTP."""
 
     def read(self, pod: Manifest) -> dict[str, Any] | None:
-        """The runner's document, or None when the Pod has no endpoint or does not answer."""
+        """The runner's document; None when the Pod has no endpoint or does not answer.
+        RunnerDocError when what it answers is no runner document."""
         url = status_url(pod)
-        if url is None:
-            return None
+        if url is None or (pod.get("spec") or {}).get("hostNetwork"):
+            return None  # a Pod on the node's network would point the operator at the node
         try:
             with _OPENER.open(url, timeout=TIMEOUT_S) as response:
-                doc = json.loads(response.read(MAX_BYTES))
-        except (OSError, ValueError, urllib.error.URLError):
+                text = response.read(MAX_BYTES + 1)
+        except (OSError, urllib.error.URLError):
             return None
-        return doc if isinstance(doc, dict) else None
+        return parse_doc(text)

@@ -3,8 +3,8 @@
 eagle, eagle3 and mtp run a draft model whose graphs vllm-gaudi's warmup mostly never compiles
 (docs/coverage.md, "Drafter graphs"). For the plan warmgate warms, ``plan_drafter`` proves which
 graphs the engine would compile at runtime and plans the warmup sweep that makes the drafter run
-them inside the warmup Job (``warmgate.buckets.sweep``); the runner drives it and verifies it with
-its compile hook (docs/runner.md). ngram and k = 0 have no drafter graphs.
+them inside the warmup Job (``warmgate.buckets.drafter.sweep``); the runner drives it and
+verifies it with its compile hook (docs/runner.md). ngram and k = 0 have no drafter graphs.
 """
 
 from __future__ import annotations
@@ -14,9 +14,15 @@ from typing import Any, Final, cast, get_args
 
 from warmgate.buckets import BucketPlan, ModelProfile
 from warmgate.buckets.cost import format_span
-from warmgate.buckets.drafter import DrafterModelError, DrafterReport, DraftMethod, prove_drafter
-from warmgate.buckets.states import StateSpace
-from warmgate.buckets.sweep import DEFAULT_BUDGET_S, SweepPlan, plan_sweep
+from warmgate.buckets.coverage.states import StateSpace
+from warmgate.buckets.drafter.crash import DrafterCrash, drafter_crash
+from warmgate.buckets.drafter.graphs import (
+    DrafterModelError,
+    DrafterReport,
+    DraftMethod,
+    prove_drafter,
+)
+from warmgate.buckets.drafter.sweep import DEFAULT_BUDGET_S, SweepPlan, plan_sweep
 
 # The sweep may take this share of one warmup attempt (spec.warmup.timeoutSeconds), at most
 # DEFAULT_BUDGET_S: the engine's own warmup keeps most of the attempt (docs/runner.md).
@@ -36,6 +42,8 @@ class DrafterPlan:
     report: DrafterReport | None = None
     sweep: SweepPlan | None = None
     error: str | None = None
+    # Reachable states in which the drafter's assert crashes the engine (issue 25 item 5).
+    crash: DrafterCrash | None = None
 
     @property
     def has_drafter(self) -> bool:
@@ -85,6 +93,8 @@ def plan_drafter(
     method: str | None,
     budget_s: float,
     model: ModelProfile,
+    *,
+    structured_outputs: bool = True,
 ) -> DrafterPlan:
     """Prove the drafter graphs of ``plan`` in the target proof's scope and plan their sweep."""
     if method is None:
@@ -92,11 +102,16 @@ def plan_drafter(
     if method not in get_args(DraftMethod):
         return DrafterPlan(method, error=f"{method}: no drafter model for this method")
     typed = cast(DraftMethod, method)
+    crash = drafter_crash(plan.config, method)
     try:
         report = prove_drafter(
-            plan, typed, space.partial_drafts, prefix_caching=space.prefix_caching
+            plan,
+            typed,
+            space.partial_drafts,
+            prefix_caching=space.prefix_caching,
+            structured_outputs=structured_outputs,
         )
     except DrafterModelError as exc:
-        return DrafterPlan(method, error=f"{method}: not modelled: {exc}")
+        return DrafterPlan(method, error=f"{method}: not modelled: {exc}", crash=crash)
     sweep = plan_sweep(plan, report, budget_s=budget_s, model=model)
-    return DrafterPlan(method, report, sweep)
+    return DrafterPlan(method, report, sweep, crash=crash)

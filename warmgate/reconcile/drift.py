@@ -1,6 +1,6 @@
 """Serving drift, pure: what the serving Pods' runners counted -> status.drift and the Ready reason.
 
-Each serving Pod runs the engine under the runner's serve mode (warmgate/warmup/serve.py),
+Each serving Pod runs the engine under the runner's serve mode (warmgate/warmup/serve/mode.py),
 which counts the engine's "Configuration: ... was not warmed-up!" and "... was not prepared"
 lines and serves them on its status port. The status is the record: shapes accumulate per
 served plan (a Pod restart or a new replica loses nothing already recorded), and they reset
@@ -38,6 +38,12 @@ class DriftState:
         return bool(self.summary and self.summary.unwarmed_shapes)
 
 
+def _count(value: Any) -> int:
+    """A runner's count, or 0 for anything that is not a non-negative int (a runner of another
+    version, or a Pod pretending to be one, never fails the sync)."""
+    return value if type(value) is int and value >= 0 else 0
+
+
 def _strings(doc: dict[str, Any], key: str) -> list[str]:
     value = doc.get(key)
     return [str(v)[:128] for v in value] if isinstance(value, list) else []
@@ -51,33 +57,45 @@ def evaluate_drift(
     plan: BucketPlan | None,
     at: datetime,
 ) -> DriftState:
-    """Merge what the serving Pods report into the record of the served plan."""
+    """Merge what the serving Pods report into the record of the served plan.
+
+    Each Pod reports every distinct shape it ran (its list only grows, across engine restarts),
+    at every sync, and the record keeps the first `MAX_REMEMBERED`. So the count is the largest
+    one that counts no shape twice: the remembered shapes and the others the Pods report now,
+    or one Pod's own count, and never less than before. e.g. one Pod reporting 25 shapes
+    keeps the count at 25 sync after sync (the 5 not remembered were counted again each time:
+    25 -> 30 -> 35); a 26th shape makes it 26, with one Event and one new proposal.
+    """
     if served is None:
         return DriftState(None)
     kept = old if old is not None and old.plan_hash == served else None
     shapes = list(kept.shapes or []) if kept else []
-    count = kept.unwarmed_shapes or 0 if kept else 0
+    before = kept.unwarmed_shapes or 0 if kept else 0
     misses = kept.not_prepared or 0 if kept else 0
-    new: list[str] = []
+    reported: list[str] = []  # the reported shapes not remembered, in the Pods' order
+    most = 0
     for doc in docs:
         if doc.get("mode") != "serve":
             continue
         for shape in _strings(doc, "unwarmed"):
-            if shape not in shapes and shape not in new:
-                new.append(shape)
-        misses = max(misses, int(doc.get("not_prepared_count") or 0))
-    if not shapes and not new and not misses:
+            if shape not in shapes and shape not in reported:
+                reported.append(shape)
+        most = max(most, _count(doc.get("unwarmed_count")))
+        misses = max(misses, _count(doc.get("not_prepared_count")))
+    count = max(before, len(shapes) + len(reported), most)
+    if not count and not misses:
         return DriftState(None)
-    count += len(new)
-    shapes = (shapes + new)[:MAX_REMEMBERED]
+    # The shapes that raised the count: the Pods append, so the last reported are the newest.
+    new = reported[max(0, len(reported) - (count - before)) :] if count > before else []
+    remembered = (shapes + new)[:MAX_REMEMBERED]
     summary = DriftSummary(
         plan_hash=served,
         unwarmed_shapes=count,
         not_prepared=misses,
-        shapes=shapes or None,
+        shapes=remembered or None,
         first_observed_time=kept.first_observed_time if kept else at,
     )
-    summary = _with_proposal(summary, kept, plan, bool(new))
+    summary = _with_proposal(summary, kept, plan, remembered != shapes)
     return DriftState(summary, tuple(new))
 
 

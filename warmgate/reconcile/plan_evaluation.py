@@ -22,17 +22,16 @@ from warmgate.buckets import (
     ModelProfile,
     PlanDiff,
     UncoveredShape,
-    UnwarmableError,
     estimate_buckets,
     estimate_plan,
     plan_buckets,
     plan_diff,
     prove_coverage,
 )
-from warmgate.buckets.complete import complete_proven
-from warmgate.buckets.lazy import cached_property
-from warmgate.buckets.strategies import decode_ranges, prompt_ranges
-from warmgate.buckets.sweep import DEFAULT_BUDGET_S
+from warmgate.buckets.completion.choose import Completed, Objective, complete_choice
+from warmgate.buckets.drafter.sweep import DEFAULT_BUDGET_S
+from warmgate.buckets.engine.lazy import cached_property
+from warmgate.buckets.engine.strategies import decode_ranges, prompt_ranges
 from warmgate.reconcile.drafter_plan import DrafterPlan, plan_drafter, sweep_budget
 
 # spec.buckets.coverage.maxExtraBuckets' default (warmgate.api.bucketing.CoveragePolicy).
@@ -126,19 +125,28 @@ class PlanPolicy:
     # The speculative method (None: unknown, no drafter proof) and the drafter sweep's budget.
     method: str | None = None
     sweep_budget_s: float = DEFAULT_BUDGET_S
+    # What completion trades: decode padding near the engine's (more warmup) or warmup time.
+    optimize_for: Objective = "ServingSpeed"
+    # Structured-output requests served (vLLM's default): drafts truncated anywhere, every
+    # prefill chunk sampled (docs/coverage.md, fact 10; issue 25 item 4).
+    structured_outputs: bool = True
 
     @classmethod
     def of(cls, sdd: SpecDecodeDeployment) -> PlanPolicy:
         """The policy a SpecDecodeDeployment states (the engine's prefix-caching switch, the
         speculative method, and a sweep budget from spec.warmup.timeoutSeconds too)."""
         coverage = sdd.spec.buckets.coverage
+        structured = sdd.spec.engine.structured_outputs
         return cls(
-            partial_drafts=coverage.partial_drafts,
+            # Grammar validation truncates drafts anywhere: partial drafts are ordinary traffic.
+            partial_drafts=coverage.partial_drafts or structured,
             prefix_caching=sdd.spec.engine.enable_prefix_caching,
             complete=coverage.complete,
             max_extra_buckets=coverage.max_extra_buckets,
             method=sdd.spec.speculative.method,
             sweep_budget_s=sweep_budget(sdd.spec.warmup.timeout_seconds),
+            optimize_for=coverage.optimize_for,
+            structured_outputs=structured,
         )
 
 
@@ -157,6 +165,8 @@ class PlanEvaluation:
     unwarmable: CoverageReport | None = None
     # The proof completion made of ``completed`` under the policy (None: prove it when needed).
     completed_report: CoverageReport | None = None
+    # How completion chose its seeds (greedy or optimum) and the padding trade (issue 25).
+    completion: Completed | None = None
 
     @cached_property
     def diff(self) -> PlanDiff | None:
@@ -169,9 +179,16 @@ class PlanEvaluation:
         return self.diff.added if self.diff is not None else 0
 
     @property
+    def padding_buckets(self) -> int:
+        """Of ``extra_buckets``, those padding refinement added (not capped by the policy)."""
+        padding = self.completion.padding if self.completion is not None else None
+        return padding.refined_buckets if padding is not None else 0
+
+    @property
     def completion_applies(self) -> bool:
-        """Completion ran, succeeded and stays within the policy's cap."""
-        return self.completed is not None and self.extra_buckets <= self.policy.max_extra_buckets
+        """Completion ran, succeeded and the buckets coverage needs stay within the cap."""
+        coverage = self.extra_buckets - self.padding_buckets
+        return self.completed is not None and coverage <= self.policy.max_extra_buckets
 
     @property
     def capped(self) -> bool:
@@ -218,7 +235,14 @@ class PlanEvaluation:
         warmup sweep that drives them (none for ngram, k = 0 or an unknown method)."""
         policy = self.policy
         space = self.report.space
-        return plan_drafter(self.effective, space, policy.method, policy.sweep_budget_s, self.model)
+        return plan_drafter(
+            self.effective,
+            space,
+            policy.method,
+            policy.sweep_budget_s,
+            self.model,
+            structured_outputs=policy.structured_outputs,
+        )
 
     def cost(self, plan: BucketPlan, *, recipe_cache: bool = False) -> CostEstimate:
         """The warmup time estimate of ``plan`` for this evaluation's model."""
@@ -237,17 +261,15 @@ def evaluate_plan(
     """
     plan = plan_buckets(config)
     report = prove_coverage(plan, policy.partial_drafts, prefix_caching=policy.prefix_caching)
-    completed: BucketPlan | None = None
-    error: str | None = None
-    unwarmable: CoverageReport | None = None
-    proof: CoverageReport | None = None
-    if policy.complete and not report.covered:
-        try:
-            completed, proof = complete_proven(
-                config, policy.partial_drafts, prefix_caching=policy.prefix_caching
-            )
-        except UnwarmableError as exc:
-            completed, unwarmable = exc.plan, exc.report
-        except CompletionError as exc:
-            error = str(exc)
-    return PlanEvaluation(plan, report, completed, error, policy, model, unwarmable, proof)
+    if not policy.complete or report.covered:
+        return PlanEvaluation(plan, report, None, None, policy, model)
+    try:
+        done = complete_choice(
+            config, policy.partial_drafts, policy.prefix_caching, policy.optimize_for
+        )
+    except CompletionError as exc:
+        return PlanEvaluation(plan, report, None, str(exc), policy, model)
+    unwarmable = done.report if done.unwarmable else None
+    return PlanEvaluation(
+        plan, report, done.plan, None, policy, model, unwarmable, done.report, done
+    )

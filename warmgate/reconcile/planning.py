@@ -5,10 +5,11 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 from pydantic import ValidationError
 
-from warmgate.api import SpecDecodeDeployment, engine_shape_config
+from warmgate.api import SpecDecodeDeployment
 from warmgate.api.constants import Reason
 from warmgate.api.status import MAX_UNCOVERED_LISTED, PlanSummary
 from warmgate.buckets import (
@@ -31,6 +32,7 @@ from warmgate.reconcile.plan_evaluation import (
 )
 from warmgate.reconcile.verdict import Verdict, one_line
 from warmgate.resources import PlanToRun
+from warmgate.resources.vllm_engine import engine_of
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,8 @@ class PlanningResult:
     evaluation: PlanEvaluation | None = None
     # The Warmed verdict of a plan that cannot warm in time (Stalled, no Job is created).
     refused: Verdict | None = None
+    # Warning Events the plan deserves whatever its verdicts (e.g. a reachable drafter crash).
+    warnings: tuple[Verdict, ...] = ()
 
     @property
     def may_warm(self) -> bool:
@@ -88,7 +92,7 @@ class PlanInputs:
     def of(cls, sdd: SpecDecodeDeployment) -> PlanInputs:
         """The spec's inputs; ValueError (pydantic's ValidationError is one) when it has none."""
         timeout = sdd.spec.warmup.timeout_seconds
-        return cls(engine_shape_config(sdd), PlanPolicy.of(sdd), model_size(sdd), timeout)
+        return cls(engine_of(sdd).shape, PlanPolicy.of(sdd), model_size(sdd), timeout)
 
     @property
     def digest(self) -> str:
@@ -178,8 +182,35 @@ def _coverage(evaluation: PlanEvaluation) -> tuple[Verdict, bool]:
     if evaluation.unwarmable is not None:
         return Verdict("False", Reason.UNWARMABLE_SHAPES, _unwarmable(evaluation)), False
     proven = _proven(evaluation.effective_report)
-    message = f"Completed the plan with {extra} extra buckets; {proven}"
+    message = f"Completed the plan with {_extra(evaluation)}; {proven}{_trade(evaluation)}"
     return Verdict("True", Reason.COVERAGE_COMPLETE, message), False
+
+
+def _extra(evaluation: PlanEvaluation) -> str:
+    """'52 extra buckets (greedy)' or '239 extra buckets (exact optimum; 187 for decode
+    padding)': what completion added and how it chose."""
+    done = evaluation.completion
+    how = "exact optimum" if done is not None and done.source == "optimum" else "greedy"
+    padding = evaluation.padding_buckets
+    detail = f"{how}; {padding} for decode padding" if padding else how
+    return f"{evaluation.extra_buckets} extra buckets ({detail})"
+
+
+def _trade(evaluation: PlanEvaluation) -> str:
+    """The decode padding the warmed plan pays against the engine's (issue 25 item 7)."""
+    done = evaluation.completion
+    trade = done.padding if done is not None else None
+    if trade is None:
+        return ""
+    figures = (
+        f"mean decode KV padding {trade.warmed:.2f}x (engine plan {trade.engine:.2f}x, "
+        f"coverage alone {trade.covered:.2f}x)"
+    )
+    if trade.target is None:
+        return f"; {figures}: optimizeFor WarmupTime keeps the cheapest plan"
+    if trade.within:
+        return f"; {figures}"
+    return f"; {figures}, above the {trade.target:.2f}x bound: refinement stopped ({trade.stopped})"
 
 
 def _result(
@@ -203,7 +234,7 @@ def _result(
         estimated_warmup_seconds=round(cost.high_s + drafter.seconds[1]),
         drafter_shapes=drafter.runtime_shapes if drafter.has_drafter else None,
         drafter_swept=drafter.swept if drafter.has_drafter else None,
-    )
+    ).model_copy(update=_completion_fields(evaluation))
     if coverage.holds or coverage.reason == Reason.UNWARMABLE_SHAPES:
         estimate = f"warmup {cost}, {size.describe()}"
         message = f"{coverage.message}; {estimate}"
@@ -214,7 +245,30 @@ def _result(
         message = f"target: {coverage.message}; {drafter.status_line()}"
         coverage = Verdict(coverage.status, coverage.reason, message)
     planned = Verdict("True", Reason.PLANNED, _plan_message(evaluation.engine_plan))
-    return PlanningResult(plan, planned, coverage, summary, stalled, evaluation)
+    warnings = _warnings(evaluation)
+    return PlanningResult(plan, planned, coverage, summary, stalled, evaluation, warnings=warnings)
+
+
+def _warnings(evaluation: PlanEvaluation) -> tuple[Verdict, ...]:
+    """The drafter's reachable crash, said as it is: the states and what avoids them."""
+    crash = evaluation.drafter.crash
+    if crash is None:
+        return ()
+    message = f"The engine crashes in reachable states: {crash.describe()}"
+    return (Verdict("True", Reason.DRAFTER_CRASH_REACHABLE, message),)
+
+
+def _completion_fields(evaluation: PlanEvaluation) -> dict[str, Any]:
+    """status.plan's completedBy, paddingBuckets and decode padding figures (when they apply)."""
+    done = evaluation.completion
+    if done is None or not evaluation.completion_applies:
+        return {}
+    fields: dict[str, Any] = {"completed_by": done.source.capitalize()}
+    if done.padding is not None:
+        fields["padding_buckets"] = done.padding.refined_buckets
+        fields["decode_padding_engine"] = round(done.padding.engine, 3)
+        fields["decode_padding"] = round(done.padding.warmed, 3)
+    return fields
 
 
 def _plan_message(plan: BucketPlan) -> str:
@@ -234,7 +288,7 @@ def _unwarmable(evaluation: PlanEvaluation) -> str:
     report = evaluation.effective_report
     top = report.uncovered[0]
     return (
-        f"Completed the plan with {evaluation.extra_buckets} extra buckets; "
+        f"Completed the plan with {_extra(evaluation)}{_trade(evaluation)}; "
         f"{report.uncovered_states:,} of {report.states:,} reachable states in "
         f"{len(report.uncovered)} shape(s) compile at runtime whatever the plan, e.g. "
         f"{top.engine_config} for {top.phase} state {top.example}: {_why(evaluation, top)}; "

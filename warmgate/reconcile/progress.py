@@ -3,14 +3,14 @@
 The runner of the warmup Pod serves ``GET /warmgate/status`` (warmgate/warmup/statusboard.py):
 its stage, and per engine phase the furthest ``[done, total]`` of the engine's tqdm bars (the
 same counts as its `warmgate-progress` lines). The operator reads it through the Pod IP
-(`RunnerEndpoints`, docs/operator.md "How progress and drift reach the operator") and writes a
-new progress into the status at most once per `MIN_WRITE_INTERVAL_S` per object.
+(`handlers.gather`, docs/operator.md "How progress and drift reach the operator") and writes
+a new progress into the status at most once per `MIN_WRITE_INTERVAL_S` per object.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from warmgate.api import Manifest
 from warmgate.api.constants import RUNNER_STATUS_PORT_NAME
@@ -21,21 +21,6 @@ from warmgate.api.status import WarmupProgress
 MIN_WRITE_INTERVAL_S: Final = 10.0
 STATUS_PORT_NAME: Final = RUNNER_STATUS_PORT_NAME
 ENGINE_PHASES: Final = ("prompt", "decode")
-
-
-class RunnerEndpoints(Protocol):
-    """Reads the status document a runner serves in a Pod (warmup or serve mode)."""
-
-    def read(self, pod: Manifest) -> dict[str, Any] | None:
-        """The document, or None when the Pod has no reachable runner endpoint."""
-
-
-class NoEndpoints:
-    """No runner endpoint reachable (unit tests of other stages, or observation turned off)."""
-
-    def read(self, pod: Manifest) -> dict[str, Any] | None:
-        del pod
-        return None
 
 
 def running_pod(pods: list[Manifest]) -> Manifest | None:
@@ -72,7 +57,8 @@ def progress_of(
         return None
     pairs = _pairs(doc)
     warmed = sum(done for done, _ in pairs.values())
-    elapsed = float(doc.get("elapsed_s") or 0.0)
+    seconds = doc.get("elapsed_s")
+    elapsed = float(seconds) if isinstance(seconds, int | float) and seconds >= 0 else 0.0
     phase = next((p for p in reversed(ENGINE_PHASES) if p in pairs), None)
     percent = min(100, warmed * 100 // planned) if planned > 0 else None
     if warmed > 0 and planned > 0:

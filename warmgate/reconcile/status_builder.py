@@ -13,7 +13,9 @@ error) keeps what the status said before.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, get_args
+
+from pydantic import BaseModel
 
 from warmgate.api import (
     SpecDecodeDeployment,
@@ -208,7 +210,10 @@ def status_patch(
 ) -> dict[str, Any]:
     """The merge patch from ``old`` to ``new``: empty when nothing changed, so no API write.
 
-    A merge patch deletes a key only when it is sent as null, so keys that disappear are null.
+    A merge patch (RFC 7386) deletes a key only when it is sent as null, at any depth: e.g. a
+    finished warmup drops ``warmup.progress``, so the patch carries ``warmup: {progress: null,
+    ...}``; without the null the server would keep the old progress, and every later sync would
+    find a difference and send the same patch again.
     """
     dumped = new.model_dump(mode="json", by_alias=True, exclude_none=True)
     before = (old or SpecDecodeDeploymentStatus()).model_dump(
@@ -216,4 +221,42 @@ def status_patch(
     )
     if dumped == before:
         return {}
-    return {**dumped, **dict.fromkeys(before.keys() - dumped.keys())}
+    return _with_nulls(before, dumped, SpecDecodeDeploymentStatus)
+
+
+def _with_nulls(
+    before: dict[str, Any], after: dict[str, Any], model: type[BaseModel] | None
+) -> dict[str, Any]:
+    """``after`` with a null for each key of ``before`` it lacks, in objects present in both
+    (lists are replaced whole by a merge patch, so nothing inside them needs a null).
+
+    Only keys this operator knows (fields of ``model``; any key of a plain mapping) are
+    nulled: a field a newer operator wrote is kept on the server, at every depth."""
+    known = _known_keys(model, before)
+    patch: dict[str, Any] = dict.fromkeys((before.keys() - after.keys()) & known)
+    for key, value in after.items():
+        was = before.get(key)
+        if isinstance(value, dict) and isinstance(was, dict):
+            patch[key] = _with_nulls(was, value, _field_model(model, key))
+        else:
+            patch[key] = value
+    return patch
+
+
+def _known_keys(model: type[BaseModel] | None, before: dict[str, Any]) -> set[str]:
+    if model is None:  # a plain mapping: its keys are all this operator's
+        return set(before)
+    return {field.alias or name for name, field in model.model_fields.items()}
+
+
+def _field_model(model: type[BaseModel] | None, key: str) -> type[BaseModel] | None:
+    """The model of the field ``key`` (by its alias), None for a plain mapping or unknown."""
+    if model is None:
+        return None
+    for name, field in model.model_fields.items():
+        if key in (field.alias, name):
+            for candidate in (field.annotation, *get_args(field.annotation)):
+                if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+                    return candidate
+            return None
+    return None

@@ -23,6 +23,7 @@ from warmgate.api import Manifest
 from warmgate.api.constants import ANNOTATION_WARMUP_FAILED, Reason
 from warmgate.api.status import REASON_PATTERN, Condition, WarmupSummary
 from warmgate.reconcile.pending import time_of, why_pending
+from warmgate.reconcile.pod_template import template_mismatch
 from warmgate.reconcile.verdict import MESSAGE_LIMIT, Verdict
 
 
@@ -34,6 +35,8 @@ class DrafterRun:
     verified: bool | None
     expected: int
     driven: int
+    # Planned graphs the sweep never drove, that the plan accepts (complete: false; issue 25).
+    missing: int = 0
 
     @classmethod
     def parse(cls, data: Any) -> DrafterRun | None:
@@ -41,21 +44,27 @@ class DrafterRun:
         if not isinstance(data, dict) or not isinstance(data.get("hook"), str):
             return None
         verified = data.get("verified")
-        counts = [data.get(k) for k in ("expected", "driven")]
-        expected, driven = (c if isinstance(c, int) and c >= 0 else 0 for c in counts)
-        return cls(data["hook"], verified if isinstance(verified, bool) else None, expected, driven)
+        counts = [data.get(k) for k in ("expected", "driven", "missing")]
+        expected, driven, missing = (c if isinstance(c, int) and c >= 0 else 0 for c in counts)
+        hook, verdict = data["hook"], verified if isinstance(verified, bool) else None
+        return cls(hook, verdict, expected, driven, missing)
 
     def describe(self) -> str:
-        """'; drafter: 77 of 77 planned graphs compiled in the sweep, none in the probe'."""
+        """'; drafter: 77 of 77 planned graphs driven in the sweep, none compiled in the probe'."""
         if self.hook == "off":
             return (
                 f"; drafter: the sweep ran, {self.expected} planned graphs, not verified (no hook)"
             )
         if self.verified is not True:
             return "; drafter not verified: the compile hook did not attach (see the report)"
+        accepted = (
+            f" ({self.missing} never driven: accepted by spec.buckets.coverage.complete=false)"
+            if self.missing
+            else ""
+        )
         return (
-            f"; drafter: {self.driven} of {self.expected} planned graphs compiled in the sweep, "
-            "none in the probe"
+            f"; drafter: {self.driven} of {self.expected} planned graphs driven in the sweep"
+            f"{accepted}, none compiled in the probe"
         )
 
 
@@ -73,6 +82,9 @@ class RunnerSummary:
     # Lines for the plan's known-unwarmable shapes the engine logged (runner summary
     # "known_gaps"): reported, not failed (CoverageProven reason UnwarmableShapes).
     known_gaps: tuple[str, ...] = ()
+    # The runner summary's "engine": {"kind": "gaudi"|"cpu", "vllm": ...} (issue 21)
+    engine_kind: str | None = None
+    engine_vllm: str | None = None
 
     @classmethod
     def parse(cls, text: str) -> RunnerSummary | None:
@@ -86,6 +98,9 @@ class RunnerSummary:
         unwarmed = data.get("unwarmed") or []
         known = data.get("known_gaps") or []
         kv = data.get("kv_blocks")
+        found = data.get("engine")
+        engine: dict[str, Any] = found if isinstance(found, dict) else {}
+        kind, vllm = engine.get("kind"), engine.get("vllm")
         return cls(
             outcome=data["outcome"],
             reason=str(data.get("reason") or ""),
@@ -94,6 +109,8 @@ class RunnerSummary:
             kv_blocks=kv if isinstance(kv, int) else None,
             drafter=DrafterRun.parse(data.get("drafter")),
             known_gaps=tuple(str(k) for k in known) if isinstance(known, list) else (),
+            engine_kind=kind if kind in ("gaudi", "cpu") else None,
+            engine_vllm=vllm if isinstance(vllm, str) else None,
         )
 
 
@@ -112,6 +129,8 @@ class WarmupState:
     summary_of_run: RunnerSummary | None = None
     stop: bool = False
     rerun: bool = False
+    # The Pod whose presence made the Job's outcome untrusted (the rerun's Event names it).
+    untrusted: str | None = None
 
 
 def _condition(job: Manifest, type_: str) -> Manifest | None:
@@ -121,21 +140,62 @@ def _condition(job: Manifest, type_: str) -> Manifest | None:
     )
 
 
-def owned_pods(job: Manifest, pods: list[Manifest]) -> list[Manifest]:
-    """The Pods the Job controls: a controller owner reference with the Job's UID.
+# The Job controller puts this finalizer on every Pod it creates and removes it once it has
+# counted the Pod's end in the Job's status (batch/v1 Pod tracking, Kubernetes >= 1.26).
+JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
+CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"
 
-    The `job-name` label alone is no proof: any Pod can carry it, e.g. one a user created to
-    fake a runner summary.
+
+def owned_pods(job: Manifest, pods: list[Manifest]) -> list[Manifest]:
+    """The Pods the Job controller created for this Job and tracks, running its template.
+
+    A Pod counts only with all of: the controller-uid label and a controller owner reference
+    with the Job's UID; either the Job controller's tracking finalizer (it is still being
+    tracked) or the Job's own counts agreeing with how it ended (a Succeeded Pod of a Job that
+    counted a success, a Failed one of a Job that counted a failure); and the containers of
+    the Job's pod template as the operator wrote them (`pod_template.template_mismatch`).
+    Labels, owner references and finalizers are anyone's to write who may create Pods: the Job
+    controller adopts and counts such a Pod (docs/operator.md, "Trust and failure model").
     """
+    return [pod for pod in pods if _distrust(job, pod) is None]
+
+
+def refused_pods(job: Manifest, pods: list[Manifest]) -> list[tuple[Manifest, str]]:
+    """The Pods that claim to be the Job's (its controller-uid label and a controller owner
+    reference to it) but are not `owned_pods`, each with why."""
+    refused = []
+    for pod in pods:
+        why = _distrust(job, pod)
+        if why is not None and _claims(pod, job["metadata"].get("uid")):
+            refused.append((pod, why))
+    return refused
+
+
+def _distrust(job: Manifest, pod: Manifest) -> str | None:
+    """Why the Pod's termination message is no evidence for this Job, or None."""
     uid = job["metadata"].get("uid")
-    return [
-        pod
-        for pod in pods
-        if any(
-            ref.get("controller") and ref.get("uid") == uid
-            for ref in pod["metadata"].get("ownerReferences") or []
-        )
-    ]
+    if not _claims(pod, uid):
+        return "it is not the Job's"
+    if not _tracked(pod, job):
+        return "the Job controller does not track it"
+    why = template_mismatch(pod, (job.get("spec") or {}).get("template"))
+    return None if why is None else f"it does not run the Job's pod template ({why})"
+
+
+def _claims(pod: Manifest, uid: str | None) -> bool:
+    meta = pod.get("metadata") or {}
+    if not uid or (meta.get("labels") or {}).get(CONTROLLER_UID_LABEL) != uid:
+        return False
+    refs = meta.get("ownerReferences") or []
+    return any(ref.get("controller") is True and ref.get("uid") == uid for ref in refs)
+
+
+def _tracked(pod: Manifest, job: Manifest) -> bool:
+    if JOB_TRACKING_FINALIZER in ((pod.get("metadata") or {}).get("finalizers") or []):
+        return True
+    status = job.get("status") or {}
+    phase = str((pod.get("status") or {}).get("phase"))
+    return phase in ("Succeeded", "Failed") and int(status.get(phase.lower()) or 0) > 0
 
 
 def runner_messages(pods: list[Manifest], container: str = "warmup") -> list[str]:
@@ -157,6 +217,7 @@ def job_summary(job: Manifest, key: str) -> WarmupSummary:
     attempts = sum(int(status.get(k) or 0) for k in ("active", "succeeded", "failed"))
     return WarmupSummary(
         job_name=job["metadata"]["name"],
+        job_uid=job["metadata"].get("uid"),
         attempts=attempts,
         start_time=started,
         completion_time=done,
@@ -172,6 +233,10 @@ class Observed:
     events: tuple[Manifest, ...] = ()
     now: datetime | None = None
     pending_limit_s: int | None = None
+    # When this operator first saw this Job's runner waiting (status.warmup.pendingSince).
+    pending_since: datetime | None = None
+    # spec.engine.acceptCPUEngine: only then is a runner's cpu_engine outcome Warmed
+    accept_cpu: bool = False
 
 
 def evaluate_warmup(
@@ -185,6 +250,7 @@ def evaluate_warmup(
         )
     seen = seen or Observed()
     summary = job_summary(job, key)
+    refused = refused_pods(job, pods)
     pods = owned_pods(job, pods)
     run = next((s for s in map(RunnerSummary.parse, runner_messages(pods)) if s), None)
     stopped = (job["metadata"].get("annotations") or {}).get(ANNOTATION_WARMUP_FAILED)
@@ -193,11 +259,14 @@ def evaluate_warmup(
         if not re.fullmatch(REASON_PATTERN, reason):  # a hand-made annotation
             reason, message = Reason.WARMUP_FAILED, stopped
         return WarmupState(Verdict("False", reason, message[:MESSAGE_LIMIT]), summary, True, run)
-    if _condition(job, "Complete"):
+    failed = _condition(job, "Failed")
+    complete = _condition(job, "Complete")
+    if refused and (failed is not None or (complete and not _speaks_for(run, key))):
+        return _untrusted(summary, refused, "failed" if failed is not None else "completed")
+    if complete:
         if not pods:
             return _lost(summary)
-        return _completed(summary, run, key)
-    failed = _condition(job, "Failed")
+        return _completed(summary, run, key, seen.accept_cpu)
     if failed is not None:
         return _failed(summary, run, failed)
     return _active(job, pods, summary, run, seen)
@@ -218,20 +287,21 @@ def _active(
     pod = _newest(pods)
     phase = ((pod or {}).get("status") or {}).get("phase")
     attempt = max(summary.attempts or 1, 1)
+    lost = _lost_pod(pod)
+    if lost is not None:
+        message = f"Job {summary.job_name}: {lost}; warming the plan again"
+        return WarmupState(Verdict("False", Reason.WARMUP_PENDING, message), summary, rerun=True)
     if phase == "Running":
         message = f"Job {summary.job_name} is warming the plan (attempt {attempt})"
         return WarmupState(Verdict("False", Reason.WARMUP_RUNNING, message), summary, False, run)
     if phase in ("Succeeded", "Failed"):
-        found = f"{run.outcome}: {run.reason}" if run else "no runner summary"
-        message = (
-            f"Job {summary.job_name}: attempt {attempt} ended ({found}); the Job controller "
-            "starts the next one after its backoff"
-        )
-        return WarmupState(Verdict("False", Reason.WARMUP_PENDING, message), summary, False, run)
+        return _ended(summary, run, attempt, succeeded=phase == "Succeeded")
     pending = why_pending(job, pod, list(seen.events))
     limit, now = seen.pending_limit_s, seen.now
-    if limit is not None and now is not None and pending.since is not None:
-        waited = int((now - pending.since).total_seconds())
+    since = seen.pending_since or now
+    summary = summary.model_copy(update={"pending_since": since})
+    if limit is not None and now is not None and since is not None:
+        waited = int((now - since).total_seconds())
         if waited > limit:
             reason = pending.reason if pending.stuck else Reason.PENDING_TIMEOUT
             message = (
@@ -242,6 +312,81 @@ def _active(
             return WarmupState(verdict, summary, True, run, stop=True)
     verdict = Verdict("False", pending.reason, pending.message[:MESSAGE_LIMIT])
     return WarmupState(verdict, summary, False, run)
+
+
+def _lost_pod(pod: Manifest | None) -> str | None:
+    """Why the newest Pod is lost, or None: it is being deleted and its node no longer answers
+    (the node controller marked it not Ready, or evicted it for a NotReady or unreachable node):
+    a kubelet that is gone never ends it, and the Job controller never replaces it."""
+    if pod is None or not (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return None
+    conditions = {c.get("type"): c for c in (pod.get("status") or {}).get("conditions") or []}
+    disrupted = conditions.get("DisruptionTarget") or {}
+    ready = conditions.get("Ready") or {}
+    name = pod["metadata"].get("name")
+    if disrupted.get("status") == "True":
+        return f"Pod {name} was evicted ({disrupted.get('reason') or 'DisruptionTarget'})"
+    if ready.get("status") == "False" and (
+        ready.get("reason") == "NodeNotReady" or _marked_by_node_controller(conditions)
+    ):
+        return f"Pod {name} is being deleted on a node that stopped answering (NodeNotReady)"
+    return None
+
+
+def _marked_by_node_controller(conditions: dict[Any, Manifest]) -> bool:
+    """Ready False while ContainersReady stays True, with no reason: the node controller's
+    mark (MarkPodsNotReady sets only Ready's status). A kubelet that answers turns both False,
+    with reason ContainersNotReady; ReadinessGatesNotReady is a gate, not the node."""
+    ready = conditions.get("Ready") or {}
+    containers = conditions.get("ContainersReady") or {}
+    return containers.get("status") == "True" and ready.get("reason") in (None, "")
+
+
+def _ended(
+    summary: WarmupSummary, run: RunnerSummary | None, attempt: int, *, succeeded: bool
+) -> WarmupState:
+    """The newest Pod ended but the Job controller has not marked the Job yet.
+
+    A Pod that succeeded is the Job's one completion, no retry follows: the warmup stays
+    Warming until the Job is marked Complete (a few seconds later), so a verified warmup goes
+    from Warming straight to Starting. A Pod that failed waits for the Job's retry: Pending.
+    """
+    found = f"{run.outcome}: {run.reason}" if run else "no runner summary"
+    if succeeded:
+        verified = run is not None and run.outcome == "verified" and run.key == summary.cache_key
+        said = "the runner verified the plan" if verified else f"runner: {found}"
+        message = (
+            f"Job {summary.job_name}: attempt {attempt} succeeded, {said}; waiting for the Job "
+            "controller to mark the Job complete"
+        )
+        return WarmupState(Verdict("False", Reason.WARMUP_RUNNING, message), summary, False, run)
+    message = (
+        f"Job {summary.job_name}: attempt {attempt} ended ({found}); the Job controller "
+        "starts the next one after its backoff"
+    )
+    return WarmupState(Verdict("False", Reason.WARMUP_PENDING, message), summary, False, run)
+
+
+def _speaks_for(run: RunnerSummary | None, key: str) -> bool:
+    """The runner of a trusted Pod ended with a verdict on this plan that can be Warmed."""
+    return run is not None and run.key == key and run.outcome in ("verified", "cpu_engine")
+
+
+def _untrusted(
+    summary: WarmupSummary, refused: list[tuple[Manifest, str]], ended: str
+) -> WarmupState:
+    """The Job ended while a Pod it adopted is not the operator's (a Pod made to look like the
+    Job's): the Job controller may have counted that Pod's end and stopped the runner's, so
+    the Job's outcome is nobody's verdict. Neither trusted nor condemned: warm it again (the
+    sync deletes the Job, naming the Pod in a Warning Event)."""
+    pod, why = refused[0]
+    name = (pod.get("metadata") or {}).get("name")
+    message = (
+        f"Job {summary.job_name} {ended} while it counted Pod {name}, which is not the "
+        f"operator's: {why}; its outcome is not the runner's verdict, warming the plan again"
+    )
+    verdict = Verdict("False", Reason.WARMUP_PENDING, message[:MESSAGE_LIMIT])
+    return WarmupState(verdict, summary, rerun=True, untrusted=str(name))
 
 
 def _lost(summary: WarmupSummary) -> WarmupState:
@@ -256,7 +401,29 @@ def _lost(summary: WarmupSummary) -> WarmupState:
     return WarmupState(verdict, summary, rerun=True)
 
 
-def _completed(summary: WarmupSummary, run: RunnerSummary | None, key: str) -> WarmupState:
+def _cpu_engine(summary: WarmupSummary, run: RunnerSummary, accepted: bool) -> WarmupState:
+    """A CPU build of vLLM ran this plan: Warmed only when the spec accepts a CPU engine, and
+    then saying so (docs/runner.md, "A CPU engine"); never a Gaudi verification."""
+    engine = f"vLLM {run.engine_vllm}" if run.engine_vllm else "vLLM"
+    if not accepted:
+        message = (
+            f"Job {summary.job_name}: the engine was a CPU build ({engine}), which has no Gaudi "
+            "graphs to verify, and spec.engine.acceptCPUEngine is not set"
+        )
+        return WarmupState(Verdict("False", Reason.WARMUP_FAILED, message), summary, True, run)
+    message = (
+        f"The engine was a CPU build ({engine}): it started, answered and served the probe; no "
+        f"Gaudi graph was verified (Job {summary.job_name})"
+    )
+    summary = summary.model_copy(update={"kv_blocks": None, "engine_kind": "cpu"})
+    return WarmupState(Verdict("True", Reason.CPU_ENGINE, message), summary, False, run)
+
+
+def _completed(
+    summary: WarmupSummary, run: RunnerSummary | None, key: str, accept_cpu: bool = False
+) -> WarmupState:
+    if run is not None and run.outcome == "cpu_engine" and run.key == key:
+        return _cpu_engine(summary, run, accept_cpu)
     if run is None or run.outcome != "verified" or run.key != key:
         found = "no runner summary" if run is None else f"outcome {run.outcome!r}, key {run.key}"
         message = (
@@ -272,7 +439,7 @@ def _completed(summary: WarmupSummary, run: RunnerSummary | None, key: str) -> W
     message += f" (Job {summary.job_name})"
     if run.kv_blocks is not None:
         message += f"; KV blocks {run.kv_blocks}"
-    update: dict[str, Any] = {"kv_blocks": run.kv_blocks}
+    update: dict[str, Any] = {"kv_blocks": run.kv_blocks, "engine_kind": run.engine_kind}
     if run.drafter is not None:
         message += run.drafter.describe()
         update.update(drafter_driven=run.drafter.driven, drafter_verified=run.drafter.verified)
@@ -295,8 +462,12 @@ def remembered(
         return None
     if summary.cache_claim_uid != claim_uid:
         return None
-    verdict = Verdict("True", Reason.WARMUP_SUCCEEDED, warmed.message)
-    run = RunnerSummary("verified", "recorded in status", key, (), summary.kv_blocks)
+    # A CPU engine's record keeps its reason: its key holds acceptCPUEngine, so it never
+    # stands for a Gaudi plan (resources/cache_key.py).
+    cpu = warmed.reason == Reason.CPU_ENGINE
+    verdict = Verdict("True", Reason.CPU_ENGINE if cpu else Reason.WARMUP_SUCCEEDED, warmed.message)
+    outcome = "cpu_engine" if cpu else "verified"
+    run = RunnerSummary(outcome, "recorded in status", key, (), summary.kv_blocks)
     return WarmupState(verdict, summary, False, run)
 
 

@@ -27,7 +27,8 @@ def cache_key(sdd: SpecDecodeDeployment, plan: BucketPlan) -> str:
     image (PyTorch, Gaudi software, vllm-gaudi versions), device generation, TP size, dtype,
     vllm-gaudi profile, spec method, k and the draft model, the model name and revision, the
     pinned KV block count, the engine flags and environment, and the plan digest (the bucket
-    set). Replica count, placement, resources and timeouts are not in it: they change no graph.
+    set), and spec.engine.acceptCPUEngine when set. Replica count, placement, resources and
+    timeouts are not in it: they change no graph.
     The `warmgate.dev/rewarm` annotation's value is, when set: a re-warm asked for by the user
     starts from an empty cache entry, and serving rolls to it once it is verified.
     """
@@ -46,6 +47,8 @@ def cache_key(sdd: SpecDecodeDeployment, plan: BucketPlan) -> str:
         "engine_env_from": env_from(sdd),
         "plan": plan.digest,
     }
+    if spec.engine.accept_cpu_engine:  # a CPU engine's verdict is never a Gaudi plan's record
+        identity["accept_cpu_engine"] = True
     rewarm = (sdd.metadata.annotations or {}).get(ANNOTATION_REWARM)
     if rewarm is not None:
         identity["rewarm"] = rewarm

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from warmgate.api import Manifest, SpecDecodeDeployment
+from warmgate.resources.cache_claim import build_cache_claim
 from warmgate.resources.cache_key import cache_key
 from warmgate.resources.plan_to_run import PlanToRun
 from warmgate.resources.runner_plan import build_runner_plan
@@ -13,12 +14,8 @@ from warmgate.resources.serving_children import (
     build_serving_deployment,
     serving_launch,
 )
-from warmgate.resources.vllm_engine import engine_launch
-from warmgate.resources.warmup_children import (
-    build_cache_claim,
-    build_plan_configmap,
-    build_warmup,
-)
+from warmgate.resources.vllm_engine import engine_of
+from warmgate.resources.warmup_children import build_plan_configmap, build_warmup
 from warmgate.settings import Settings
 
 
@@ -55,7 +52,7 @@ def desired_children(sdd: SpecDecodeDeployment, plan: PlanToRun, settings: Setti
     """
     buckets = plan.buckets
     key = cache_key(sdd, buckets)
-    warmup_engine = engine_launch(sdd, buckets)
+    warmup_engine = engine_of(sdd).launch(buckets)
     runner_plan = build_runner_plan(
         sdd,
         buckets,
@@ -63,6 +60,7 @@ def desired_children(sdd: SpecDecodeDeployment, plan: PlanToRun, settings: Setti
         engine=warmup_engine,
         sweep=plan.drafter_sweep,
         known_unwarmable=plan.known_unwarmable,
+        users=plan.cache_users,
     )
     image = settings.operator_image
     warmup = build_warmup(
@@ -72,11 +70,13 @@ def desired_children(sdd: SpecDecodeDeployment, plan: PlanToRun, settings: Setti
         runner_plan=runner_plan,
         operator_image=image,
         cache_claim_uid=plan.cache_claim_uid,
+        cache_claim=plan.cache_claim_name,
     )
     return Children(
         cache_key=key,
         runner_plan=runner_plan,
-        cache_claim=build_cache_claim(sdd),
+        # A claim of an earlier build in use (PlanToRun.cache_claim_name): none to create.
+        cache_claim=build_cache_claim(sdd) if plan.cache_claim_name is None else None,
         plan_configmap=build_plan_configmap(sdd, buckets, key=key),
         warmup_configmap=warmup.configmap,
         warmup_job=warmup.job,

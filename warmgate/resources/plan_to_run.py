@@ -9,6 +9,20 @@ from warmgate.buckets import BucketPlan
 
 
 @dataclass(frozen=True)
+class CacheUsers:
+    """Who uses recipe-cache entries in the namespace, as the operator read it at ``as_of_unix``
+    (its clock): the UIDs of the SpecDecodeDeployments that exist (``owners``) and the cache keys
+    any of them warms or serves (``keys``: status.warmup.cacheKey, the serving Deployments'
+    cache-key annotation). The runner deletes an entry only when its owner is not among them,
+    no live object references its key, and it was published well before ``as_of_unix``
+    (docs/runner.md, "Cache")."""
+
+    owners: tuple[str, ...]
+    keys: tuple[str, ...]
+    as_of_unix: int
+
+
+@dataclass(frozen=True)
 class PlanToRun:
     """A bucket plan to warm and serve, with the figures its children need.
 
@@ -21,6 +35,12 @@ class PlanToRun:
     claim gets a new Job.
     ``drafter_sweep``: the warmup sweep of the drafter's graphs (format warmgate-drafter-sweep/1,
     docs/runner.md), None for methods without a draft model or nothing to drive.
+    ``cache_users``: who uses the entries of the claim's namespace (None: not read this sync);
+    written into plan.json for the runner's prune, but not part of the Job's content (the
+    name), so a new object in the namespace never makes a new Job.
+    ``cache_claim_name``: the claim the warmup and serving mount when it is not the template's
+    own name: one an earlier build made under `<parent>-recipe-cache` from the same template
+    (`cache_claim.made_from`), kept instead of a new, empty claim. None: the spec's name.
     ``known_unwarmable``: the reachable target shapes no bucket the engine's warmup compiles can
     serve (CoverageProven reason UnwarmableShapes), as the engine logs them, e.g. ("prompt", 1,
     8192, 1); the runner reports them as known gaps instead of failing.
@@ -32,3 +52,5 @@ class PlanToRun:
     cache_claim_uid: str | None = None
     drafter_sweep: Manifest | None = None
     known_unwarmable: tuple[tuple[str, int, int, int], ...] = ()
+    cache_users: CacheUsers | None = None
+    cache_claim_name: str | None = None

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Final
 
 from warmgate.api import Manifest, Placement, SpecDecodeDeployment
+from warmgate.api.resource import DEFAULT_RUN_AS_USER
+from warmgate.resources.cache_claim import template_claim_name
 from warmgate.resources.mounts import (
     BUCKET_FILE,
     CACHE_DIR,
@@ -13,7 +15,6 @@ from warmgate.resources.mounts import (
     PLAN_FILE,
     WEIGHTS_DIR,
 )
-from warmgate.resources.names import COMPONENT_CACHE, child_name, parent_name
 
 VOLUME_PLAN: Final = "plan"
 VOLUME_CACHE: Final = "recipe-cache"
@@ -34,12 +35,12 @@ def pod_defaults(sdd: SpecDecodeDeployment) -> Manifest:
     VLLM_PORT=tcp://... and the engine refuses to start (vLLM's Kubernetes deployment docs).
     Neither Pod talks to the API server, so no ServiceAccount token is mounted. The seccomp
     profile RuntimeDefault is what Pod Security "restricted" asks; "baseline" is met without
-    it. With ``spec.runAsUser`` every container runs as that user, and volumes that support
-    it (emptyDir, most claims) are group-owned by it (fsGroup), so the non-root engine can
-    write the recipe cache the init containers restored.
+    it. With a user (`run_as_user`), every container runs as it, and volumes that support it
+    (emptyDir, most claims) are group-owned by it (fsGroup), so the non-root engine can write
+    the recipe cache the init containers restored.
     """
     security: Manifest = {"seccompProfile": {"type": "RuntimeDefault"}}
-    user = sdd.spec.run_as_user
+    user = run_as_user(sdd)
     if user is not None:
         security.update(runAsNonRoot=True, runAsUser=user, fsGroup=user)
     return {
@@ -47,6 +48,14 @@ def pod_defaults(sdd: SpecDecodeDeployment) -> Manifest:
         "automountServiceAccountToken": False,
         "securityContext": security,
     }
+
+
+def run_as_user(sdd: SpecDecodeDeployment) -> int | None:
+    """The Pods' numeric user: spec.runAsUser, else 1000 under "restricted" (issue 23 item 14:
+    restricted by default), else (baseline) None, the image's own user."""
+    if sdd.spec.run_as_user is not None:
+        return sdd.spec.run_as_user
+    return DEFAULT_RUN_AS_USER if sdd.spec.pod_security == "restricted" else None
 
 
 def placement_fields(placement: Placement | None) -> Manifest:
@@ -69,13 +78,18 @@ def cache_claim_name(sdd: SpecDecodeDeployment) -> str | None:
     if cache.existing_claim is not None:
         return cache.existing_claim
     if cache.claim_template is not None:
-        return child_name(parent_name(sdd), COMPONENT_CACHE)
+        return template_claim_name(sdd, cache.claim_template)
     return None
 
 
-def cache_volume(sdd: SpecDecodeDeployment, *, read_only: bool) -> Manifest:
-    """The recipe cache volume; an emptyDir without a claim (docs/api.md: nothing is reused)."""
+def cache_volume(
+    sdd: SpecDecodeDeployment, *, read_only: bool, claim_name: str | None = None
+) -> Manifest:
+    """The recipe cache volume; an emptyDir without a claim (docs/api.md: nothing is reused).
+    ``claim_name`` replaces the spec's claim name (`PlanToRun.cache_claim_name`)."""
     claim = cache_claim_name(sdd)
+    if claim is not None and claim_name is not None:
+        claim = claim_name
     if claim is None:
         return {"name": VOLUME_CACHE, "emptyDir": {}}
     source = {"claimName": claim, "readOnly": read_only}
@@ -123,13 +137,16 @@ def cache_mount(*, read_only: bool) -> Manifest:
 def engine_security(sdd: SpecDecodeDeployment) -> Manifest:
     """The vLLM container: no privilege escalation (Pod Security "baseline" and more).
 
-    Without ``spec.runAsUser`` the user stays the image's own (root in the vLLM-Gaudi images
-    we know of) with the runtime's default capabilities, which "baseline" allows. With it the
-    container also drops every capability and must run as non-root: "restricted".
+    Under "restricted" (the default) it also drops every capability and must run as non-root
+    (`pod_defaults` names the user). Under "baseline" the user stays the image's own (root in
+    the vLLM-Gaudi images we know of) with the runtime's default capabilities, unless
+    spec.runAsUser names one.
     """
     security: Manifest = {"allowPrivilegeEscalation": False}
-    if sdd.spec.run_as_user is not None:
+    if sdd.spec.pod_security == "restricted":
         security.update(runAsNonRoot=True, capabilities={"drop": ["ALL"]})
+    elif sdd.spec.run_as_user is not None:
+        security.update(runAsNonRoot=True)
     return security
 
 

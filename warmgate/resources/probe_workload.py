@@ -6,6 +6,7 @@ from typing import Final
 
 from warmgate.api import Manifest, SpecDecodeDeployment
 from warmgate.buckets import BucketPlan
+from warmgate.buckets.engine.methods import METHODS
 
 # Decode steps per request: enough for several spec-decode steps at every batch size, short
 # enough that the probe costs seconds, not minutes (docs/runner.md, "Probe").
@@ -17,6 +18,11 @@ SHORT_PROMPT: Final = 64
 # Prompt tokens of one long-context burst: at 2048-8192 batched tokens a step, tens of prefill
 # steps, so the probe stays bounded even at max_num_seqs 2048 (hypothetical costs, not measured).
 TOKEN_BUDGET: Final = 262144
+
+
+# Prompt token ids (runner plan `probe.token_id_min/max`): common to every real vocabulary.
+TOKEN_ID_MIN: Final = 100
+TOKEN_ID_MAX: Final = 20000
 
 
 def _batch_sizes(plan: BucketPlan) -> list[int]:
@@ -71,7 +77,7 @@ def probe_steps(sdd: SpecDecodeDeployment, plan: BucketPlan) -> list[Manifest]:
         long = _long_prompt(plan, batch)
         if long > SHORT_PROMPT:
             steps.append(_step(f"decode-bs{batch}-ctx{long}", batch, long))
-    if sdd.spec.speculative.method == "ngram":
+    if METHODS[sdd.spec.speculative.method].prompt_lookup:
         middle = sizes[len(sizes) // 2]
         repeat = min(SHORT_PROMPT * 4, near)  # e.g. max_model_len 128: 112, not 256
         steps.append(_step(f"ngram-matches-bs{middle}", middle, repeat, "repeat"))
@@ -108,6 +114,12 @@ def probe_section(
         # The runner refuses a plan whose steps exceed max_requests; the default is 512.
         "max_requests": max(512, total),
         "request_timeout_s": 300,
-        "token_id_min": 100,
-        "token_id_max": 20000,
+        **token_ids(sdd.spec.model.vocab_size),
     }
+
+
+def token_ids(vocab_size: int | None) -> Manifest:
+    """The prompt token ids the probe and the sweep may use: 100..20000, kept inside a smaller
+    vocabulary (vLLM refuses an id the model does not have), e.g. 512 entries -> 100..511."""
+    top = TOKEN_ID_MAX if vocab_size is None else min(TOKEN_ID_MAX, vocab_size - 1)
+    return {"token_id_min": min(TOKEN_ID_MIN, top // 4), "token_id_max": top}

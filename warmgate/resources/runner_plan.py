@@ -7,16 +7,37 @@ from typing import Final
 
 from warmgate.api import Manifest, SpecDecodeDeployment
 from warmgate.buckets import BucketPlan
-from warmgate.buckets.drafter import DRAFT_MODEL_METHODS
+from warmgate.buckets.engine.methods import DRAFT_MODEL_METHODS
 from warmgate.resources.mounts import CACHE_DIR, RECIPE_DIR, WORK_DIR
 from warmgate.resources.names import parent_name
+from warmgate.resources.plan_to_run import CacheUsers
 from warmgate.resources.probe_workload import probe_section
 from warmgate.resources.vllm_engine import EngineLaunch, engine_document
-from warmgate.warmup.plan import PLAN_FORMAT_VERSION, bucket_digest
+from warmgate.warmup.wire.plan import PLAN_FORMAT_VERSION, bucket_digest
 
 TERMINATION_LOG: Final = "/dev/termination-log"
 # The sweep's deadline is its budget with this margin: its steps are sized by estimates.
 SWEEP_MARGIN: Final = 1.5
+# plan.json's cache.users: who uses the volume's entries, for the runner's prune; and
+# cache.namespace, the namespace those users were listed in, which the runner writes into each
+# manifest it publishes (a volume shared across namespaces: another namespace's entries are
+# never judged by this one's list). Neither is part of the Job's content hash
+# (warmup_children.build_warmup), so no Job made before them gets a new name.
+USERS: Final = "users"
+NAMESPACE: Final = "namespace"
+OUTSIDE_CONTENT: Final = (USERS, NAMESPACE)
+
+
+def users_section(users: CacheUsers | None) -> Manifest:
+    """cache.users for the runner (sorted: one list of users, one text), or nothing."""
+    if users is None:
+        return {}
+    doc = {
+        "owners": sorted(set(users.owners)),
+        "keys": sorted(set(users.keys)),
+        "as_of_unix": users.as_of_unix,
+    }
+    return {USERS: doc}
 
 
 def _expected(plan: BucketPlan) -> Manifest:
@@ -54,7 +75,12 @@ def _drafter(sdd: SpecDecodeDeployment, sweep: Manifest | None) -> Manifest:
     drafter graph would compile in the probe (docs/runner.md)."""
     speculative = sdd.spec.speculative
     drafts = speculative.method in DRAFT_MODEL_METHODS and speculative.num_speculative_tokens > 0
-    doc: Manifest = {"drafter_hook": {"enabled": drafts and sweep is not None, "required": False}}
+    hook: Manifest = {"enabled": drafts and sweep is not None, "required": False}
+    if not sdd.spec.buckets.coverage.complete:
+        # The user accepts uncovered shapes: a planned drafter graph the sweep never drives is a
+        # counted gap, not a failed warmup (issue 25). Written only then: other plans unchanged.
+        hook["accept_missing"] = True
+    doc: Manifest = {"drafter_hook": hook}
     if drafts and sweep is not None:
         doc["drafter_sweep"] = sweep
     return doc
@@ -68,11 +94,12 @@ def build_runner_plan(
     engine: EngineLaunch,
     sweep: Manifest | None = None,
     known_unwarmable: Sequence[tuple[str, int, int, int]] = (),
+    users: CacheUsers | None = None,
 ) -> Manifest:
-    """The runner's plan document, format v1, exactly as `warmgate.warmup.plan` validates it;
+    """The runner's plan document, format v1, exactly as `warmgate.warmup.wire.plan` validates it;
     ``sweep`` is the drafter sweep (``PlanToRun.drafter_sweep``), ``known_unwarmable`` the
     shapes the runner reports as known gaps (``PlanToRun.known_unwarmable``; written only when
-    there are some)."""
+    there are some), ``users`` who uses the claim's entries (``PlanToRun.cache_users``)."""
     known = {"known_unwarmable": [list(g) for g in known_unwarmable]} if known_unwarmable else {}
     return {
         "format_version": PLAN_FORMAT_VERSION,
@@ -95,6 +122,8 @@ def build_runner_plan(
             # Entries are published per owner; the runner keeps this object's newest ones.
             "owner": sdd.metadata.uid,
             "retain": sdd.spec.warmup.cache.retain_entries,
+            **({NAMESPACE: sdd.metadata.namespace} if sdd.metadata.namespace else {}),
+            **users_section(users),
         },
         "probe": probe_section(sdd, plan, sweep),
         "timeouts": _timeouts(sdd, sweep),
@@ -102,4 +131,6 @@ def build_runner_plan(
         "work_dir": WORK_DIR,
         "require_device": True,
         **_drafter(sdd, sweep),
+        # Only when the spec opts in: other plans, and their hashes, stay as they were.
+        **({"accept_cpu_engine": True} if sdd.spec.engine.accept_cpu_engine else {}),
     }

@@ -48,7 +48,7 @@ from warmgate.resources.warmup_children import (
     configmap_name,
     runner_copy,
 )
-from warmgate.warmup.engine import LOGGING_ENV, engine_command, recipe_cache_config
+from warmgate.warmup.wire.engine import LOGGING_ENV, engine_command, recipe_cache_config
 
 CONTAINER: Final = "vllm"
 PORT_NAME: Final = "http"
@@ -180,7 +180,7 @@ def _pod_spec(
     ]
     init: list[Manifest] = [runner_copy(operator_image)]
     if cache_claim_name(sdd) is not None:
-        volumes.append(cache_volume(sdd, read_only=True))
+        volumes.append(cache_volume(sdd, read_only=True, claim_name=plan.cache_claim_name))
         init.append(_restore(key, operator_image))
     spec: Manifest = {
         # Ready only once the operator sets this Pod condition (docs/resources.md).

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from pathlib import PurePosixPath
 from typing import Any, Final
 
-from warmgate.api import Manifest, SpecDecodeDeployment
+from warmgate.api import Manifest, SpecDecodeDeployment, engine_shape_config
 from warmgate.buckets import BucketOverrides, BucketPlan, EngineShapeConfig
 from warmgate.resources.mounts import WEIGHTS_DIR
-from warmgate.warmup.plan import EngineSpec
+from warmgate.warmup.wire.plan import EngineSpec
 
-# The runner's typed `engine` section: how the engine is started (warmgate.warmup.plan).
+# The runner's typed `engine` section: how the engine is started (warmgate.warmup.wire.plan).
 EngineLaunch = EngineSpec
 ENGINE_COMMAND: Final = ("vllm", "serve")
 # The warmup engine answers the runner's probe on loopback; serving listens on all interfaces.
@@ -97,6 +97,28 @@ def literal_env(sdd: SpecDecodeDeployment) -> dict[str, str]:
     return {e.name: e.value or "" for e in sdd.spec.engine.env or () if e.value_from is None}
 
 
+@dataclass(frozen=True)
+class Engine:
+    """One SpecDecodeDeployment's engine, as the planner and the Pods both see it: the shape
+    config the bucket plan is computed from, and the launch that runs a plan."""
+
+    sdd: SpecDecodeDeployment
+
+    @property
+    def shape(self) -> EngineShapeConfig:
+        """The planner's engine inputs (`warmgate.api.engine_shape_config`)."""
+        return engine_shape_config(self.sdd)
+
+    def launch(self, plan: BucketPlan) -> EngineLaunch:
+        """How the warmup runner starts the engine for ``plan`` (`engine_launch`)."""
+        return engine_launch(self.sdd, plan)
+
+
+def engine_of(sdd: SpecDecodeDeployment) -> Engine:
+    """The one engine definition of a spec: what it plans with and how it starts."""
+    return Engine(sdd)
+
+
 def engine_launch(sdd: SpecDecodeDeployment, plan: BucketPlan) -> EngineLaunch:
     """How the warmup runner starts the engine: the runner's own typed `engine` section.
 
@@ -128,13 +150,25 @@ def engine_document(launch: EngineLaunch) -> Manifest:
 
 
 def container_env(sdd: SpecDecodeDeployment) -> list[Manifest]:
-    """Container env both pods carry: the HF token and spec.engine.env's valueFrom entries."""
+    """Container env both pods carry: the HF token (only where the engine downloads from the
+    Hub) and spec.engine.env's valueFrom entries."""
     env: list[Manifest] = []
     ref = sdd.spec.model.token_secret_ref
-    if ref is not None:
+    if ref is not None and downloads_from_hub(sdd):
         secret = {"name": ref.name, "key": ref.key}
         env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": secret}})
     return env + env_from(sdd)
+
+
+def downloads_from_hub(sdd: SpecDecodeDeployment) -> bool:
+    """Whether the engine fetches a model from the Hugging Face Hub: the target without a
+    weights claim, or a draft model named by a Hub id rather than a path. Without a download
+    the Pods get no token (issue 23 item 14): the serving Pods run for weeks and answer
+    requests, and a token in their environment is readable by whatever runs in them."""
+    if sdd.spec.model.weights is None:
+        return True
+    draft = sdd.spec.speculative.draft_model
+    return draft is not None and not draft.name.startswith("/")
 
 
 def env_from(sdd: SpecDecodeDeployment) -> list[Manifest]:

@@ -1,4 +1,4 @@
-"""The warmup children: the plan ConfigMaps, the warmup Job and the recipe-cache claim."""
+"""The warmup children: the plan ConfigMaps and the warmup Job (the claim: `cache_claim`)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ from warmgate.buckets import BucketPlan
 from warmgate.resources.cache_key import key_hash
 from warmgate.resources.mounts import BUCKET_FILE, PLAN_DIR, PLAN_FILE, RUNNER_DIR
 from warmgate.resources.names import (
-    COMPONENT_CACHE,
     COMPONENT_PLAN,
     child_name,
     metadata,
@@ -38,7 +37,7 @@ from warmgate.resources.pod import (
     pod_defaults,
     shared_volumes,
 )
-from warmgate.resources.runner_plan import TERMINATION_LOG
+from warmgate.resources.runner_plan import OUTSIDE_CONTENT, TERMINATION_LOG
 from warmgate.resources.vllm_engine import container_env
 
 CONTAINER: Final = "warmup"
@@ -56,17 +55,15 @@ CONTROLLER_SLACK_S: Final = 60
 # unwarmed_shapes, plan_mismatch, drafter_unverified (a required compile hook that cannot attach
 # to this image). They fail the Job at once instead of burning retries.
 PERMANENT_EXIT_CODES: Final = (2, 3, 4, 11)
-# Copies warmgate/__init__.py and warmgate/warmup/*.py (standard library only) out of the
-# operator image into the emptyDir the vLLM image puts on PYTHONPATH (docs/runner.md).
+# Copies warmgate/__init__.py and warmgate/warmup/ with its sub-packages (standard library only)
+# out of the operator image into the emptyDir the vLLM image puts on PYTHONPATH (docs/runner.md).
 _COPY_RUNNER: Final = """\
 import pathlib, shutil, warmgate
 src = pathlib.Path(warmgate.__file__).parent
 dst = pathlib.Path("{dir}") / "warmgate"
 shutil.rmtree(dst, ignore_errors=True)
-(dst / "warmup").mkdir(parents=True)
+shutil.copytree(src / "warmup", dst / "warmup", ignore=shutil.ignore_patterns("__pycache__"))
 shutil.copyfile(src / "__init__.py", dst / "__init__.py")
-for f in sorted((src / "warmup").glob("*.py")):
-    shutil.copyfile(f, dst / "warmup" / f.name)
 print("Copied the warmup runner to", dst)
 """
 
@@ -148,11 +145,13 @@ def _warmup_container(sdd: SpecDecodeDeployment) -> Manifest:
     }
 
 
-def _pod_spec(sdd: SpecDecodeDeployment, configmap: str, operator_image: str) -> Manifest:
+def _pod_spec(
+    sdd: SpecDecodeDeployment, configmap: str, operator_image: str, claim: str | None
+) -> Manifest:
     volumes = [
         plan_volume(configmap, plan=True),
         {"name": VOLUME_RUNNER, "emptyDir": {}},
-        cache_volume(sdd, read_only=False),
+        cache_volume(sdd, read_only=False, claim_name=claim),
         *shared_volumes(sdd),
     ]
     return {
@@ -241,6 +240,17 @@ def plan_text(runner_plan: Manifest) -> str:
     return "{\n" + ",\n".join(sections) + "\n}\n"
 
 
+def content_text(runner_plan: Manifest) -> str:
+    """plan.json as the Job's content hash sees it: without cache.users, which says who else
+    uses the claim when the Job was made (a new object in the namespace is no new warmup), and
+    cache.namespace (added after Jobs were named: they keep their names)."""
+    cache = runner_plan.get("cache")
+    if not isinstance(cache, dict) or not set(OUTSIDE_CONTENT) & set(cache):
+        return plan_text(runner_plan)
+    kept = {key: value for key, value in cache.items() if key not in OUTSIDE_CONTENT}
+    return plan_text({**runner_plan, "cache": kept})
+
+
 def build_warmup(
     sdd: SpecDecodeDeployment,
     plan: BucketPlan,
@@ -249,56 +259,42 @@ def build_warmup(
     runner_plan: Manifest,
     operator_image: str,
     cache_claim_uid: str | None = None,
+    cache_claim: str | None = None,
 ) -> Warmup:
     """The Job that runs `python3 -m warmgate.warmup` in the user's vLLM image on Gaudi nodes,
-    and the ConfigMap with its plan.json.
+    and the ConfigMap with its plan.json. ``cache_claim`` replaces the spec's claim name
+    (`PlanToRun.cache_claim_name`).
 
-    Both are named after a hash of everything they contain (the runner plan, the whole Job
-    spec, the recipe-cache claim's UID), so a changed timeout, retry count, placement or
-    resource gets a new Job instead of the old one, and a new Job never mounts an old plan.
+    Both are named after a hash of everything they contain (the runner plan but its
+    cache.users, the whole Job spec, the recipe-cache claim's UID), so a changed timeout, retry
+    count, placement or resource gets a new Job instead of the old one, and a new Job never
+    mounts an old plan.
     """
     data = _checked({PLAN_FILE: plan_text(runner_plan)})
     annotations = _annotations(plan, key)
     if cache_claim_uid is not None:
         annotations[ANNOTATION_CACHE_CLAIM_UID] = cache_claim_uid
-    unnamed = _job_spec(sdd, "", operator_image)
-    content = short_hash(json.dumps([data, unnamed, annotations], sort_keys=True))
+    unnamed = _job_spec(sdd, "", operator_image, cache_claim)
+    hashed = {PLAN_FILE: content_text(runner_plan)}
+    content = short_hash(json.dumps([hashed, unnamed, annotations], sort_keys=True))
     name = job_name(sdd, content)
     meta = metadata(sdd, name, COMPONENT_WARMUP, plan_digest=plan.digest, annotations=annotations)
     configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": copy.deepcopy(meta)}
     configmap["data"] = data
-    spec = _job_spec(sdd, name, operator_image)
+    spec = _job_spec(sdd, name, operator_image, cache_claim)
     spec["template"]["metadata"] = {"labels": meta["labels"], "annotations": annotations}
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
     return Warmup(configmap=configmap, job=job, content=content)
 
 
-def _job_spec(sdd: SpecDecodeDeployment, configmap: str, operator_image: str) -> Manifest:
+def _job_spec(
+    sdd: SpecDecodeDeployment, configmap: str, operator_image: str, claim: str | None
+) -> Manifest:
     warmup = sdd.spec.warmup
     return {
         "backoffLimit": warmup.retries,
         # Bounds all attempts together; each Pod has its own activeDeadlineSeconds.
         "activeDeadlineSeconds": job_deadline_s(warmup),
         "podFailurePolicy": _failure_policy(),
-        "template": {"spec": _pod_spec(sdd, configmap, operator_image)},
+        "template": {"spec": _pod_spec(sdd, configmap, operator_image, claim)},
     }
-
-
-def build_cache_claim(sdd: SpecDecodeDeployment) -> Manifest | None:
-    """The recipe-cache claim from spec.warmup.cache.claimTemplate, or None without a template.
-
-    Not tied to a plan: every cache key is its own folder inside (docs/runner.md, "Cache"), so
-    one claim serves all plans of the parent.
-    """
-    template = sdd.spec.warmup.cache.claim_template
-    if template is None:
-        return None
-    spec: Manifest = {
-        "accessModes": list(template.access_modes),
-        "resources": {"requests": {"storage": template.size}},
-        "volumeMode": "Filesystem",
-    }
-    if template.storage_class_name is not None:
-        spec["storageClassName"] = template.storage_class_name
-    meta = metadata(sdd, child_name(parent_name(sdd), COMPONENT_CACHE), COMPONENT_CACHE)
-    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": spec}

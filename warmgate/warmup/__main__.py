@@ -12,13 +12,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
-from warmgate.warmup import cache, serve
-from warmgate.warmup.engine import echo
-from warmgate.warmup.outcomes import Outcome, RunFailure
-from warmgate.warmup.plan import PlanError, load_plan
-from warmgate.warmup.report import REPORT_VERSION, Progress, write_termination_log
-from warmgate.warmup.runner import Runner, finish
+from warmgate.warmup import cache
+from warmgate.warmup.engine.launch import echo
+from warmgate.warmup.runner.outcomes import Outcome, RunFailure
+from warmgate.warmup.runner.report import REPORT_VERSION, Progress, write_termination_log
+from warmgate.warmup.runner.run import Runner, finish
+from warmgate.warmup.serve import mode as serve
 from warmgate.warmup.statusboard import Board, serve_board
+from warmgate.warmup.wire.plan import PlanError, load_plan
 
 DEFAULT_TERMINATION_LOG = Path("/dev/termination-log")
 

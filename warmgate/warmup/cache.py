@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from warmgate.warmup.plan import KEY_RE
+from warmgate.warmup.wire.plan import KEY_RE, CacheSpec, CacheUsers
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1
@@ -22,6 +22,10 @@ MANIFEST_VERSION = 1
 # prefix no cache key can have: readers only ever look at <volume>/<key>/manifest.json.
 TMP_PREFIX = ".warmgate-tmp-"
 _BUF = 1024 * 1024
+# An entry of a gone owner is pruned only when published this long before the operator read
+# who uses the volume: an object created after that read (not among the users) cannot have
+# published so early, even on a node whose clock is up to an hour off the operator's.
+ORPHAN_GRACE_S = 3600
 
 
 @dataclass
@@ -212,28 +216,113 @@ def _restore_into(source: Path, staging: Path, manifest: dict[str, Any]) -> Rest
     return RestoreResult(manifest, len(manifest.get("files", [])), total, problems)
 
 
-def prune(volume_dir: Path, owner: str, retain: int, keep: str) -> list[str]:
+def _entries(volume_dir: Path) -> list[tuple[str, dict[str, Any]]]:
+    """The complete entries on the volume, (key, manifest): temporary folders, names no key can
+    have and folders without a valid manifest naming their key are never entries."""
+    found: list[tuple[str, dict[str, Any]]] = []
+    for folder in sorted(volume_dir.iterdir()) if volume_dir.is_dir() else ():
+        if folder.name.startswith(TMP_PREFIX) or not KEY_RE.match(folder.name):
+            continue
+        manifest = find_published(volume_dir, folder.name)
+        if manifest is not None:
+            found.append((folder.name, manifest))
+    return found
+
+
+def _remove(volume_dir: Path, key: str) -> bool:
+    """Rename an entry away, then delete it, so a reader never sees half of it."""
+    doomed = volume_dir / f"{TMP_PREFIX}pruned-{key}-{uuid.uuid4().hex[:12]}"
+    try:
+        os.rename(volume_dir / key, doomed)
+    except OSError:
+        return False  # another runner pruned it first
+    shutil.rmtree(doomed, ignore_errors=True)
+    return True
+
+
+def prune(
+    volume_dir: Path, owner: str, retain: int, keep: str, protect: frozenset[str] = frozenset()
+) -> list[str]:
     """Delete ``owner``'s older entries so at most ``retain`` remain (``keep`` always stays).
 
     Only complete entries whose manifest names ``owner`` are considered, newest first by
     ``created_unix``: a volume shared by several owners (an existing claim) loses nothing of
-    the others. An entry is renamed away before it is removed, so a reader never sees half of
-    it. Returns the pruned keys.
+    the others. A key in ``protect`` (one a live object warms or serves, e.g. another object
+    of the same spec that found this entry published) stays, but still counts as one of the
+    ``retain``. Returns the pruned keys.
     """
-    mine: list[tuple[int, str]] = []
-    for folder in volume_dir.iterdir() if volume_dir.is_dir() else ():
-        if folder.name.startswith(TMP_PREFIX) or not KEY_RE.match(folder.name):
-            continue
-        manifest = find_published(volume_dir, folder.name)
-        if manifest is not None and manifest.get("owner") == owner and folder.name != keep:
-            mine.append((int(manifest.get("created_unix") or 0), folder.name))
+    mine = [
+        (int(manifest.get("created_unix") or 0), key)
+        for key, manifest in _entries(volume_dir)
+        if manifest.get("owner") == owner and key != keep
+    ]
     mine.sort(reverse=True)
-    pruned = [key for _, key in mine[max(retain - 1, 0) :]]
-    for key in pruned:
-        doomed = volume_dir / f"{TMP_PREFIX}pruned-{key}-{uuid.uuid4().hex[:12]}"
-        try:
-            os.rename(volume_dir / key, doomed)
-        except OSError:
-            continue  # another runner pruned it first
-        shutil.rmtree(doomed, ignore_errors=True)
-    return pruned
+    doomed = [key for _, key in mine[max(retain - 1, 0) :] if key not in protect]
+    return [key for key in doomed if _remove(volume_dir, key)]
+
+
+def prune_orphans(
+    volume_dir: Path,
+    users: CacheUsers,
+    keep: str,
+    namespace: str | None,
+    grace_s: int = ORPHAN_GRACE_S,
+) -> list[str]:
+    """Delete the entries of objects that are gone: what a deleted object published on a
+    shared claim, which no runner of its own will ever prune.
+
+    An entry goes only when all of these hold: its manifest names an owner and, as
+    ``owner_namespace``, ``namespace``, the one the users were listed in (our tag: a folder
+    without a manifest, a manifest without them, or another namespace's entry on a volume
+    shared across namespaces is never touched); that owner is not among the live
+    ``users.owners``; no live object warms or serves its key (``users.keys``); it is not
+    ``keep``; and it was published more than ``grace_s`` before the operator read the users
+    (``users.as_of_unix``), so an object created after that read, or a clock apart by less
+    than ``grace_s``, never loses an entry. Returns the pruned keys.
+    """
+    before = users.as_of_unix - grace_s
+    doomed = [
+        key
+        for key, manifest in _entries(volume_dir)
+        if _orphan(manifest, users, namespace)
+        and key != keep
+        and key not in users.keys
+        and _published(manifest) < before
+    ]
+    return [key for key in doomed if _remove(volume_dir, key)]
+
+
+def _published(manifest: dict[str, Any]) -> float:
+    """When the entry was published; an unreadable time is the future (never old enough)."""
+    created = manifest.get("created_unix")
+    if isinstance(created, int) and not isinstance(created, bool):
+        return float(created)
+    return float("inf")
+
+
+def _orphan(manifest: dict[str, Any], users: CacheUsers, namespace: str | None) -> bool:
+    if namespace is None or manifest.get("owner_namespace") != namespace:
+        return False
+    owner = manifest.get("owner")
+    return isinstance(owner, str) and bool(owner) and owner not in users.owners
+
+
+def tidy(spec: CacheSpec, report_dir: Path) -> dict[str, Any]:
+    """The runner's prune after a publication: this owner's entries beyond `retain` (never a
+    key a live object uses, when the operator said which), then the entries of owners that are
+    gone (only with the operator's list of users); each pruned key's report goes too. What it
+    did, for the report: ``pruned``, ``pruned_orphans``, or ``prune_error``."""
+    users = spec.users
+    done: dict[str, list[str]] = {}
+    protect = users.keys if users is not None else frozenset()
+    try:
+        if spec.owner is not None and spec.retain > 0:
+            done["pruned"] = prune(spec.volume_dir, spec.owner, spec.retain, spec.key, protect)
+        if users is not None:
+            orphans = prune_orphans(spec.volume_dir, users, spec.key, spec.namespace)
+            done["pruned_orphans"] = orphans
+        for key in [*done.get("pruned", []), *done.get("pruned_orphans", [])]:
+            (report_dir / f"{key}.json").unlink(missing_ok=True)
+    except OSError as exc:
+        return {**done, "prune_error": str(exc)}
+    return dict(done)

@@ -52,9 +52,34 @@ app.kubernetes.io/part-of: warmgate
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
 
-{{/* True (non-empty) when the operator watches every namespace. */}}
+{{/* True (non-empty) when the operator watches every namespace: an explicit opt-in. */}}
 {{- define "warmgate.clusterWide" -}}
-{{- if not .Values.watchNamespaces }}true{{ end }}
+{{- if .Values.clusterWide }}
+{{- if .Values.watchNamespaces }}
+{{- fail "clusterWide=true watches every namespace: leave watchNamespaces empty" }}
+{{- end }}true
+{{- end }}
+{{- end }}
+
+{{/* The watched namespaces, one per line: as listed, else the release's own namespace. */}}
+{{- define "warmgate.watchNamespaces" -}}
+{{- range (.Values.watchNamespaces | default (list .Release.Namespace)) }}
+{{ . }}
+{{- end }}
+{{- end }}
+
+{{/*
+The leader election's timings, checked as client-go checks them (the operator refuses them
+too, at start): a leader gives up before a standby may take over, after a few tries.
+*/}}
+{{- define "warmgate.leaseChecks" -}}
+{{- $ha := .Values.highAvailability }}
+{{- if le (float64 $ha.leaseDurationSeconds) (float64 $ha.renewDeadlineSeconds) }}
+{{- fail "highAvailability.leaseDurationSeconds must be greater than renewDeadlineSeconds" }}
+{{- end }}
+{{- if le (float64 $ha.renewDeadlineSeconds) (mulf 1.2 $ha.retryPeriodSeconds) }}
+{{- fail "highAvailability.renewDeadlineSeconds must be greater than 1.2 x retryPeriodSeconds" }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -87,6 +112,14 @@ deployment docs list it and other kopf versions use it (create only).
 # pending deadline (patch: suspend and mark it); delete the Jobs of superseded plans or of a
 # changed warmup (a running one holds Gaudi cards) and the ConfigMaps nothing mounts any more.
 # Read the cache claim (get) for its UID. List the Job's Pods to read the runner's verdict.
+# Recipe-cache claims (issue 23 item 12): list the ones labelled as the object's and delete a
+# claim made from an older or removed claimTemplate once nothing mounts it (only one the
+# object controls, with its UID as precondition; a user's existingClaim is never deleted).
+# List the namespace's SpecDecodeDeployments (above) and serving Deployments (below) before
+# a warmup, so its runner prunes the recipe-cache entries of objects that are gone.
+# Application (served record, `<name>-served`): replace the ConfigMap that records the plan
+# serving now when a newly verified plan rolls in (update), and read a child of the wanted name
+# that a create found taken, to use it only when this object controls it (get).
 # Application (the follower, issue 14): watch the Jobs, Pods, Deployments and Services labelled
 # `warmgate.dev/name` (a server-side label selector), so a child's change wakes its parent.
 - apiGroups: ["batch"]
@@ -94,20 +127,13 @@ deployment docs list it and other kopf versions use it (create only).
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: [""]
   resources: ["configmaps"]
-  verbs: ["list", "create", "delete"]
+  verbs: ["get", "list", "create", "update", "delete"]
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
-  verbs: ["get", "create"]
+  verbs: ["get", "list", "create", "delete"]
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list", "watch"]
-{{- if .Values.highAvailability.enabled }}
-# Framework (kopf peering, highAvailability.enabled): each replica keeps alive in the release's
-# KopfPeering object (get, list, watch, patch); the operator creates it at start if missing.
-- apiGroups: ["kopf.dev"]
-  resources: ["kopfpeerings"]
-  verbs: ["get", "list", "watch", "patch", "create"]
-{{- end }}
 # Application: the children's owner references set blockOwnerDeletion, which clusters with the
 # OwnerReferencesPermissionEnforcement admission plugin (e.g. OpenShift) allow only to a client
 # that may update the owner's finalizers.
@@ -144,10 +170,4 @@ deployment docs list it and other kopf versions use it (create only).
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
   verbs: ["list", "watch"]
-{{- if and .Values.highAvailability.enabled (include "warmgate.clusterWide" .) }}
-# Framework (kopf peering, cluster-wide): the keep-alives go to a ClusterKopfPeering.
-- apiGroups: ["kopf.dev"]
-  resources: ["clusterkopfpeerings"]
-  verbs: ["get", "list", "watch", "patch", "create"]
-{{- end }}
 {{- end }}

@@ -1,6 +1,6 @@
 """Test-side simulator of vllm-gaudi's drafter calls, written from the engine's call sequence.
 
-It shares nothing with ``warmgate.buckets.drafter*``: it takes per-request token counts, computes
+It shares nothing with ``warmgate.buckets.drafter``: it takes per-request token counts, computes
 the block lists the engine builds (hpu_model_runner.py ``_create_decode_input_data``,
 hpu_eagle.py ``propose`` / ``prepare_attn_metadata``, ``_prepare_dummy_scenario``; lines in
 docs/coverage.md) and asks the plan's ported engine lookups (``find_decode_bucket``,
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from warmgate.buckets import BucketPlan
-from warmgate.buckets.states import StateSpace
+from warmgate.buckets.coverage.states import StateSpace
 
 Key = tuple[str, tuple[int, int, int]]
 Seq = tuple[int, int, int]  # (computed tokens c, drafts scheduled d, drafts accepted a)

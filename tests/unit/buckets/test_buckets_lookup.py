@@ -17,7 +17,7 @@ from warmgate.buckets import (
     plan_buckets,
     prove_coverage,
 )
-from warmgate.buckets.lookup import DecodeRows
+from warmgate.buckets.engine.lookup import DecodeRows
 
 
 def _blocks(n: int, tokens: int) -> int:

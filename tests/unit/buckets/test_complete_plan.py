@@ -17,9 +17,9 @@ from warmgate.buckets import (
     plan_diff,
     prove_coverage,
 )
-from warmgate.buckets.complete import LOCAL_FIX_SHAPES, UnwarmableError, with_bucket_file
-from warmgate.buckets.states import StateSpace
-from warmgate.buckets.warmup_shapes import warmed_prompt_shapes
+from warmgate.buckets.completion.complete import LOCAL_FIX_SHAPES, UnwarmableError, with_bucket_file
+from warmgate.buckets.coverage.states import StateSpace
+from warmgate.buckets.engine.warmup_shapes import warmed_prompt_shapes
 
 DOC_CONFIGS: dict[str, dict[str, Any]] = {
     "A": {"max_num_seqs": 64, "max_model_len": 4096, "max_num_batched_tokens": 2048},

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
+from support.engines import engine_fields
 from warmup_sim import simulated_decode_warmup, simulated_prompt_warmup
 
 from warmgate.buckets import (
@@ -20,25 +21,14 @@ from warmgate.buckets import (
     plan_buckets,
     prove_coverage,
 )
-from warmgate.buckets.states import StateSpace
-
-
-def _engine(mns: int, mml: int, mbt: int, block: int, **extra: Any) -> dict[str, Any]:
-    return {
-        "max_num_seqs": mns,
-        "max_model_len": mml,
-        "max_num_batched_tokens": mbt,
-        "block_size": block,
-        **extra,
-    }
-
+from warmgate.buckets.coverage.states import StateSpace
 
 # Small enough to enumerate (a few 10k states), shaped like the doc's configs.
 SMALL: dict[str, dict[str, Any]] = {
-    "a-like": _engine(16, 1024, 512, 64),
-    "long-ctx": _engine(8, 8192, 1024, 512),
-    "tight-kv": _engine(12, 2048, 256, 128, num_gpu_blocks=40),
-    "odd": _engine(7, 1000, 300, 32),
+    "a-like": engine_fields(16, 1024, 512, 64),
+    "long-ctx": engine_fields(8, 8192, 1024, 512),
+    "tight-kv": engine_fields(12, 2048, 256, 128, num_gpu_blocks=40),
+    "odd": engine_fields(7, 1000, 300, 32),
 }
 
 

@@ -13,7 +13,7 @@ from warmgate.buckets import (
     plan_buckets,
     prove_coverage,
 )
-from warmgate.buckets.states import StateSpace
+from warmgate.buckets.coverage.states import StateSpace
 
 CONFIG_A = {
     "max_num_seqs": 64,

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from warmgate.buckets import fallback_value, first_fit
-from warmgate.buckets.coverage_steps import INF, Staircase, fallback_pieces, overlap, rows_of
+from warmgate.buckets.engine.steps import INF, Staircase, fallback_pieces, overlap, rows_of
 
 _buckets = st.lists(
     st.tuples(st.integers(1, 12), st.integers(1, 4), st.integers(0, 60)), min_size=1

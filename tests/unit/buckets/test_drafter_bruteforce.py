@@ -2,7 +2,7 @@
 
 The reference is ``drafter_sim``: per-sequence token counts, draft counts and acceptances run
 through the engine's own call sequence, written from vllm-gaudi's code and sharing nothing with
-``warmgate.buckets.drafter_walk``. Non-contiguous PA (the default): with contiguous PA a call's
+``warmgate.buckets.drafter.walk``. Non-contiguous PA (the default): with contiguous PA a call's
 block bucket follows block ids, which the simulator does not model.
 """
 
@@ -14,9 +14,10 @@ import pytest
 from drafter_sim import EngineCalls, brute_force_drafter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.engines import engine_fields
 
 from warmgate.buckets import BucketPlan, BucketPlanError, EngineShapeConfig, plan_buckets
-from warmgate.buckets.drafter import prove_drafter
+from warmgate.buckets.drafter.graphs import prove_drafter
 
 
 def _assert_same(plan: BucketPlan, **kwargs: Any) -> None:
@@ -28,20 +29,10 @@ def _assert_same(plan: BucketPlan, **kwargs: Any) -> None:
 
 
 # Small enough to enumerate every sequence's tokens, drafts and acceptances.
-def _engine(mns: int, mml: int, mbt: int, block: int, **extra: Any) -> dict[str, Any]:
-    return {
-        "max_num_seqs": mns,
-        "max_model_len": mml,
-        "max_num_batched_tokens": mbt,
-        "block_size": block,
-        **extra,
-    }
-
-
 SMALL: dict[str, dict[str, Any]] = {
-    "exp": _engine(4, 64, 32, 8),
-    "odd-len": _engine(3, 70, 64, 16),
-    "tight-kv": _engine(5, 40, 32, 8, num_gpu_blocks=9),
+    "exp": engine_fields(4, 64, 32, 8),
+    "odd-len": engine_fields(3, 70, 64, 16),
+    "tight-kv": engine_fields(5, 40, 32, 8, num_gpu_blocks=9),
 }
 
 
@@ -78,7 +69,7 @@ def _configs(draw: st.DrawFn) -> dict[str, Any]:
     """Small engines: up to 5 sequences of up to 5 blocks, any block size from 1 to 16."""
     block = draw(st.sampled_from([1, 2, 4, 8, 16]))
     mml = max(2, (draw(st.integers(1, 5)) - 1) * block + 1 + draw(st.integers(0, 15)) % block)
-    return _engine(
+    return engine_fields(
         draw(st.integers(1, 5)),
         mml,
         draw(st.sampled_from([8, 16, 32, 64, 128])),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from warmgate.buckets.lazy import cached_property
+from warmgate.buckets.engine.lazy import cached_property
 
 
 class Slow:

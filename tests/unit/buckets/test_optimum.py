@@ -6,16 +6,17 @@ from __future__ import annotations
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from support.engines import ngram_engines
 
 from warmgate.buckets import EngineShapeConfig, complete_plan, plan_buckets, plan_diff
-from warmgate.buckets.bucket_file import format_bucket_file
-from warmgate.buckets.complete import with_bucket_file
-from warmgate.buckets.complete_seeds import decode_seconds
-from warmgate.buckets.coverage import prove_coverage
-from warmgate.buckets.optimum import OptimumUnavailable, optimal_seeds
-from warmgate.buckets.optimum_model import ModelUnavailable, build_model
-from warmgate.buckets.padding import decode_padding
-from warmgate.buckets.states import StateSpace
+from warmgate.buckets.completion.complete import with_bucket_file
+from warmgate.buckets.completion.optimum import OptimumUnavailable, optimal_seeds
+from warmgate.buckets.completion.optimum_model import ModelUnavailable, build_model
+from warmgate.buckets.completion.seeds import decode_seconds
+from warmgate.buckets.coverage.padding import decode_padding
+from warmgate.buckets.coverage.prove import prove_coverage
+from warmgate.buckets.coverage.states import StateSpace
+from warmgate.buckets.engine.bucket_file import format_bucket_file
 
 pytest.importorskip("highspy", reason="highspy (the dev extra) solves the integer program")
 
@@ -35,22 +36,6 @@ def _tiny(strategy: str, k: int, blocks: int = 48) -> EngineShapeConfig:
     )
 
 
-@st.composite
-def _engines(draw: st.DrawFn) -> EngineShapeConfig:
-    block = draw(st.sampled_from([32, 64, 128]))
-    return EngineShapeConfig(
-        max_num_seqs=draw(st.integers(1, 10)),
-        max_model_len=draw(st.integers(2, 10)) * block,
-        max_num_batched_tokens=draw(st.integers(1, 4)) * block,
-        block_size=block,
-        num_gpu_blocks=draw(st.integers(8, 200)),
-        num_speculative_tokens=draw(st.integers(2, 4)),
-        strategy=draw(st.sampled_from(["exp", "lin", "pad"])),
-        profile=draw(st.sampled_from(["v0.26.0", "main-2026-08"])),
-        speculative_method="ngram",
-    )
-
-
 def _decode_covered(
     cfg: EngineShapeConfig, seeds: list[tuple[int, int, int]], sharing: bool
 ) -> bool:
@@ -61,7 +46,7 @@ def _decode_covered(
 
 
 @settings(max_examples=60, deadline=None)
-@given(cfg=_engines(), sharing=st.booleans(), data=st.data())
+@given(cfg=ngram_engines((32, 64, 128), (1, 10), 10), sharing=st.booleans(), data=st.data())
 def test_model_verdict_is_the_provers(
     cfg: EngineShapeConfig, sharing: bool, data: st.DataObject
 ) -> None:
@@ -110,7 +95,7 @@ def test_out_of_scope_is_refused_with_the_reason() -> None:
 
 
 @settings(max_examples=40, deadline=None)
-@given(cfg=_engines(), sharing=st.booleans(), partial=st.booleans())
+@given(cfg=ngram_engines((32, 64, 128), (1, 10), 10), sharing=st.booleans(), partial=st.booleans())
 def test_padding_figures_are_brute_forces(
     cfg: EngineShapeConfig, sharing: bool, partial: bool
 ) -> None:
@@ -133,7 +118,7 @@ def test_padding_figures_are_brute_forces(
 
 
 @settings(max_examples=60, deadline=None)
-@given(cfg=_engines(), sharing=st.booleans())
+@given(cfg=ngram_engines((32, 64, 128), (1, 10), 10), sharing=st.booleans())
 def test_completion_never_pads_a_step_to_a_larger_batch(
     cfg: EngineShapeConfig, sharing: bool
 ) -> None:

@@ -18,10 +18,10 @@ from server_sim import ACCEPTS, accept_random, run_step
 
 from warmgate.buckets import BucketPlan, BucketPlanError, EngineShapeConfig, plan_buckets
 from warmgate.buckets.cost import estimate_sweep_step
-from warmgate.buckets.drafter import prove_drafter
-from warmgate.buckets.drafter_walk import DrafterWalk, Key
-from warmgate.buckets.sweep import REASONS, SWEEP_FORMAT, SweepPlan, _greedy, plan_sweep
-from warmgate.buckets.sweep_ramp import Ramp, RampOracle
+from warmgate.buckets.drafter.graphs import prove_drafter
+from warmgate.buckets.drafter.ramp import Ramp, RampOracle
+from warmgate.buckets.drafter.sweep import REASONS, SWEEP_FORMAT, SweepPlan, _greedy, plan_sweep
+from warmgate.buckets.drafter.walk import DrafterWalk, Key
 
 ISSUE = EngineShapeConfig(
     max_num_seqs=8, max_model_len=4096, max_num_batched_tokens=2048, num_speculative_tokens=3

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from warmup_sim import simulated_decode_warmup, simulated_prompt_warmup
 
 from warmgate.buckets import EngineShapeConfig, plan_buckets
-from warmgate.buckets.warmup_shapes import (
+from warmgate.buckets.engine.warmup_shapes import (
     dummy_shapes,
     warmed_decode_shapes,
     warmed_prompt_shapes,

@@ -1,7 +1,7 @@
 """Test-side simulation of vllm-gaudi's warmup dummies, step by step as the engine's code runs.
 
 Written from the engine (R = vllm_gaudi/v1/worker/hpu_model_runner.py at b059f9c9 / 091bbadd),
-not from ``warmgate.buckets.warmup_shapes``, so the two can be compared:
+not from ``warmgate.buckets.engine.warmup_shapes``, so the two can be compared:
 
 - ``warmup_graphs`` (R 5418-5456 / 5466-5504): buckets in reverse order, skip query > mbt;
 - ``_prepare_dummy_scenario`` (R 5575-5640 / 5623-5698): the requests' token counts;
@@ -18,7 +18,7 @@ Decode: the dummy's block ids (R 5620-5639 / 5678-5697) and ``_generate_seq_leng
 from __future__ import annotations
 
 from warmgate.buckets import BucketPlan
-from warmgate.buckets.lookup import first_fit
+from warmgate.buckets.engine.lookup import first_fit
 
 Bucket = tuple[int, int, int]
 Request = tuple[int, int]  # (computed tokens, scheduled tokens)

@@ -171,8 +171,3 @@ def test_dockerfile_is_lean_and_non_root() -> None:
     values = _values()
     assert users[-1] == (str(values["podSecurityContext"]["runAsUser"]),) * 2
     assert 'ENTRYPOINT ["warmgate", "operator"]' in body
-
-
-def test_chart_peering_crds_copy_matches_the_repositorys() -> None:
-    copy = (CHART / "files" / "crds" / "kopf.dev_peerings.yaml").read_text(encoding="utf-8")
-    assert copy == (REPO_ROOT / "crds" / "kopf.dev_peerings.yaml").read_text(encoding="utf-8")

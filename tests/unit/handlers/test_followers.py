@@ -1,4 +1,4 @@
-"""One task follows every object: wakes, echoes, resyncs, one sync per object, pause, deletion."""
+"""One task follows every object: wakes, echoes, resyncs, one sync per object, deletion."""
 
 from __future__ import annotations
 
@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 from support.fake_cluster import FakeCluster
 
+from warmgate.handlers import metrics
+from warmgate.handlers.cluster import Logger
 from warmgate.handlers.follower import Followers, Operator
-from warmgate.reconcile.cluster import Logger
+from warmgate.handlers.sync import Outcome
 from warmgate.reconcile.plan_cache import PlanCache
-from warmgate.reconcile.sync import Outcome
 from warmgate.settings import Settings
 
 LOG = logging.getLogger("test_followers")
@@ -137,6 +138,32 @@ def test_resyncs_come_when_due_and_a_failing_sync_stops_nobody(
     run(op, syncs, scenario)
 
 
+def _failures(reason: str) -> float:
+    return metrics.SYNC_FAILURES.labels(reason)._value.get()
+
+
+def test_failed_syncs_are_counted_by_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    op, syncs = operator(monkeypatch, first=0.05), Syncs()
+    monkeypatch.setattr(Operator, "resync_delay", lambda self, status=None: 3600.0)
+    syncs.fail.add("u1")  # raises once: a bug
+    api = Outcome(result=None, status=None, status_patch={}, retry_after=3600.0)  # type: ignore[arg-type]
+
+    def sync(raw: dict[str, Any], log: Logger) -> Outcome | None:
+        syncs(raw, log)
+        return api if raw["metadata"]["uid"] == "u2" else None
+
+    before = _failures("error"), _failures("api")
+
+    async def scenario(followers: Followers) -> None:
+        followers.track(body("p", "u1"), op)
+        followers.track(body("q", "u2"), op)
+        await until(lambda: sorted(syncs.uids) == ["u1", "u2"])
+        await asyncio.sleep(0.2)
+
+    run(op, sync, scenario)
+    assert (_failures("error"), _failures("api")) == (before[0] + 1, before[1] + 1)
+
+
 def test_a_spec_label_or_annotation_change_syncs_the_status_alone_does_not(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -180,26 +207,6 @@ def test_one_sync_per_object_at_a_time_and_a_wake_during_it_syncs_again(
     run(op, syncs, scenario)
     assert syncs.most == 1
     assert syncs.uids == ["u1", "u1"]  # the wakes during the sync: one more sync
-
-
-def test_a_paused_follower_drops_every_object_until_the_watch_brings_them_again(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    op, syncs = operator(monkeypatch), Syncs()
-
-    async def scenario(followers: Followers) -> None:
-        followers.track(body("p", "u1"), op)
-        followers.pause()
-        assert len(followers) == 0
-        assert followers.wake(("ns", "p")) == 0
-        followers.track(body("p", "u1"), op)  # kopf's re-listing, before the check resumes
-        followers.wake(("ns", "p"))
-        await asyncio.sleep(0.3)
-        assert syncs.uids == []  # paused: nothing runs
-        followers.resume()
-        await until(lambda: syncs.uids == ["u1"])
-
-    run(op, syncs, scenario)
 
 
 def test_an_object_being_deleted_or_gone_is_followed_no_more(
@@ -269,27 +276,3 @@ def test_the_first_resync_after_the_first_sync_spreads_over_an_interval(
 
     run(op, syncs, scenario)
     assert syncs.uids == ["u1", "u1"]  # the next one is an hour away
-
-
-def test_an_object_arriving_while_paused_brings_the_activity_check_forward(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """kopf delivers objects only once it resumed: the check runs then, not a period later."""
-    op = operator(monkeypatch)
-
-    async def scenario() -> tuple[float, float]:
-        followers = op.followers
-        began = time.monotonic()
-        await followers.next_check(0.2)  # nothing arrived: the whole period
-        waited = time.monotonic() - began
-        followers.pause()
-        check = asyncio.create_task(followers.next_check(30))
-        await asyncio.sleep(0.05)
-        began = time.monotonic()
-        followers.track(body("p", "u1"), op)  # kopf's re-listing after it resumed
-        await check
-        return waited, time.monotonic() - began
-
-    waited, forward = asyncio.run(scenario())
-    assert waited >= 0.2
-    assert forward < 1.0

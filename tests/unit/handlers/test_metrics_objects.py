@@ -7,7 +7,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from support.examples import example_sdd
 
 from warmgate.api import SpecDecodeDeploymentStatus
-from warmgate.api.status import WarmupSummary
+from warmgate.api.status import ServingSummary, SpecDecodeAcceptance, WarmupSummary
 from warmgate.handlers import metrics
 from warmgate.reconcile.planning import evaluate
 
@@ -26,6 +26,14 @@ PER_OBJECT = {
     "warmgate_warmup_elapsed_seconds",
     "warmgate_serving_unwarmed_shapes",
     "warmgate_serving_not_prepared_buckets",
+    "warmgate_serving_spec_decode_acceptance_rate",
+    "warmgate_serving_spec_decode_mean_acceptance_length",
+}
+# Exported only once the serving engines reported their spec-decode counters.
+MEASURED = {
+    "warmgate_warmup_duration_seconds",
+    "warmgate_serving_spec_decode_acceptance_rate",
+    "warmgate_serving_spec_decode_mean_acceptance_length",
 }
 
 
@@ -49,7 +57,7 @@ def test_an_objects_series_are_exported_and_removed() -> None:
     metrics.record("ns-m", "m", result)
     metrics.record_status("ns-m", "m", SpecDecodeDeploymentStatus())
     found = samples("ns-m")
-    assert {name for name, _ in found} == PER_OBJECT - {"warmgate_warmup_duration_seconds"}
+    assert {name for name, _ in found} == PER_OBJECT - MEASURED
     assert found["warmgate_plan_buckets", "prompt"] == result.summary.prompt_buckets
     assert found["warmgate_plan_buckets", "decode"] == result.summary.spec_decode_buckets
     assert found["warmgate_coverage_proven", ""] == (1 if result.coverage.holds else 0)
@@ -63,3 +71,17 @@ def test_an_objects_series_are_exported_and_removed() -> None:
     assert "warmgate_plan_buckets" not in left
     metrics.forget("ns-m", "other")
     assert samples("ns-m") == {}
+
+
+def test_the_measured_acceptance_is_exported_once_known_and_withdrawn_with_it() -> None:
+    acceptance = SpecDecodeAcceptance(acceptance_rate=0.25, mean_acceptance_length=1.5)
+    status = SpecDecodeDeploymentStatus(serving=ServingSummary(spec_decode=acceptance))
+    metrics.record_status("ns-a", "a", status)
+    found = samples("ns-a")
+    assert found["warmgate_serving_spec_decode_acceptance_rate", ""] == 0.25
+    assert found["warmgate_serving_spec_decode_mean_acceptance_length", ""] == 1.5
+    metrics.record_status("ns-a", "a", SpecDecodeDeploymentStatus(serving=ServingSummary()))
+    assert not {name for name, _ in samples("ns-a")} & MEASURED - {
+        "warmgate_warmup_duration_seconds"
+    }
+    metrics.forget("ns-a", "a")

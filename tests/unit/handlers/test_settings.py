@@ -8,6 +8,7 @@ from warmgate.cli import main
 from warmgate.settings import (
     DEFAULT_OPERATOR_IMAGE,
     DEFAULT_RESYNC_SECONDS,
+    LeaseSettings,
     Settings,
     SettingsError,
 )
@@ -68,15 +69,39 @@ def test_settings_are_frozen() -> None:
         settings.operator_image = "other"  # type: ignore[misc]
 
 
-def test_peering_is_read_and_checked() -> None:
-    env = {"WARMGATE_PEERING": "warmgate", "WARMGATE_PEERING_LIFETIME": "20"}
+def test_the_leader_lease_is_read_and_checked_as_client_go_does() -> None:
+    env = {"WARMGATE_LEADER_LEASE": "warmgate", "WARMGATE_LEASE_DURATION": "20"}
+    lease = Settings.from_environment(env).lease
+    assert lease == LeaseSettings("warmgate", None, 20.0, 7.0, 2.0)
+    assert Settings.from_environment({}).lease is None  # standalone
+    with pytest.raises(SettingsError, match="WARMGATE_LEADER_LEASE: 'Not_A_Name'"):
+        Settings.from_environment({"WARMGATE_LEADER_LEASE": "Not_A_Name"})
+    too_short = {"WARMGATE_LEADER_LEASE": "w", "WARMGATE_LEASE_DURATION": "7"}
+    with pytest.raises(SettingsError, match="must be greater than WARMGATE_LEASE_RENEW"):
+        Settings.from_environment(too_short)  # 7 s is not more than the renew deadline
+    no_retries = {"WARMGATE_LEADER_LEASE": "w", "WARMGATE_LEASE_RETRY_PERIOD": "9"}
+    with pytest.raises(SettingsError, match=r"1\.2 x WARMGATE_LEASE_RETRY_PERIOD"):
+        Settings.from_environment(no_retries)
+
+
+def test_the_replaced_peering_settings_are_refused_not_ignored() -> None:
+    with pytest.raises(SettingsError, match="WARMGATE_PEERING: kopf peering was replaced"):
+        Settings.from_environment({"WARMGATE_PEERING": "warmgate"})
+
+
+def test_the_api_timeouts_and_the_stall_bound_are_read() -> None:
+    env = {
+        "WARMGATE_API_CONNECT_TIMEOUT": "2",
+        "WARMGATE_API_READ_TIMEOUT": "7.5",
+        "WARMGATE_STALL_SECONDS": "60",
+    }
     settings = Settings.from_environment(env)
-    assert (settings.peering, settings.peering_lifetime) == ("warmgate", 20)
-    assert Settings.from_environment({}).peering is None  # standalone
-    with pytest.raises(SettingsError, match="WARMGATE_PEERING: 'Not_A_Name'"):
-        Settings.from_environment({"WARMGATE_PEERING": "Not_A_Name"})
-    with pytest.raises(SettingsError, match="WARMGATE_PEERING_LIFETIME"):
-        Settings.from_environment({"WARMGATE_PEERING_LIFETIME": "0"})
+    assert (settings.api_connect_timeout, settings.api_read_timeout) == (2.0, 7.5)
+    assert settings.stall_seconds == 60.0
+    defaults = Settings()
+    assert (defaults.api_connect_timeout, defaults.api_read_timeout) == (5.0, 30.0)
+    with pytest.raises(SettingsError, match="WARMGATE_API_READ_TIMEOUT"):
+        Settings.from_environment({"WARMGATE_API_READ_TIMEOUT": "0"})
 
 
 def test_the_operator_limits_glibc_malloc_arenas() -> None:

@@ -24,9 +24,9 @@ from support.kube_objects import (
 )
 
 from warmgate.api import SpecDecodeDeployment
+from warmgate.handlers.sync import Outcome, Runtime, sync
 from warmgate.reconcile.plan_cache import PlanCache
 from warmgate.reconcile.planning import evaluate
-from warmgate.reconcile.sync import Outcome, Runtime, sync
 from warmgate.settings import Settings
 
 NS, NAME, UID = "llm", "served", "6f1c2d3e-0000-4000-8000-0000000000aa"
@@ -99,7 +99,10 @@ class World:
     def pod_of(self, job: dict[str, Any], suffix: str = "x") -> dict[str, Any]:
         """The Job controller's Pod of ``job`` (stored, without a status yet)."""
         meta = job["metadata"]
-        return self.cluster.put(warmup_pod(NS, meta["name"], meta["uid"], suffix))
+        template = job["spec"]["template"]
+        return self.cluster.put(
+            warmup_pod(NS, meta["name"], meta["uid"], suffix, template=template)
+        )
 
     def finish(
         self, outcome: str, ok: bool, job: dict[str, Any] | None = None, **extra: Any
@@ -109,7 +112,8 @@ class World:
         name = job["metadata"]["name"]
         key = job["metadata"]["annotations"]["warmgate.dev/cache-key"]
         summary = runner_summary(outcome, extra.pop("key", key), **extra)
-        pod = warmup_pod(NS, name, job["metadata"]["uid"])
+        uid, template = job["metadata"]["uid"], job["spec"]["template"]
+        pod = warmup_pod(NS, name, uid, tracked=False, template=template)  # counted
         pod["status"] = terminated_status(summary, ok)
         self.cluster.put(pod)
         self.cluster.get("Job", NS, name)["status"] = job_status(ok)

@@ -8,13 +8,13 @@ import pytest
 from support.examples import example_sdd
 from support.resource_cases import SETTINGS, UID
 
-from warmgate.buckets.drafter import prove_drafter
-from warmgate.buckets.sweep import SWEEP_FORMAT
+from warmgate.buckets.drafter.graphs import prove_drafter
+from warmgate.buckets.drafter.sweep import SWEEP_FORMAT
 from warmgate.reconcile.drafter_plan import sweep_budget
 from warmgate.reconcile.planning import evaluate
 from warmgate.reconcile.warmup_state import RunnerSummary, evaluate_warmup
 from warmgate.resources import desired_children
-from warmgate.warmup.plan import parse_plan
+from warmgate.warmup.wire.plan import parse_plan
 
 KEY = "gaudi2-tp1-" + "b" * 40
 
@@ -103,16 +103,23 @@ def test_an_unmodelled_drafter_gets_no_hook_and_says_why() -> None:
 
 
 def _job_with(summary: dict[str, object]) -> tuple[dict[str, object], list[dict[str, object]]]:
+    template = {"spec": {"containers": [{"name": "warmup", "image": "vllm-gaudi:test"}]}}
     job = {
         "metadata": {"name": "w", "uid": "job-uid"},
-        "status": {"conditions": [{"type": "Complete", "status": "True"}]},
+        "spec": {"template": template},
+        "status": {"conditions": [{"type": "Complete", "status": "True"}], "succeeded": 1},
     }
     message = json.dumps({"v": 3, "outcome": "verified", "code": 0, "key": KEY, **summary})
     terminated = {"exitCode": 0, "message": message}
     owner = {"kind": "Job", "name": "w", "uid": "job-uid", "controller": True}
+    labels = {"batch.kubernetes.io/controller-uid": "job-uid"}
     pod = {
-        "metadata": {"ownerReferences": [owner]},
-        "status": {"containerStatuses": [{"name": "warmup", "state": {"terminated": terminated}}]},
+        "metadata": {"ownerReferences": [owner], "labels": labels},
+        "spec": template["spec"],
+        "status": {
+            "phase": "Succeeded",
+            "containerStatuses": [{"name": "warmup", "state": {"terminated": terminated}}],
+        },
     }
     return job, [pod]
 
@@ -123,7 +130,13 @@ def _job_with(summary: dict[str, object]) -> tuple[dict[str, object], list[dict[
         (
             {"hook": "attached", "verified": True, "expected": 77, "driven": 77, "probe": 0},
             (77, True),
-            "; drafter: 77 of 77 planned graphs compiled in the sweep, none in the probe",
+            "; drafter: 77 of 77 planned graphs driven in the sweep, none compiled in the probe",
+        ),
+        (
+            {"hook": "attached", "verified": True, "expected": 77, "driven": 75, "missing": 2},
+            (75, True),
+            "; drafter: 75 of 77 planned graphs driven in the sweep (2 never driven: accepted by "
+            "spec.buckets.coverage.complete=false), none compiled in the probe",
         ),
         (
             {"hook": "not-attached", "verified": False, "expected": 77, "driven": 0, "probe": 0},

@@ -4,6 +4,7 @@ fake cluster, with the test playing the runners' status documents."""
 
 from __future__ import annotations
 
+import copy
 import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -21,13 +22,15 @@ from support.kube_objects import (
     warmup_pod,
 )
 
-from warmgate.api.status import WarmupProgress
+from warmgate.api.status import SpecDecodeDeploymentStatus, WarmupProgress
 from warmgate.buckets import EngineShapeConfig, plan_buckets
+from warmgate.handlers.runner_endpoints import RunnerDocError
+from warmgate.handlers.sync import Runtime, sync
+from warmgate.reconcile.drift import MAX_REMEMBERED, evaluate_drift
 from warmgate.reconcile.drift_seeds import bucket_of, parse_shape, propose
 from warmgate.reconcile.plan_cache import PlanCache
 from warmgate.reconcile.planning import evaluate
 from warmgate.reconcile.progress import progress_of, throttled
-from warmgate.reconcile.sync import Runtime, sync
 from warmgate.settings import Settings
 
 NS, NAME, UID = "llm", "observed", "6f1c2d3e-0000-4000-8000-0000000000bb"
@@ -66,8 +69,9 @@ class World:
 
     def running_warmup(self) -> str:
         """The warmup Pod the Job controller starts, Running with an IP."""
-        job = self.job()["metadata"]
-        pod = warmup_pod(NS, job["name"], job["uid"])
+        job = self.job()
+        meta, template = job["metadata"], job["spec"]["template"]
+        pod = warmup_pod(NS, meta["name"], meta["uid"], template=template)
         pod["status"] = {"phase": "Running", "podIP": "10.0.0.7"}
         self.cluster.put(pod)
         return str(pod["metadata"]["name"])
@@ -77,7 +81,8 @@ class World:
 
     def verify(self) -> None:
         job = self.job()
-        pod = warmup_pod(NS, job["metadata"]["name"], job["metadata"]["uid"])
+        meta, template = job["metadata"], job["spec"]["template"]
+        pod = warmup_pod(NS, meta["name"], meta["uid"], template=template)
         pod["status"] = terminated_status(runner_summary("verified", self.key()), True)
         self.cluster.put(pod)
         self.cluster.get("Job", NS, job["metadata"]["name"])["status"] = job_status(True)
@@ -85,7 +90,7 @@ class World:
 
     def serve(self, name: str = "served-a") -> dict[str, Any]:
         deployment = self.cluster.get("Deployment", NS, f"{NAME}-serving")
-        rs = self.cluster.put(replica_set(NS, deployment, f"{NAME}-serving-rs"))
+        rs = self.cluster.put(replica_set(NS, deployment, f"{NAME}-serving-rs-{name}"))
         pod = serving_pod(NS, rs, name)
         pod["status"] = {"phase": "Running", "podIP": "10.0.0.9"}
         self.cluster.put(pod)
@@ -179,6 +184,78 @@ def test_the_proposal_is_proven_by_replanning() -> None:
     assert "1 shape(s) no seed can cover" in why
 
 
+def _serving(*shapes: int) -> dict[str, Any]:
+    """A serve-mode document listing decode shapes (b, 1, 40), as a Pod's runner reports them."""
+    listed = [f"('decode', {b}, 1, 40)" for b in shapes]
+    return {"mode": "serve", "unwarmed": listed, "unwarmed_count": len(listed)}
+
+
+def test_shapes_beyond_the_remembered_ones_are_counted_once() -> None:
+    # 25 shapes were counted 25 -> 30 -> 35 -> 40: the 5 the record cannot remember looked
+    # new at every sync, each time with an Event and a re-plan of the proposal.
+    record, counts, news = None, [], []
+    for _ in range(4):
+        state = evaluate_drift(record, [_serving(*range(1, 26))], served="p", plan=None, at=AT)
+        record = state.summary
+        assert record is not None
+        counts.append(record.unwarmed_shapes)
+        news.append(len(state.new_shapes))
+    assert MAX_REMEMBERED == 20
+    assert counts == [25, 25, 25, 25]
+    assert news == [25, 0, 0, 0]
+    assert len(record.shapes or []) == MAX_REMEMBERED
+    state = evaluate_drift(record, [_serving(*range(1, 27))], served="p", plan=None, at=AT)
+    assert state.summary is not None
+    assert (state.summary.unwarmed_shapes, state.new_shapes) == (26, ("('decode', 26, 1, 40)",))
+
+
+def test_two_pods_reporting_the_same_unremembered_shapes_count_them_once() -> None:
+    record = evaluate_drift(None, [_serving(*range(1, 24))], served="p", plan=None, at=AT).summary
+    both = [_serving(*range(1, 24)), _serving(*range(18, 24))]
+    for _ in range(2):
+        record = evaluate_drift(record, both, served="p", plan=None, at=AT).summary
+    assert record is not None
+    assert record.unwarmed_shapes == 23
+    # A new Pod that ran only shapes the record cannot list does not lower the count, and a
+    # Pod's own count (its list is capped at 1000 shapes) is a floor.
+    again = evaluate_drift(record, [_serving(22, 23)], served="p", plan=None, at=AT).summary
+    assert again is not None
+    assert again.unwarmed_shapes == 23
+    many = {"mode": "serve", "unwarmed": [], "unwarmed_count": 1500}
+    capped = evaluate_drift(record, [many], served="p", plan=None, at=AT).summary
+    assert capped is not None
+    assert capped.unwarmed_shapes == 1500
+
+
+def test_the_proposal_is_planned_again_only_when_the_remembered_shapes_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    plan = plan_buckets(
+        EngineShapeConfig(
+            max_num_seqs=64,
+            max_model_len=4096,
+            max_num_batched_tokens=2048,
+            num_gpu_blocks=8192,
+            num_speculative_tokens=2,
+        )
+    )
+    plannings: list[int] = []
+
+    def counted(plan: Any, shapes: list[str]) -> Any:
+        plannings.append(len(shapes))
+        return propose(plan, shapes)
+
+    monkeypatch.setattr("warmgate.reconcile.drift.propose", counted)
+    record = None
+    for upto in (25, 25, 26, 26):
+        record = evaluate_drift(
+            record, [_serving(*range(1, upto + 1))], served="p", plan=plan, at=AT
+        ).summary
+    assert record is not None
+    assert plannings == [MAX_REMEMBERED]  # the 26th shape cannot be listed: no new proposal
+    assert record.proposed_seeds is not None
+
+
 # ---- the sync -------------------------------------------------------------------------
 
 
@@ -210,6 +287,49 @@ def test_the_running_warmups_progress_reaches_the_status_at_a_bounded_rate(world
     assert world.sync()["warmup"]["progress"]["warmedBuckets"] == 54
 
 
+def _merge(target: Any, patch: Any) -> Any:
+    """What the API server does with a JSON merge patch (RFC 7386, section 2)."""
+    if not isinstance(patch, dict):
+        return patch
+    merged = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = _merge(merged.get(key), value)
+    return merged
+
+
+def _stored(status: SpecDecodeDeploymentStatus | None) -> dict[str, Any]:
+    assert status is not None
+    return status.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def test_a_finished_warmups_progress_leaves_the_stored_status(world: World) -> None:
+    # The server keeps what a merge patch does not null: status.warmup.progress stayed at 3
+    # buckets on a verified (or failed) object, and every sync sent the same patch again.
+    world.sync()
+    pod = world.running_warmup()
+    world.endpoints.docs[pod] = _doc(world.key(), (3, 34), (0, 189), 120.0)
+    stored = _merge(_stored(world.sdd.status), world.sync())
+    assert stored["warmup"]["progress"]["warmedBuckets"] == 3
+    job = world.job()
+    meta, template = job["metadata"], job["spec"]["template"]
+    done = warmup_pod(NS, meta["name"], meta["uid"], template=template)
+    done["status"] = terminated_status(runner_summary("verified", world.key()), True)
+    world.cluster.put(done)
+    world.cluster.get("Job", NS, job["metadata"]["name"])["status"] = job_status(True)
+    patch = world.sync()
+    assert patch["warmup"]["progress"] is None
+    stored = _merge(stored, patch)
+    assert "progress" not in stored["warmup"]
+    assert stored == _stored(world.sdd.status)
+    world.sdd = world.sdd.model_copy(
+        update={"status": SpecDecodeDeploymentStatus.model_validate(stored)}
+    )
+    assert world.sync() == {}  # read back from the server, nothing is left to write
+
+
 def test_drift_while_serving_is_recorded_announced_and_proposed(world: World) -> None:
     world.sync()
     world.verify()
@@ -236,6 +356,24 @@ def test_drift_while_serving_is_recorded_announced_and_proposed(world: World) ->
     assert world.sdd.status.drift.unwarmed_shapes == 1  # type: ignore[union-attr]  # the record stays
 
 
+def test_the_engines_acceptance_reaches_status_serving(world: World) -> None:
+    world.sync()
+    world.verify()
+    world.serve("served-a")
+    world.serve("served-b")
+    world.sync()
+    counters = {"drafts": 30, "draft_tokens": 60, "accepted_tokens": 60}
+    world.endpoints.docs["served-a"] = {"mode": "serve", "unwarmed": [], "spec_decode": counters}
+    world.endpoints.docs["served-b"] = {"mode": "serve", "unwarmed": [], "spec_decode": None}
+    measured = world.sync()["serving"]["specDecode"]
+    assert (measured["acceptanceRate"], measured["meanAcceptanceLength"]) == (1.0, 3.0)
+    assert (measured["draftTokens"], measured["acceptedTokens"], measured["pods"]) == (60, 60, 1)
+    assert world.sync() == {}  # the counters did not move, nor would a write within 30 s
+    world.endpoints.docs.clear()  # no Pod answers: the record stays
+    world.sync()
+    assert world.sdd.status.serving.spec_decode.acceptance_rate == 1.0  # type: ignore[union-attr]
+
+
 def test_a_pod_that_does_not_answer_changes_nothing(world: World) -> None:
     world.sync()
     world.verify()
@@ -244,6 +382,8 @@ def test_a_pod_that_does_not_answer_changes_nothing(world: World) -> None:
     assert world.endpoints.reads  # the serving Pod was asked
     assert world.sdd.status is not None
     assert world.sdd.status.drift is None
+    assert world.sdd.status.serving is not None
+    assert world.sdd.status.serving.spec_decode is None
     assert world.conditions()["Ready"] == ("True", "ReplicasReady")
 
 
@@ -255,7 +395,43 @@ def test_slow_runners_share_one_read_budget_per_sync(
     world.serve("served-a")
     world.serve("served-b")
     clock = iter(range(0, 100, 3))  # every read seems to take 3 s
-    monkeypatch.setattr("warmgate.reconcile.observation.monotonic", lambda: next(clock))
+    monkeypatch.setattr("warmgate.handlers.gather.monotonic", lambda: next(clock))
     world.endpoints.reads.clear()
     world.sync()
     assert world.endpoints.reads == ["served-a"]  # the budget of 5 s ran out after one Pod
+
+
+def test_runner_reports_are_read_only_from_the_operators_own_pods(world: World) -> None:
+    """A Pod with the serving labels and plan annotations, but not of the Deployment's
+    ReplicaSets, or on the node's network, is never asked (issue 23 item 4)."""
+    world.sync()
+    world.verify()
+    deployment = world.serve("served-a")
+    stranger = world.cluster.get("Pod", NS, "served-a")
+    forged = copy.deepcopy(stranger)
+    forged["metadata"].update(name="forged", uid="forged-uid")
+    forged["metadata"]["ownerReferences"][0]["uid"] = "another-rs"
+    world.cluster.put(forged)
+    del deployment
+    world.endpoints.reads.clear()
+    world.sync()
+    assert world.endpoints.reads == ["served-a"]
+
+
+def test_a_malformed_runner_report_is_a_warning_not_a_failed_sync(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    world.sync()
+    world.verify()
+    world.serve("served-a")
+    world.endpoints.docs["served-a"] = {"mode": "serve", "not_prepared_count": "many"}
+    world.sync()
+    assert world.conditions()["Ready"] == ("True", "ReplicasReady")
+
+    def refuse(pod: dict[str, Any]) -> dict[str, Any] | None:
+        raise RunnerDocError("nested deeper than 8 levels")
+
+    world.endpoints.read = refuse  # type: ignore[method-assign]
+    world.sync()
+    assert "Ignored the runner status of Pod served-a: nested deeper" in caplog.text
+    assert world.conditions()["Ready"] == ("True", "ReplicasReady")

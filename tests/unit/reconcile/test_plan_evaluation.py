@@ -110,18 +110,28 @@ def test_an_unwarmable_completion_is_the_plan_warmed_with_its_gaps_known() -> No
 
 
 def test_the_policy_is_the_spec_s() -> None:
-    sdd = example_sdd(
-        EAGLE3,
-        buckets={"coverage": {"partialDrafts": False, "complete": False, "maxExtraBuckets": 5}},
-    )
+    coverage = {
+        "partialDrafts": False,
+        "complete": False,
+        "maxExtraBuckets": 5,
+        "optimizeFor": "WarmupTime",
+    }
+    sdd = example_sdd(EAGLE3, buckets={"coverage": coverage})
+    engine = {**sdd.spec.engine.model_dump(by_alias=True, exclude_none=True)}
     assert PlanPolicy.of(sdd) == PlanPolicy(
-        partial_drafts=False,
+        partial_drafts=True,  # structured outputs are served by default (issue 25)
         prefix_caching=None,
         complete=False,
         max_extra_buckets=5,
         method="eagle3",
         sweep_budget_s=540.0,  # 15 % of the default warmup.timeoutSeconds 3600
+        optimize_for="WarmupTime",
+        structured_outputs=True,
     )
+    plain = example_sdd(
+        EAGLE3, buckets={"coverage": coverage}, engine={**engine, "structuredOutputs": False}
+    )
+    assert PlanPolicy.of(plain).partial_drafts is False
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from support.examples import example_sdd
 
 from warmgate.api import ManifestError, get_condition
 from warmgate.buckets import plan_buckets
-from warmgate.buckets.coverage import prove_coverage
+from warmgate.buckets.coverage.prove import prove_coverage
 from warmgate.reconcile.model_size import model_size
 from warmgate.reconcile.planning import evaluate
 from warmgate.reconcile.status_builder import build_status
@@ -68,6 +68,28 @@ def test_holes_are_closed_and_the_completed_plan_is_proven() -> None:
     assert set(engine_plan.decode_buckets) <= set(result.plan.decode_buckets)
     assert result.summary.hash == result.plan.digest
     assert result.plan.digest != engine_plan.digest
+
+
+def test_the_status_says_how_completion_chose_and_what_decode_padding_costs() -> None:
+    """Issue 25 items 6, 7: completedBy, the padding figures of both plans, and the refinement's
+    buckets, which the maxExtraBuckets cap does not count (serving speed is the default)."""
+    served = evaluate(example_sdd("minimal-ngram"))
+    summary = served.summary
+    assert summary is not None
+    assert summary.completed_by == "Greedy"  # mns 256: too large for the exact optimum
+    assert summary.decode_padding_engine == pytest.approx(1.152, abs=1e-3)
+    assert summary.decode_padding is not None
+    assert summary.decode_padding <= 1.05 * summary.decode_padding_engine + 1e-3
+    assert (summary.padding_buckets or 0) > 0
+    assert (summary.extra_buckets or 0) > 64 >= summary.extra_buckets - summary.padding_buckets
+    assert "mean decode KV padding 1.21x (engine plan 1.15x, coverage alone 2.58x)" in (
+        served.coverage.message
+    )
+    coverage = {"partialDrafts": True, "optimizeFor": "WarmupTime"}
+    cheap = evaluate(example_sdd("minimal-ngram", buckets={"coverage": coverage}))
+    assert cheap.summary is not None
+    assert (cheap.summary.decode_padding, cheap.summary.padding_buckets) == (2.576, 0)
+    assert "optimizeFor WarmupTime keeps the cheapest plan" in cheap.coverage.message
 
 
 def test_states_no_warmup_can_compile_are_reported_and_the_rest_is_warmed() -> None:

@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 from support.kube_objects import rolled_out_status
-from sync_world import NAME, NS, World, verified
+from sync_world import LOG, NAME, NS, World, verified
 
 from warmgate.api.constants import ANNOTATION_REWARM
-from warmgate.reconcile.cluster import ClusterError
+from warmgate.handlers.cluster import ClusterError
+from warmgate.handlers.sync import keep_serving
 
 NEW_PLAN = {"speculative": {"method": "ngram", "numSpeculativeTokens": 3}}
 UNSCHEDULABLE = {
@@ -111,7 +112,13 @@ def test_the_status_says_planning_before_planning(world: World) -> None:
     assert conditions["Reconciling"] == ("True", "Planning")
     assert notice["observedGeneration"] == 1
     world.sync()
-    assert len(world.cluster.status_writes) == 1  # only once per generation
+    notices = [w for w in world.cluster.status_writes if _planning(w)]
+    assert len(notices) == 1  # only once per generation
+
+
+def _planning(written: Any) -> bool:
+    """A status write that says Planning (the notice)."""
+    return any(c["reason"] == "Planning" for c in written.get("conditions") or [])
 
 
 def test_a_known_plan_needs_no_planning_notice(world: World) -> None:
@@ -123,7 +130,8 @@ def test_a_known_plan_needs_no_planning_notice(world: World) -> None:
         update={"metadata": other.sdd.metadata.model_copy(update={"uid": "another-uid"})}
     )
     outcome = other.sync()
-    assert other.cluster.status_writes == []
+    assert [w for w in other.cluster.status_writes if _planning(w)] == []
+    assert other.cluster.status_writes == [outcome.status_patch]  # the final status, once
     assert outcome.status_patch["conditions"]
     assert other.conditions()["BucketsPlanned"] == ("True", "Planned")
 
@@ -294,7 +302,8 @@ def test_superseded_jobs_and_configmaps_are_collected(world: World) -> None:
         for v in owner["spec"]["template"]["spec"]["volumes"]
         if "configMap" in v
     }
-    assert {c["metadata"]["name"] for c in world.cluster.of_kind("ConfigMap")} == mounted
+    kept = {c["metadata"]["name"] for c in world.cluster.of_kind("ConfigMap")}
+    assert kept == mounted | {f"{NAME}-served"}  # and the record of the plan serving now
     assert "Deleted" in world.events.reasons()
 
 
@@ -415,3 +424,237 @@ def test_a_lost_verdict_warms_again(world: World) -> None:
     assert "Stalled" not in world.conditions()
     world.sync()
     assert world.job()["metadata"]["name"] == name  # the same warmup, once more
+
+
+def test_a_deleted_plan_configmap_comes_back_while_serving(world: World) -> None:
+    """Issue 23 item 5: new serving Pods would wait for the seed file forever."""
+    serving(world)
+    deployment = world.deployment()
+    mounted = [
+        v["configMap"]["name"]
+        for v in deployment["spec"]["template"]["spec"]["volumes"]
+        if "configMap" in v
+    ]
+    for name in mounted:
+        del world.cluster.objects[("ConfigMap", NS, name)]
+    world.sync()
+    assert all(("ConfigMap", NS, name) in world.cluster.objects for name in mounted)
+
+
+def test_a_seed_configmap_made_again_by_someone_else_is_reported_not_mounted(
+    world: World,
+) -> None:
+    """Issue 23 item 1: the served seed file deleted and made again, without this object as
+    its controller, while a new plan warms: the Deployment deleted meanwhile is not restored
+    to mount it, and the status names it."""
+    serving(world)
+    deployment = world.deployment()
+    (seed,) = [
+        v["configMap"]["name"]
+        for v in deployment["spec"]["template"]["spec"]["volumes"]
+        if "configMap" in v
+    ]
+    mine = world.cluster.get("ConfigMap", NS, seed)
+    impostor = {**mine, "metadata": {**mine["metadata"], "ownerReferences": []}}
+    impostor["metadata"].pop("uid")
+    impostor["data"] = dict.fromkeys(mine["data"], "someone else's\n")
+    del world.cluster.objects[("ConfigMap", NS, seed)]
+    world.cluster.put(impostor)
+    world.edit(**NEW_PLAN)
+    world.sync()
+    del world.cluster.objects[("Deployment", NS, f"{NAME}-serving")]
+    world.sync()
+    assert world.conditions()["Stalled"] == ("True", "NotOwned")
+    assert f"ConfigMap {seed}" in world.message("Stalled")
+    assert ("Deployment", NS, f"{NAME}-serving") not in world.cluster.objects
+    assert world.cluster.get("ConfigMap", NS, seed)["data"] == impostor["data"]
+
+
+def test_a_deleted_warmup_configmap_comes_back_while_its_job_runs(world: World) -> None:
+    world.sync()
+    world.sync()
+    job = world.job()
+    names = [
+        v["configMap"]["name"]
+        for v in job["spec"]["template"]["spec"]["volumes"]
+        if "configMap" in v
+    ]
+    for name in names:
+        del world.cluster.objects[("ConfigMap", NS, name)]
+    world.sync()
+    assert all(("ConfigMap", NS, name) in world.cluster.objects for name in names)
+
+
+def test_a_deployment_deleted_while_a_new_plan_warms_serves_the_old_plan_again(
+    world: World,
+) -> None:
+    """Issue 23 item 6: the last verified plan keeps serving until the new one is verified."""
+    serving(world)
+    served = world.deployment()
+    world.edit(**NEW_PLAN)
+    world.sync()
+    del world.cluster.objects[("Deployment", NS, f"{NAME}-serving")]
+    world.sync()
+    back = world.deployment()
+    assert back["spec"]["template"] == served["spec"]["template"]
+    assert "Restored" in world.events.reasons()
+    assert world.conditions()["Warmed"][0] == "False"  # the new plan still warms
+
+
+def test_going_back_to_the_served_plan_after_its_pods_are_gone_does_not_warm_it_again(
+    world: World,
+) -> None:
+    """Issue 23 item 7: the served plan's verdict record stays alongside the current one."""
+    serving(world)
+    jobs_before = {j["metadata"]["name"] for j in world.jobs()}
+    for pod in world.cluster.of_kind("Pod"):  # the warmup Pod was cleaned up
+        if "warmgate.dev/component" not in (pod["metadata"].get("labels") or {}):
+            del world.cluster.objects[("Pod", NS, pod["metadata"]["name"])]
+    world.edit(**NEW_PLAN)
+    world.sync()
+    warming = {j["metadata"]["name"] for j in world.jobs()} - jobs_before  # the new plan's
+    world.edit()  # back to the spec that serves
+    world.sync()
+    assert world.conditions()["Warmed"] == ("True", "WarmupSucceeded")
+    world.sync()
+    assert {j["metadata"]["name"] for j in world.jobs()} <= jobs_before | warming
+    assert "VerdictLost" not in world.events.reasons()
+
+
+def test_a_child_name_held_by_another_object_is_reported_never_adopted() -> None:
+    """Issue 23 item 1: the Job of the wanted (content-hashed) name was made by someone else;
+    once it is gone (e.g. the garbage collector removes an old object's), the warmup goes on."""
+    world = World()
+    world.sync()
+    job = world.job()
+    impostor = {**job, "metadata": {**job["metadata"], "ownerReferences": []}}
+    impostor["metadata"].pop("uid")
+    world.cluster.objects.clear()
+    world.cluster.put(impostor)
+    world.sdd = world.sdd.model_copy(update={"status": None})
+    outcome = world.sync()
+    assert world.conditions()["Stalled"] == ("True", "NotOwned")
+    assert job["metadata"]["name"] in world.message("Stalled")
+    assert outcome.retry_after is not None
+    assert (
+        world.cluster.get("Job", NS, job["metadata"]["name"])["metadata"]["ownerReferences"] == []
+    )
+    del world.cluster.objects[("Job", NS, job["metadata"]["name"])]
+    world.sync()
+    assert world.job()["metadata"]["ownerReferences"][0]["uid"] == world.sdd.metadata.uid
+    assert "Stalled" not in world.conditions()
+
+
+def test_configmaps_of_the_wanted_names_made_by_someone_else_are_never_mounted() -> None:
+    """Issue 23 item 1: the plan ConfigMaps (names anyone can compute) were made beforehand.
+    The Job that would mount them is not created in the sync whose creates found them (the
+    rest of the warmup waits, as after a failed write), nor in a later sync, which lists them:
+    NotOwned stays until they are gone, then the warmup goes on with the operator's own."""
+    world = World()
+    world.sync()
+    configmaps = world.cluster.of_kind("ConfigMap")
+    world.cluster.objects.clear()
+    for cm in configmaps:  # the user's copies: the same names and labels, no owner
+        impostor = {**cm, "metadata": {**cm["metadata"], "ownerReferences": []}}
+        impostor["metadata"].pop("uid")
+        world.cluster.put(impostor)
+    world.sdd = world.sdd.model_copy(update={"status": None})
+    for _ in range(2):  # the first sync creates; the second lists the ConfigMaps
+        outcome = world.sync()
+        assert world.cluster.of_kind("Job") == []
+        assert world.conditions()["Stalled"] == ("True", "NotOwned")
+        assert outcome.retry_after is not None
+    assert "ConfigMap" in world.message("Stalled")
+    for cm in configmaps:
+        del world.cluster.objects[("ConfigMap", NS, cm["metadata"]["name"])]
+    world.sync()
+    assert world.job()["metadata"]["ownerReferences"][0]["uid"] == world.sdd.metadata.uid
+    owners = [c["metadata"]["ownerReferences"] for c in world.cluster.of_kind("ConfigMap")]
+    assert owners
+    assert all(o[0]["uid"] == world.sdd.metadata.uid for o in owners)
+    assert "Stalled" not in world.conditions()
+
+
+def _running_on(node_answers: bool) -> dict[str, Any]:
+    """A running warmup Pod's status once it is deleted: its kubelet stopped its containers
+    (a node that answers), or the node controller marked it not ready and nothing else did
+    (kube-controller-manager v1.37 MarkPodsNotReady: Ready False, its reason kept, as e2e
+    scenario o read it on the local node)."""
+    if node_answers:
+        ready = {"status": "False", "reason": "ContainersNotReady"}
+        containers = {"status": "False", "reason": "ContainersNotReady"}
+    else:
+        ready, containers = {"status": "False"}, {"status": "True"}
+    return {
+        "phase": "Running",
+        "podIP": "10.0.0.7",
+        "conditions": [{"type": "Ready", **ready}, {"type": "ContainersReady", **containers}],
+    }
+
+
+def test_a_warmup_pod_on_a_lost_node_is_warmed_again_not_warming_for_hours(world: World) -> None:
+    """Issue 23 item 10: a Pod deleted on a node that stopped answering stays Running for ever
+    (no kubelet ends it, the Job controller does not replace it): warm again. The node
+    controller writes no reason of its own (this test used to give it `NodeNotReady`, which
+    the real one never writes: the Pod read as warming until the kubelet came back)."""
+    world.sync()
+    job = world.job()
+    pod = world.pod_of(job)
+    pod["metadata"]["deletionTimestamp"] = "2026-11-29T12:10:00Z"
+    pod["status"] = _running_on(node_answers=False)
+    world.later(60)
+    world.sync()
+    assert world.conditions()["Warmed"] == ("False", "WarmupPending")
+    assert "stopped answering" in world.message("Warmed")
+    assert ("delete", "Job", job["metadata"]["name"]) in world.cluster.writes
+    world.sync()
+    assert world.job()["metadata"]["uid"] != job["metadata"]["uid"]  # a new attempt
+
+
+def test_a_warmup_pod_deleted_on_a_node_that_answers_is_left_to_its_kubelet(world: World) -> None:
+    world.sync()
+    job = world.job()
+    pod = world.pod_of(job)
+    pod["metadata"]["deletionTimestamp"] = "2026-11-29T12:10:00Z"
+    pod["status"] = _running_on(node_answers=True)
+    world.later(60)
+    world.sync()
+    assert world.conditions()["Warmed"] == ("False", "WarmupRunning")
+    assert ("delete", "Job", job["metadata"]["name"]) not in world.cluster.writes
+
+
+def test_the_pending_deadline_runs_on_the_operators_clock_not_the_servers() -> None:
+    """Issue 23 item 12: a Pod whose creationTimestamp an API server with a skewed clock wrote
+    two hours back is not stopped at once; the deadline counts from when the operator saw it."""
+    world = World()
+    world.sync()
+    pod = world.pod_of(world.job())
+    pod["metadata"]["creationTimestamp"] = "2026-11-29T10:00:00Z"  # the server's clock: -2 h
+    pod["status"] = UNSCHEDULABLE
+    world.later(60)
+    world.sync()
+    assert "Stalled" not in world.conditions()
+    world.later(1800)
+    world.sync()
+    assert world.conditions()["Stalled"] == ("True", "Unschedulable")
+
+
+def test_an_object_the_operator_cannot_read_says_so_and_keeps_serving(world: World) -> None:
+    """Issue 23 item 11: a spec stored under other validation rules: Stalled names the field,
+    Ready stays, and a replaced serving Pod of the verified plan still gets its gate."""
+    serving(world)
+    for pod in world.roll():  # the ReplicaSet controller replaced the Pods: gates closed
+        assert "conditions" not in (pod.get("status") or {})
+    body = world.sdd.model_dump(by_alias=True, exclude_none=True, mode="json")
+    body["spec"]["engine"]["maxNumSeqs"] = "many"
+    writes = len(world.cluster.status_writes)
+    keep_serving(body, "spec.engine.maxNumSeqs: not an integer", world.runtime, world.events, LOG)
+    (status,) = world.cluster.status_writes[writes:]
+    conditions = {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
+    assert conditions["Stalled"] == ("True", "InvalidSpec")
+    assert conditions["Ready"] == ("True", "ReplicasReady")
+    assert "spec.engine.maxNumSeqs" in next(
+        c["message"] for c in status["conditions"] if c["type"] == "Stalled"
+    )
+    gated = [w for w in world.cluster.writes if w[0] == "set_pod_condition"]
+    assert gated  # the new Pods of the verified plan were gated open

@@ -3,22 +3,33 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from support.kube_objects import runner_summary, terminated_status, warmup_pod
 
 from warmgate.reconcile.warmup_state import (
     Observed,
     RunnerSummary,
     evaluate_warmup,
+    owned_pods,
     runner_messages,
 )
 
 KEY = "gaudi2-tp1-" + "a" * 40
 JOB_UID = "uid-job-1"
 OWNED = [{"kind": "Job", "name": "w-job", "uid": JOB_UID, "controller": True}]
+# What the Job controller writes on its Pods besides the owner reference (it tracks them).
+TRACKED = {
+    "labels": {"batch.kubernetes.io/controller-uid": JOB_UID},
+    "finalizers": ["batch.kubernetes.io/job-tracking"],
+}
 NOW = datetime(2026, 11, 29, 13, 0, tzinfo=UTC)
+# The Job's pod template, as the operator wrote it; the Job controller's Pods run it.
+TEMPLATE: dict[str, Any] = {
+    "spec": {"containers": [{"name": "warmup", "image": "vllm-gaudi:test", "command": ["run"]}]}
+}
 
 
 def job(*conditions: str, annotations: dict[str, str] | None = None, **status: Any) -> Any:
@@ -26,7 +37,8 @@ def job(*conditions: str, annotations: dict[str, str] | None = None, **status: A
     meta = {"name": "w-job", "uid": JOB_UID, "creationTimestamp": "2026-11-29T12:00:00Z"}
     if annotations:
         meta["annotations"] = annotations  # type: ignore[assignment]
-    return {"metadata": meta, "status": {"conditions": conds, **status}}
+    spec = {"template": TEMPLATE}
+    return {"metadata": meta, "spec": spec, "status": {"conditions": conds, **status}}
 
 
 def pod(
@@ -34,7 +46,13 @@ def pod(
 ) -> dict[str, Any]:
     terminated = {"exitCode": 0} | ({"message": message} if message else {})
     return {
-        "metadata": {"name": "w-job-x", "creationTimestamp": created, "ownerReferences": owners},
+        "metadata": {
+            "name": "w-job-x",
+            "creationTimestamp": created,
+            "ownerReferences": owners,
+            **TRACKED,
+        },
+        "spec": TEMPLATE["spec"],
         "status": {
             "phase": "Succeeded",
             "containerStatuses": [{"name": container, "state": {"terminated": terminated}}],
@@ -44,7 +62,13 @@ def pod(
 
 def pending_pod(created: str = "2026-11-29T12:00:00Z", **status: Any) -> dict[str, Any]:
     return {
-        "metadata": {"name": "w-job-p", "creationTimestamp": created, "ownerReferences": OWNED},
+        "metadata": {
+            "name": "w-job-p",
+            "creationTimestamp": created,
+            "ownerReferences": OWNED,
+            **TRACKED,
+        },
+        "spec": TEMPLATE["spec"],
         "status": {"phase": "Pending", **status},
     }
 
@@ -143,12 +167,15 @@ def test_a_pending_pod_says_why_and_never_warming(
 
 def test_a_pod_pending_past_the_deadline_fails_the_warmup_with_its_reason() -> None:
     pods = [pending_pod(conditions=[UNSCHEDULABLE])]
-    state = evaluate_warmup(job(active=1), pods, KEY, Observed((), NOW, 1800))
+    since = NOW - timedelta(seconds=3600)  # first seen waiting, on the operator's clock
+    state = evaluate_warmup(job(active=1), pods, KEY, Observed((), NOW, 1800, since))
     assert (state.verdict.reason, state.stalled, state.stop) == ("Unschedulable", True, True)
     assert "Pending for 3600 s, more than spec.warmup.pendingTimeoutSeconds=1800" in (
         state.verdict.message
     )
-    quiet = evaluate_warmup(job(active=1), [pending_pod()], KEY, Observed((), NOW, 1800))
+    quiet = evaluate_warmup(job(active=1), [pending_pod()], KEY, Observed((), NOW, 1800, since))
+    fresh = evaluate_warmup(job(active=1), pods, KEY, Observed((), NOW, 1800))
+    assert (fresh.stop, fresh.summary.pending_since) == (False, NOW)  # the clock starts now
     assert (quiet.verdict.reason, quiet.stop) == ("PendingTimeout", True)
 
 
@@ -244,3 +271,108 @@ def test_a_completed_job_whose_pods_are_gone_is_warmed_again() -> None:
     assert (state.verdict.status, state.verdict.reason) == ("False", "WarmupPending")
     assert "Pods are gone" in state.verdict.message
     assert (state.rerun, state.stalled) == (True, False)
+
+
+def test_a_pod_with_the_jobs_labels_and_owner_but_untracked_and_uncounted_is_no_evidence() -> None:
+    """Anyone who can create Pods can copy the Job controller's labels and owner reference
+    (issue 23 item 3); without its tracking finalizer, or the Job's counts agreeing with how the
+    Pod ended, the Pod's termination message is not the runner's verdict."""
+    job = {
+        "metadata": {"name": "w", "uid": "job-uid", "annotations": {}},
+        "spec": {"template": TEMPLATE},
+        "status": {"conditions": [{"type": "Complete", "status": "True"}], "succeeded": 0},
+    }
+    forged = warmup_pod("ns", "w", "job-uid", tracked=False, template=TEMPLATE)
+    forged["status"] = terminated_status(runner_summary("verified", "k"), True)
+    assert owned_pods(job, [forged]) == []
+    assert evaluate_warmup(job, [forged], "k").verdict.status == "False"
+    job["status"]["succeeded"] = 1  # the Job controller counted a success: the Pod is its own
+    assert owned_pods(job, [forged]) == [forged]
+    tracked = warmup_pod("ns", "w", "job-uid", suffix="t", template=TEMPLATE)
+    tracked["status"] = {"phase": "Running"}
+    assert owned_pods({**job, "status": {}}, [tracked]) == [tracked]
+
+
+def cpu_engine(key: str = KEY) -> str:
+    """The runner's summary on a CPU build of vLLM the plan accepted (docs/runner.md)."""
+    engine = {"kind": "cpu", "vllm": "0.32.0", "platform": "cpu"}
+    doc = {"v": 5, "outcome": "cpu_engine", "code": 12, "key": key, "engine": engine}
+    return json.dumps({**doc, "kv_blocks": None, "reason": "CPU engine (vLLM 0.32.0): ..."})
+
+
+def test_a_cpu_engine_is_never_warmed_without_the_opt_in() -> None:
+    """Fail-closed: a summary saying cpu_engine (a runner, or an image faking one) is refused
+    unless spec.engine.acceptCPUEngine is set; it is never a Gaudi verification."""
+    done = job("Complete")
+    state = evaluate_warmup(done, [pod("2026-11-29T12:00:00Z", cpu_engine())], KEY)
+    assert (state.verdict.status, state.verdict.reason) == ("False", "WarmupFailed")
+    assert "CPU build (vLLM 0.32.0)" in state.verdict.message
+    assert "spec.engine.acceptCPUEngine is not set" in state.verdict.message
+    assert state.stalled
+
+
+def test_an_accepted_cpu_engine_is_warmed_and_says_it_was_a_cpu_build() -> None:
+    done = job("Complete")
+    seen = Observed(accept_cpu=True)
+    state = evaluate_warmup(done, [pod("2026-11-29T12:00:00Z", cpu_engine())], KEY, seen)
+    assert (state.verdict.status, state.verdict.reason) == ("True", "CPUEngine")
+    assert state.verdict.message.startswith("The engine was a CPU build (vLLM 0.32.0)")
+    assert "no Gaudi graph was verified" in state.verdict.message
+    assert (state.summary.engine_kind, state.summary.kv_blocks) == ("cpu", None)
+    other = evaluate_warmup(done, [pod("2026-11-29T12:00:00Z", cpu_engine("x-tp1-b"))], KEY, seen)
+    assert other.verdict.reason == "WarmupFailed"  # another plan's run vouches for nothing
+
+
+def test_a_gaudi_run_records_its_engine_kind_and_the_opt_in_changes_nothing_for_it() -> None:
+    summary = {**json.loads(verified()), "engine": {"kind": "gaudi", "vllm": "0.26.0"}}
+    message = json.dumps(summary)
+    for seen in (Observed(), Observed(accept_cpu=True)):
+        state = evaluate_warmup(job("Complete"), [pod("2026-11-29T12:00:00Z", message)], KEY, seen)
+        assert (state.verdict.reason, state.summary.engine_kind) == ("WarmupSucceeded", "gaudi")
+
+
+def test_a_cpu_engine_record_keeps_its_reason() -> None:
+    from warmgate.api import WarmupSummary, set_condition
+    from warmgate.reconcile.warmup_state import remembered
+
+    warmed = set_condition([], "Warmed", "True", "CPUEngine", "The engine was a CPU build")[0]
+    state = remembered(warmed, WarmupSummary(cache_key=KEY, engine_kind="cpu"), KEY, None)
+    assert state is not None
+    assert (state.verdict.reason, state.summary.engine_kind) == ("CPUEngine", "cpu")
+
+
+def _phase(state: Any) -> str:
+    """status.phase as the operator derives it from this Warmed verdict after planning."""
+    from warmgate.api import derive_phase, set_condition
+
+    v = state.verdict
+    planned = set_condition([], "BucketsPlanned", "True", "Planned", "planned")
+    return derive_phase(set_condition(planned, "Warmed", v.status, v.reason, v.message))
+
+
+def test_a_verified_warmup_goes_from_warming_straight_to_starting() -> None:
+    """Issue 26 item 3: between the runner's verified exit (its Pod Succeeded) and the Job
+    controller marking the Job Complete, the phase stayed Warming and did not flicker back to
+    Pending with an "attempt ended ... starts the next one" message that was not true."""
+    running = pending_pod(phase="Running")
+    finished = pod("2026-11-29T12:00:00Z", verified())
+    started = {"startTime": "2026-11-29T12:00:00Z"}
+    states = [
+        evaluate_warmup(job(active=1, **started), [running], KEY),
+        evaluate_warmup(job(active=1, **started), [finished], KEY),  # Job not marked yet
+        evaluate_warmup(job(succeeded=1, **started), [finished], KEY),  # counted, no condition
+        evaluate_warmup(job("Complete", succeeded=1, **started), [finished], KEY),
+    ]
+    assert [_phase(s) for s in states] == ["Warming", "Warming", "Warming", "Starting"]
+    assert "the runner verified the plan" in states[1].verdict.message
+    assert "next one" not in states[1].verdict.message
+    assert not any(s.stalled for s in states)
+
+
+def test_a_failed_attempt_waiting_for_its_retry_is_pending() -> None:
+    """A phase may go back when something did: an attempt failed and the Job retries it."""
+    failed = pod("2026-11-29T12:00:00Z", '{"outcome": "failed", "reason": "engine exited"}')
+    failed["status"]["phase"] = "Failed"
+    state = evaluate_warmup(job(active=0, failed=1), [failed], KEY)
+    assert (_phase(state), state.verdict.reason) == ("Pending", "WarmupPending")
+    assert "attempt 1 ended (failed: engine exited)" in state.verdict.message

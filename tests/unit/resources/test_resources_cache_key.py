@@ -12,7 +12,7 @@ from warmgate.api import SpecDecodeDeployment, parse_manifest
 from warmgate.buckets import BucketPlan
 from warmgate.reconcile.planning import evaluate
 from warmgate.resources import cache_key
-from warmgate.warmup.plan import KEY_RE
+from warmgate.warmup.wire.plan import KEY_RE
 
 BASE = next(p for p in EXAMPLES if p.stem == "llama31-8b-eagle3-gaudi2")
 
@@ -53,6 +53,7 @@ def test_the_key_is_stable_and_a_valid_runner_key() -> None:
         {"engine": {"dtype": "float32"}},
         {"engine": {"profile": "main-2026-08"}},
         {"engine": {"numGpuBlocks": 9000}},
+        {"engine": {"acceptCPUEngine": True}},
         {"engine": {"maxNumSeqs": 64}},
         {"engine": {"extraArgs": ["--kv-cache-dtype=fp8_inc"]}},
         {"engine": {"env": [{"name": "PT_HPU_LAZY_MODE", "value": "1"}]}},
@@ -82,3 +83,8 @@ def test_what_changes_no_graph_keeps_the_key(patch: dict[str, Any]) -> None:
     if "model" in patch:
         patch["model"] = {**base, **patch["model"]}
     assert _key(**patch) == _key()
+
+
+def test_the_cpu_opt_in_off_leaves_every_key_as_it_was() -> None:
+    """acceptCPUEngine false is the default: no key (and no warmed plan) changes with it."""
+    assert _key(engine={"acceptCPUEngine": False}) == _key()

@@ -139,7 +139,7 @@ def test_both_pods_are_hardened_by_default() -> None:
     """Item 10: no API token, the runtime's seccomp profile, no privilege escalation."""
     for pod in _pods(_children(_sdd(warmup={"cache": {"claimTemplate": {"size": "100Gi"}}}))):
         assert pod["automountServiceAccountToken"] is False
-        assert pod["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
         for container in _containers(pod):
             assert container["securityContext"]["allowPrivilegeEscalation"] is False
             assert "privileged" not in container["securityContext"]
@@ -147,19 +147,64 @@ def test_both_pods_are_hardened_by_default() -> None:
         assert volumes <= {"configMap", "emptyDir", "persistentVolumeClaim"}  # no hostPath
 
 
-def test_run_as_user_makes_every_container_non_root_without_capabilities() -> None:
-    """Item 10: with spec.runAsUser the Pods meet Pod Security "restricted"."""
-    sdd = _sdd(runAsUser=1000, warmup={"cache": {"claimTemplate": {"size": "100Gi"}}})
+RESTRICTED_POD = {
+    "seccompProfile": {"type": "RuntimeDefault"},
+    "runAsNonRoot": True,
+    "runAsUser": 1000,
+    "fsGroup": 1000,
+}
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {},  # issue 23 item 14: restricted by default, user 1000
+        {"runAsUser": 1000},  # issue 11 item 10: as before with a user named
+        {"podSecurity": "restricted"},
+    ],
+)
+def test_every_container_is_non_root_without_capabilities_by_default(spec: dict[str, Any]) -> None:
+    """The Pods meet Pod Security "restricted" unless the spec opts out."""
+    sdd = _sdd(**spec, warmup={"cache": {"claimTemplate": {"size": "100Gi"}}})
     for pod in _pods(_children(sdd)):
-        assert pod["securityContext"] == {
-            "seccompProfile": {"type": "RuntimeDefault"},
-            "runAsNonRoot": True,
-            "runAsUser": 1000,
-            "fsGroup": 1000,
-        }
+        assert pod["securityContext"] == RESTRICTED_POD
         for container in _containers(pod):
             security = container["securityContext"]
             assert security["allowPrivilegeEscalation"] is False
             assert security["capabilities"] == {"drop": ["ALL"]}
             assert security["runAsNonRoot"] is True
             assert "runAsUser" not in security  # the Pod's user wins over the image's
+
+
+def test_baseline_keeps_the_images_user_and_capabilities() -> None:
+    """The opt-out for images that need root or capabilities (Gaudi device files)."""
+    sdd = _sdd(podSecurity="baseline")
+    for pod in _pods(_children(sdd)):
+        assert pod["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+        engine = pod["containers"][0]["securityContext"]
+        assert engine == {"allowPrivilegeEscalation": False}
+    named = _sdd(podSecurity="baseline", runAsUser=4242)
+    for pod in _pods(_children(named)):
+        assert pod["securityContext"]["runAsUser"] == 4242
+        assert "capabilities" not in pod["containers"][0]["securityContext"]
+
+
+def _token_env(sdd: Any) -> list[list[str]]:
+    """The containers' env names holding the Hub token, per Pod."""
+    return [
+        [e["name"] for c in _containers(pod) for e in c.get("env", []) if e["name"] == "HF_TOKEN"]
+        for pod in _pods(_children(sdd))
+    ]
+
+
+def test_the_hub_token_reaches_only_pods_that_download_from_the_hub() -> None:
+    """Issue 23 item 14: weights from a claim, nothing downloaded: no token in the Pods."""
+    token = {"tokenSecretRef": {"name": "hf"}}
+    hub = _sdd(model={"name": "meta-llama/Llama-3.1-8B-Instruct", **token})
+    assert _token_env(hub) == [["HF_TOKEN"], ["HF_TOKEN"]]
+    claim = {"weights": {"claimName": "llama-weights", "path": "/llama"}}
+    model = {"name": "meta-llama/Llama-3.1-8B-Instruct", **token, **claim}
+    # The example's EAGLE-3 draft is a Hub id: still downloaded, so the token stays.
+    assert _token_env(_sdd(model=model)) == [["HF_TOKEN"], ["HF_TOKEN"]]
+    local_draft = {"method": "eagle3", "numSpeculativeTokens": 2, "draftModel": {"name": "/d"}}
+    assert _token_env(_sdd(model=model, speculative=local_draft)) == [[], []]

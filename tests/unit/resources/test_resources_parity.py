@@ -11,8 +11,8 @@ import pytest
 from support.paths import REPO_ROOT
 from support.resource_cases import Case
 
-from warmgate.warmup.engine import engine_argv, engine_env
-from warmgate.warmup.plan import parse_plan
+from warmgate.warmup.engine.launch import engine_argv, engine_env
+from warmgate.warmup.wire.plan import parse_plan
 
 # What legitimately differs: where the runner finds itself, where each process reads the seed
 # file (same content), and DELETE=True on the warmup's first fill against DELETE=False on reuse.
@@ -28,9 +28,9 @@ def _warmup(
     job = children.warmup_job
     container = job["spec"]["template"]["spec"]["containers"][0]
     # The runner starts the engine with its own environment (the container's literal values)
-    # plus the plan's (warmgate.warmup.engine.engine_env): run exactly that function on it.
+    # plus the plan's (warmgate.warmup.engine.launch.engine_env): run exactly that function on it.
     literal = {e["name"]: e["value"] for e in container["env"] if "value" in e}
-    monkeypatch.setattr("warmgate.warmup.engine.os.environ", literal)
+    monkeypatch.setattr("warmgate.warmup.engine.launch.os.environ", literal)
     env = engine_env(plan, Path(plan.work_dir) / "buckets.txt", reuse_cache=True)
     refs = [e for e in container["env"] if "valueFrom" in e]
     return engine_argv(plan), env, refs

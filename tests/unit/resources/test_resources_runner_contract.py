@@ -15,7 +15,8 @@ from support.resource_cases import EXAMPLES, SETTINGS, Case, make_case
 from warmgate.buckets import plan_buckets
 from warmgate.resources import desired_children
 from warmgate.resources.probe_workload import MAX_TOKENS
-from warmgate.warmup.plan import KEY_RE, PlanError, bucket_digest, load_plan, parse_plan
+from warmgate.warmup.wire.plan import KEY_RE, PlanError, bucket_digest, load_plan, parse_plan
+from warmgate.warmup.wire.sweepplan import HookSpec
 
 
 def _doc(case: Case) -> dict[str, Any]:
@@ -107,6 +108,25 @@ def test_no_probe_when_the_spec_turns_it_off(case: Case) -> None:
     assert parse_plan(runner_plan).probe.steps == ()
 
 
+def test_the_plan_accepts_missing_drafter_graphs_only_when_the_spec_allows_holes(
+    case: Case,
+) -> None:
+    """complete: false accepts uncovered shapes, so a planned drafter graph the sweep never
+    drives is a counted gap there (issue 25); every other plan fails closed on it."""
+    stated = case.sdd.spec.buckets.coverage.complete
+    assert _doc(case)["drafter_hook"].get("accept_missing", False) is not stated
+    coverage = case.sdd.spec.buckets.coverage.model_copy(update={"complete": False})
+    buckets = case.sdd.spec.buckets.model_copy(update={"coverage": coverage})
+    sdd = case.sdd.model_copy(
+        update={"spec": case.sdd.spec.model_copy(update={"buckets": buckets})}
+    )
+    hook = desired_children(sdd, case.to_run, SETTINGS).runner_plan["drafter_hook"]
+    assert hook["accept_missing"] is True
+    assert parse_plan(desired_children(sdd, case.to_run, SETTINGS).runner_plan).drafter_hook == (
+        HookSpec(enabled=hook["enabled"], required=False, accept_missing=True)
+    )
+
+
 # The stand-in plans from the seed file alone: it ignores VLLM_CONTIGUOUS_PA, so with contiguous
 # PA its lists differ from the planner's and the runner rightly reports plan_mismatch (exit 4).
 _STANDIN_CASES = [p.stem for p in EXAMPLES]
@@ -142,3 +162,15 @@ def test_the_runner_verifies_the_built_plan_against_the_standin_engine(
         assert (drafter["hook"], drafter["probe"]) == ("attached", 0)
         assert drafter["driven"] == drafter["expected"] > 0
     assert json.loads((tmp_path / "volume" / doc["cache"]["key"] / "manifest.json").read_text())
+
+
+def test_only_an_opted_in_spec_lets_the_runner_accept_a_cpu_engine(case: Case) -> None:
+    """Fail-closed by default: the plan says nothing (the runner refuses a CPU engine); the
+    opt-in adds accept_cpu_engine, which the runner's validator reads."""
+    assert "accept_cpu_engine" not in _doc(case)
+    assert parse_plan(_doc(case)).accept_cpu_engine is False
+    engine = case.sdd.spec.engine.model_copy(update={"accept_cpu_engine": True})
+    sdd = case.sdd.model_copy(update={"spec": case.sdd.spec.model_copy(update={"engine": engine})})
+    doc = desired_children(sdd, case.to_run, SETTINGS).runner_plan
+    assert doc["accept_cpu_engine"] is True
+    assert parse_plan(doc).accept_cpu_engine is True

@@ -9,12 +9,17 @@ from typing import Any
 import pytest
 from runner_harness import make_drafter_plan
 
-from warmgate.warmup.drafter_check import NO_PROCESS, DrafterCheck, check_drafter
-from warmgate.warmup.hooklog import HookEvent, format_hook_line, parse_hook_line
-from warmgate.warmup.logparse import LogParser
-from warmgate.warmup.plan import PlanError, parse_plan
-from warmgate.warmup.sweep import SweepRun, SweepStepRun, sweep_prompt
-from warmgate.warmup.sweepplan import HookSpec, SweepSpec, SweepStepSpec
+from warmgate.warmup.engine.parse import LogParser
+from warmgate.warmup.hook.lines import HookEvent, format_hook_line, parse_hook_line
+from warmgate.warmup.runner.drafter_check import (
+    NO_PROCESS,
+    DrafterCheck,
+    check_drafter,
+    missing_steps,
+)
+from warmgate.warmup.runner.sweep import SweepRun, SweepStepRun, sweep_prompt
+from warmgate.warmup.wire.plan import PlanError, parse_plan
+from warmgate.warmup.wire.sweepplan import HookSpec, SweepSpec, SweepStepSpec
 
 
 def test_every_event_round_trips() -> None:
@@ -126,6 +131,8 @@ def test_sweep_prompts_are_distinct_per_step_and_request() -> None:
     assert len({p[:16] for p in prompts}) == 16  # no two share even their first block's start
     assert all(100 <= t <= 20000 for p in prompts for t in p)
     assert sweep_prompt(steps[0], 3, 100, 20000) == sweep_prompt(steps[0], 3, 100, 20000)
+    retry = [tuple(sweep_prompt(s, i, 100, 20000, attempt=1)) for s in steps for i in range(8)]
+    assert not {p[:16] for p in retry} & {p[:16] for p in prompts}  # a retry hits no cached block
 
 
 SPEC = SweepSpec(
@@ -195,15 +202,73 @@ def test_compiles_are_placed_in_sweep_steps_and_the_probe() -> None:
         "graphs the warmup did not compile",
     ]
     assert check.known_gaps == [("decode", 12, 1, 16)]
+    # Step "a" planned (8, 1, 8) and nothing in the sweep ran it: missing, and named first.
+    assert check.missing == [("decode", 8, 1, 8)]
+    assert check.unwarmed[0].startswith("Drafter graph ('decode', 8, 1, 8) planned for the sweep")
+    assert check.unwarmed[1:] == check.probe
     assert check.verified is False
     assert check.summary() == {
         "hook": "attached",
         "verified": False,
         "expected": 3,
         "driven": 2,
+        "missing": 1,
         "probe": 2,
         "gaps": 1,
     }
+
+
+def ran(t: float, graph: list[Any], warmup: bool = False) -> HookEvent:
+    return HookEvent("ran", 1, t, {"where": "drafter", "graph": graph, "warmup": warmup})
+
+
+def test_a_planned_graph_that_never_ran_fails_closed_and_names_its_steps() -> None:
+    """Issue 25: a planned graph the sweep did not drive used to pass when the probe's replay
+    missed it too; it is now an unwarmed shape, and the steps that plan it are retried."""
+    events = [*ATTACHED, drafter(101.0, ["decode", 2, 1, 8]), step(101.0, 1, 1)]
+    events += [
+        ran(101.0, ["decode", 2, 1, 8]),
+        ran(112.0, ["decode", 4, 1, 4]),
+    ]  # cached: no compile
+    check = check_drafter(events, HookSpec(enabled=True), SPEC, RUN, probe_began=130.0)
+    assert check.probe == []  # the replay compiled nothing: the old verdict passed here
+    assert check.driven == {("decode", 2, 1, 8), ("decode", 4, 1, 4)}
+    assert check.missing == [("decode", 8, 1, 8)]
+    assert check.verified is False
+    assert missing_steps(check, SPEC) == ["a"]
+    assert "3 planned graphs" in check.line()
+    assert "1 never ran" in check.line()
+    # The engine's own warmup ran it: shown warmed, nothing missing.
+    warmed = check_drafter(
+        [*events, ran(60.0, ["decode", 8, 1, 8], warmup=True)],
+        HookSpec(enabled=True),
+        SPEC,
+        RUN,
+        probe_began=130.0,
+    )
+    assert (warmed.missing, warmed.verified, warmed.unwarmed) == ([], True, [])
+    # The plan accepts missing graphs (complete: false): a named, counted gap, not a failure.
+    accepted = check_drafter(
+        events, HookSpec(enabled=True, accept_missing=True), SPEC, RUN, probe_began=130.0
+    )
+    assert (accepted.missing, accepted.verified, accepted.unwarmed) == (
+        [("decode", 8, 1, 8)],
+        True,
+        [],
+    )
+    assert accepted.summary()["missing"] == 1
+    assert "1 never ran (accepted by the plan)" in accepted.line()
+
+
+def test_without_named_drafter_forwards_planned_graphs_are_not_verified() -> None:
+    events = [
+        ATTACHED[0],
+        HookEvent("not-attached", 1, 10.0, {"target": "drafter", "reason": "propose missing"}),
+    ]
+    check = check_drafter(events, HookSpec(enabled=True), SPEC, RUN, 130.0)
+    assert (check.hook, check.drafter_named, check.missing) == ("attached", False, [])
+    assert check.verified is False  # it cannot tell which planned graphs ran
+    assert "forwards were not named (propose missing)" in check.line()
 
 
 def test_the_plans_known_unwarmable_shapes_are_gaps_in_the_probe_and_nothing_else() -> None:

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from warmgate.warmup import hookenv
-from warmgate.warmup.hooklog import HookEvent, parse_hook_line
+from warmgate.warmup.hook import install as hookenv
+from warmgate.warmup.hook import plugin as enginehook
+from warmgate.warmup.hook.lines import HookEvent, parse_hook_line
 
 HPU = '''
 """TEST DOUBLE of habana_frameworks.torch.hpu."""
@@ -191,8 +192,31 @@ def test_a_moved_target_is_left_alone_and_reported(tmp_path: Path) -> None:
 def test_missing_habana_metrics_attach_nothing(tmp_path: Path) -> None:
     events, done = run_engine(tmp_path, metrics='"""TEST DOUBLE without the metric API."""\n')
     assert done.returncode == 0, done.stderr
-    assert kinds(events) == ["not-attached", "not-attached"]
-    assert all("metric_localcontext missing" in e.fields["reason"] for e in events)
+    assert kinds(events) == ["loaded", "not-attached", "not-attached"]
+    failed = [e for e in events if e.kind == "not-attached"]
+    assert all("metric_localcontext missing" in e.fields["reason"] for e in failed)
+
+
+def test_an_engine_without_vllm_gaudi_says_there_is_nothing_to_attach_to(tmp_path: Path) -> None:
+    # A CPU build of vLLM: the plugin loads (that works), and finds no vllm_gaudi to patch.
+    env = {"PYTHONPATH": str(tmp_path / "empty")}
+    hookenv.hook_env(env, hookenv.install(tmp_path / "work"))
+    load = "from importlib.metadata import entry_points as e\n"
+    load += "[p.load()() for p in e(group='vllm.general_plugins')]"
+    done = subprocess.run(
+        [sys.executable, "-c", load],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    events = [e for line in done.stderr.splitlines() if (e := parse_hook_line(line))]
+    assert [(e.kind, e.fields) for e in events] == [
+        ("loaded", {"gaudi": False}),
+        ("not-attached", {"target": "step", "reason": enginehook.NO_GAUDI}),
+    ]
 
 
 def test_a_metric_failing_at_runtime_does_not_stop_the_engine(tmp_path: Path) -> None:
@@ -201,8 +225,69 @@ def test_a_metric_failing_at_runtime_does_not_stop_the_engine(tmp_path: Path) ->
     assert done.returncode == 0, done.stderr
     failed = [e for e in events if e.kind == "not-attached"]
     assert len(failed) == 1
-    assert "graph_compilation metric failed: no" in failed[0].fields["reason"]
+    assert "graph_compilation metric failed: RuntimeError: no" in failed[0].fields["reason"]
     assert "compile" not in kinds(events)
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        # stats() itself raises: before issue 25 the hook read that as 0 compiles
+        (
+            "    def stats(self):\n        return",
+            "    def stats(self):\n        raise OSError('gone')\n        return",
+        ),
+        # a changed format: no TotalNumber any more
+        ('[["TotalNumber", self.end - self.start],', '[["CompileCount", self.end - self.start],'),
+        # a count that is not a count
+        ('[["TotalNumber", self.end - self.start],', '[["TotalNumber", "many"],'),
+    ],
+    ids=["stats-raises", "no-TotalNumber", "not-a-count"],
+)
+def test_an_unreadable_compile_count_breaks_the_hook(tmp_path: Path, change: str, why: str) -> None:
+    events, done = run_engine(tmp_path, metrics=METRICS.replace(change, why))
+    assert done.returncode == 0, done.stderr  # the engine runs on
+    failed = [e for e in events if e.kind == "not-attached"]
+    assert len(failed) == 1, events  # once: counting stops there
+    assert failed[0].fields["target"] == "step"
+    assert "graph_compilation metric failed" in failed[0].fields["reason"]
+    assert "compile" not in kinds(events)  # no count is ever reported as "none"
+    assert "warmup" not in kinds(events)  # nor a warmup total
+
+
+def test_a_failing_synchronize_breaks_the_hook_not_the_engine(tmp_path: Path) -> None:
+    hpu = HPU.replace(
+        "def synchronize():\n    pass", "def synchronize():\n    raise RuntimeError('device lost')"
+    )
+    engine = engine_tree(tmp_path / "engine")
+    (engine / "habana_frameworks/torch/hpu/__init__.py").write_text(textwrap.dedent(hpu))
+    env = {"PYTHONPATH": str(engine)}
+    hookenv.hook_env(env, hookenv.install(tmp_path / "work"))
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT.format(before="")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    events = [e for line in done.stderr.splitlines() if (e := parse_hook_line(line))]
+    failed = [e for e in events if e.kind == "not-attached"]
+    assert len(failed) == 1
+    assert "device lost" in failed[0].fields["reason"]
+
+
+def test_each_drafter_graph_that_runs_is_named_once(tmp_path: Path) -> None:
+    events, done = run_engine(tmp_path)
+    assert done.returncode == 0, done.stderr
+    ran = [(e.graph, e.fields["warmup"]) for e in events if e.kind == "ran"]
+    assert ran == [
+        (("prompt", 1, 128, 0), True),  # during the engine's warmup
+        (("decode", 4, 1, 8), False),
+        (("decode", 8, 1, 64), False),
+        (("decode", 2, 1, 16), False),
+    ]
 
 
 def test_vllm_plugins_allow_list_gets_the_hook(tmp_path: Path) -> None:
@@ -212,7 +297,7 @@ def test_vllm_plugins_allow_list_gets_the_hook(tmp_path: Path) -> None:
     assert env["VLLM_PLUGINS"] == "01.hpu_custom_utils,02.hpu_custom_ops,warmgate_hook"
     assert env["PYTHONPATH"].split(":") == [str(root), str(hookenv.PACKAGE_ROOT), "/img"]
     entry = (root / hookenv.DIST_INFO / "entry_points.txt").read_text()
-    assert entry == "[vllm.general_plugins]\nwarmgate_hook = warmgate.warmup.enginehook:register\n"
+    assert entry == "[vllm.general_plugins]\nwarmgate_hook = warmgate.warmup.hook.plugin:register\n"
     unset: dict[str, str] = {}
     hookenv.hook_env(unset, root)
     assert "VLLM_PLUGINS" not in unset  # vLLM loads every plugin when it is unset

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from warmgate.warmup import facts
+from warmgate.warmup.engine import facts
 
 
 def fake_stack(root: Path, count: int, name: str) -> Path:

@@ -12,8 +12,9 @@ import pytest
 from runner_harness import make_plan
 
 from warmgate.buckets import EngineShapeConfig, plan_buckets
-from warmgate.warmup.engine import LOGGING_ENV, engine_argv, engine_env
-from warmgate.warmup.plan import (
+from warmgate.warmup.engine.launch import engine_argv, engine_env
+from warmgate.warmup.wire.engine import LOGGING_ENV
+from warmgate.warmup.wire.plan import (
     RUNNER_OWNED_ENV,
     PlanError,
     bucket_digest,

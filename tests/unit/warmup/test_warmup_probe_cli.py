@@ -12,8 +12,8 @@ from pathlib import Path
 from runner_harness import REPO, free_port
 
 from warmgate.warmup import cache
-from warmgate.warmup.plan import ProbeStep
-from warmgate.warmup.probe import prompt_ids, wait_for_health
+from warmgate.warmup.runner.probe import prompt_ids, wait_for_health
+from warmgate.warmup.wire.plan import ProbeStep
 
 
 def step(pattern: str, tokens: int = 40) -> ProbeStep:
@@ -23,9 +23,24 @@ def step(pattern: str, tokens: int = 40) -> ProbeStep:
 def test_repeat_prompts_cycle_eight_ids_for_ngram_matches() -> None:
     ids = prompt_ids(step("repeat"), 0, 100, 20000)
     assert len(ids) == 40
-    assert ids[:8] == list(range(100, 108))
     assert ids[8:16] == ids[:8]
-    assert prompt_ids(step("repeat"), 5, 100, 20000) == ids
+    assert ids[32:] == ids[:8]
+    assert prompt_ids(step("repeat"), 0, 100, 20000) == ids  # deterministic
+    assert prompt_ids(step("repeat"), 5, 100, 20000)[:8] != ids[:8]  # its own cycle
+
+
+def test_no_two_probe_requests_share_a_first_block() -> None:
+    """Issue 25: request i of every step used the same ids, so with prefix caching a later
+    step's prefill found an earlier step's blocks cached and ran other shapes."""
+    steps = [step("varied", 300), step("varied", 600), step("repeat", 300)]
+    firsts = [
+        tuple(prompt_ids(s, i, 100, 20000, position)[:16])
+        for position, s in enumerate(steps)
+        for i in range(8)
+    ]
+    assert len(set(firsts)) == len(firsts)
+    # Two steps of one name at different positions differ too (a replay of a replay).
+    assert prompt_ids(steps[0], 0, 100, 20000, 0) != prompt_ids(steps[0], 0, 100, 20000, 3)
 
 
 def test_varied_prompts_differ_per_request_and_stay_in_range() -> None:

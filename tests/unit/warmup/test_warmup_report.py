@@ -10,10 +10,9 @@ from typing import Any
 from runner_harness import expected_lists, make_plan
 
 from warmgate.buckets import EngineShapeConfig, plan_buckets
-from warmgate.warmup.logparse import EngineLog
-from warmgate.warmup.outcomes import Outcome
-from warmgate.warmup.plan import parse_plan
-from warmgate.warmup.report import (
+from warmgate.warmup.engine.parse import EngineLog
+from warmgate.warmup.runner.outcomes import Outcome
+from warmgate.warmup.runner.report import (
     SUMMARY_LIMIT,
     Progress,
     RunRecord,
@@ -21,7 +20,8 @@ from warmgate.warmup.report import (
     summary,
     write_report,
 )
-from warmgate.warmup.verdict import early_mismatches, final_verdict
+from warmgate.warmup.runner.verdict import early_mismatches, final_verdict
+from warmgate.warmup.wire.plan import parse_plan
 
 
 def config_a_lists(k: int) -> dict[str, Any]:
@@ -146,7 +146,7 @@ def test_report_is_versioned_and_written_whole(tmp_path: Path) -> None:
     rec = record(1)
     path = write_report(build_report(rec), tmp_path / "reports", "config-a")
     doc = json.loads(path.read_text())
-    assert (doc["report_version"], doc["outcome"], doc["exit_code"]) == (4, "unwarmed_shapes", 3)
+    assert (doc["report_version"], doc["outcome"], doc["exit_code"]) == (6, "unwarmed_shapes", 3)
     assert doc["digest_algorithm"] == "sha256-canonical-json-v1"
     assert [p.name for p in (tmp_path / "reports").iterdir()] == ["config-a.json"]
 

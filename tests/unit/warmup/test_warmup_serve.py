@@ -6,8 +6,8 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from warmgate.warmup.report import Progress
-from warmgate.warmup.serve_watch import Watch, fresh_state, load_state, samples, save_state
+from warmgate.warmup.runner.report import Progress
+from warmgate.warmup.serve.watch import Watch, fresh_state, load_state, samples, save_state
 from warmgate.warmup.statusboard import Board
 
 UNWARMED = "WARNING 11-30 10:00:00 [hpu_model_runner.py:3588] Configuration: ('decode', 8, 1, 64) was not warmed-up!\n"  # noqa: E501

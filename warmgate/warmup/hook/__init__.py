@@ -1,0 +1,1 @@
+"""The compile hook: a vLLM plugin inside the engine that counts graph compilations."""

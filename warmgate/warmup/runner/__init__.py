@@ -1,0 +1,1 @@
+"""One warmup run: engine, probe, drafter sweep, verdict, report."""

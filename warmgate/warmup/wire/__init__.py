@@ -1,0 +1,1 @@
+"""The documents the operator and the runner exchange, with their validation."""
