@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import assume, given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from warmgate.buckets import (
@@ -222,6 +222,21 @@ def _the_engines_limit(caught: UnwarmableError) -> None:
 
 
 @given(cfg=_small_configs(), partial=st.booleans(), sharing=st.none() | st.booleans())
+# Found by Hypothesis: the stuck prefill (1, 65, 9) had no room for a row at 65 (one token from
+# row 64), and completion gave up although a row at 66 takes it.
+@example(
+    cfg=EngineShapeConfig(
+        max_num_seqs=1,
+        max_model_len=323,
+        max_num_batched_tokens=68,
+        block_size=32,
+        num_speculative_tokens=1,
+        strategy="pad",
+        profile="v0.26.0",
+    ),
+    partial=False,
+    sharing=None,
+)
 def test_completion_always_ends_covered(
     cfg: EngineShapeConfig, partial: bool, sharing: bool | None
 ) -> None:

@@ -125,12 +125,14 @@ class _PromptCompleter:
     ) -> None:
         """One row just below ``after`` (the row they first reach) for boxes placed nowhere else.
 
-        It sits at their largest query, but more than k below ``after``; prefills above it are
-        left unwarmable (a row closer to ``after`` would catch its dummies).
+        It sits at their largest query, or at the first query above it with room (more than k
+        from the row below: it still takes every one of them), but more than k below ``after``;
+        prefills above it are left unwarmable (a row closer to ``after`` would catch its dummies).
         """
         limit = self.last_query if after is None else after - self.k - 1
         # A file's query is at least 2, and a dummy must keep a token after losing k.
-        query = max(2, self.k + 1, min(max(b[1] for b in boxes), limit))
+        lowest = max(2, self.k + 1, min(max(b[1] for b in boxes), limit))
+        query = next((q for q in range(lowest, limit + 1) if self._room(q)), lowest)
         usable = self._room(query)
         for qa, q_high, ca, top in boxes:
             if usable and qa <= query:
