@@ -66,11 +66,17 @@ def _pod(e2e: E2ECluster, ns: str, name: str) -> Manifest | None:
     return e2e.get_or_none("pod", "-n", ns, name)
 
 
-def _says_lost(e2e: E2ECluster, ns: str, name: str, pod: str) -> Manifest | None:
-    """The object once its Warmed message says the Pod is lost (and the warmup runs again)."""
-    obj = e2e.get("sdd", "-n", ns, name)
-    message = condition(obj, "Warmed").get("message", "")
-    return obj if pod in message and "again" in message else None
+def _says_lost(e2e: E2ECluster, ns: str, name: str, pod: str) -> bool:
+    """Whether the operator said the Pod is lost: its Warmed message names the Pod and says the
+    warmup runs again (only until the next Job's message replaces it, so a poll may miss it), or
+    its VerdictLost Event names the Pod (which stays)."""
+    message = condition(e2e.get("sdd", "-n", ns, name), "Warmed").get("message", "")
+    if pod in message and "again" in message:
+        return True
+    return any(
+        e.get("reason") == "VerdictLost" and pod in e.get("message", "")
+        for e in _events(e2e, ns, name)
+    )
 
 
 @pytest.fixture(scope="module")
