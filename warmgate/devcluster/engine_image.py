@@ -73,6 +73,15 @@ _CHECK: Final = (
     'p.import_kernels(); print("vllm", vllm.__version__, p.device_type, torch.ops._C.rms_norm, '
     "torch.backends.cpu.get_cpu_capability())' && vllm --version"
 )
+# safetensors writes its files 0600 (a temporary file, renamed), and the engine runs as a non-root
+# user (the warmup and serving Pods run under the restricted Pod Security profile, uid 1000 here):
+# the models are made world-readable, and the build fails if that user still cannot read one.
+ENGINE_UID: Final = "1000:1000"
+_MODELS_READABLE: Final = f"chmod -R a+rX {MODELS_IN_IMAGE}"
+_MODELS_CHECK: Final = (
+    f'unread="$(find {MODELS_IN_IMAGE} ! -readable)"; '
+    'if [ -n "$unread" ]; then echo "not readable by a non-root user: $unread"; exit 1; fi'
+)
 # Points the copied console scripts (vllm, uvicorn, ...) at the image's venv interpreter.
 _FIX_VENV: Final = f"""\
 set -eu
@@ -157,7 +166,7 @@ def build(builder: Builder, base: Image) -> Image:
     engine = installed()
     if engine is None:
         raise RuntimeError(unavailable_reason() or "no engine")
-    recipe = (_APT, _FIX_VENV, _CHECK, str(ENGINE_ENV))
+    recipe = (_APT, _MODELS_READABLE, _FIX_VENV, _CHECK, _MODELS_CHECK, str(ENGINE_ENV))
     digest = _digest(list(MODEL_MAKER_FILES), base.ref, engine.stamp, *recipe)
     how = ("the real vLLM CPU engine and its tiny models", "about 15 min and 7 GB")
     return builder.archived(
@@ -176,9 +185,11 @@ def _build(step: Step, dest: str, base: str, engine: EngineInstall) -> None:
             step.run(buildah(*chroot, "--network", "host", ctr, "--", "sh", "-c", _APT))
             _copy_venv(step, ctr, engine.venv)
             step.run(buildah("copy", ctr, str(models), MODELS_IN_IMAGE))
+            step.run(buildah(*chroot, ctr, "--", "sh", "-c", _MODELS_READABLE))
             step.run(buildah(*chroot, ctr, "--", "sh", "-c", _FIX_VENV))
             step.run(buildah("config", *_config(), ctr))
             step.run(buildah(*chroot, ctr, "--", "sh", "-c", _CHECK))
+            step.run(buildah(*chroot, "--user", ENGINE_UID, ctr, "--", "sh", "-c", _MODELS_CHECK))
             step.run(buildah("commit", "--quiet", ctr, dest))
         finally:
             subprocess.run(buildah("rm", ctr), capture_output=True, check=False)
