@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from warmgate.api.resource import DEFAULT_RUN_AS_USER
 from warmgate.controlplane import REPO_ROOT
 from warmgate.devcluster.images import (
     IMAGES,
@@ -78,12 +79,12 @@ _CHECK: Final = (
     "python3 -c 'import torch; print(torch.compile(lambda x: x * 2 + 1)(torch.ones(4)))'"
 )
 # safetensors writes its files 0600 (a temporary file, renamed), and the engine runs as a non-root
-# user (the warmup and serving Pods run under the restricted Pod Security profile, uid 1000 here):
+# user (the warmup and serving Pods run under the restricted Pod Security profile, its default uid):
 # the models are made world-readable, and the build fails if that user still cannot read one.
 # That user has no passwd entry, so its HOME would be "/", and vLLM makes its compile cache under
 # ~/.cache/vllm while it loads the model ("Permission denied: '/.cache'" killed the engine on the
 # node): an image meant to run as any user names a HOME that any user can write, as this one does.
-ENGINE_UID: Final = "1000:1000"
+ENGINE_UID: Final = f"{DEFAULT_RUN_AS_USER}:{DEFAULT_RUN_AS_USER}"
 ENGINE_HOME: Final = "/tmp"
 _MODELS_READABLE: Final = f"chmod -R a+rX {MODELS_IN_IMAGE}"
 _MODELS_CHECK: Final = (

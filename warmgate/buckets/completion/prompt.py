@@ -132,8 +132,8 @@ class _PromptCompleter:
         limit = self.last_query if after is None else after - self.k - 1
         # A file's query is at least 2, and a dummy must keep a token after losing k.
         lowest = max(2, self.k + 1, min(max(b[1] for b in boxes), limit))
-        query = next((q for q in range(lowest, limit + 1) if self._room(q)), lowest)
-        usable = self._room(query)
+        roomy = next((q for q in range(lowest, max(lowest, limit) + 1) if self._room(q)), None)
+        usable, query = roomy is not None, lowest if roomy is None else roomy
         for qa, q_high, ca, top in boxes:
             if usable and qa <= query:
                 self._new_row(query, top, after)
