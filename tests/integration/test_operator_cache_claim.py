@@ -30,6 +30,7 @@ from support.kube_objects import serving_pod
 from support.polling import eventually
 
 from warmgate.controlplane import ControlPlane, OperatorProcess
+from warmgate.warmup.wire.plan import parse_plan
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 NAME = "cached"
@@ -185,3 +186,52 @@ def test_an_upgrade_keeps_the_claim_an_earlier_build_made_from_the_template(
     assert claim_of(job) == f"{name}-recipe-cache"
     mine = [n for n in claims(cp, ns) if n.startswith(f"{name}-")]
     assert mine == [f"{name}-recipe-cache"]
+
+
+def test_a_forged_cache_key_is_left_out_of_the_users_the_runner_is_told(
+    control_plane: ControlPlane, operator: OperatorProcess, module_namespace: str
+) -> None:
+    """Anyone who may create Deployments can label one as warmgate's serving Deployment and
+    annotate any cache key. A key that can name an entry is kept (it can only keep an entry);
+    one that cannot is dropped: the runner refuses a plan that carries it, so a forged
+    annotation would have failed every warmup of the namespace."""
+    cp, ns, name = control_plane, module_namespace, "forged-users"
+    labels = {"app": "forged", "warmgate.dev/component": "serving"}
+    forged = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": "forged-serving",
+            "namespace": ns,
+            "labels": labels,
+            "annotations": {"warmgate.dev/cache-key": "../../not a key"},
+        },
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {
+                    "labels": labels,
+                    "annotations": {"warmgate.dev/cache-key": "someone-elses-key"},
+                },
+                "spec": {"containers": [{"name": "c", "image": "localhost/none:1"}]},
+            },
+        },
+    }
+    cp.kubectl("apply", "-f", "-", stdin=json.dumps(forged))
+    doc = sdd_with_template(ns, "1Gi")
+    doc["metadata"]["name"] = name
+    cp.kubectl("apply", "-f", "-", stdin=json.dumps(doc))
+    cp.kubectl(
+        "wait", "-n", ns, f"sdd/{name}", "--for=jsonpath={.status.warmup.jobName}", "--timeout=90s"
+    )
+    warmup = get(cp, "-n", ns, "sdd", name)["status"]["warmup"]
+    raw = json.loads(get(cp, "-n", ns, "configmap", warmup["jobName"])["data"]["plan.json"])
+    keys = raw["cache"]["users"]["keys"]
+    assert "someone-elses-key" in keys
+    assert warmup["cacheKey"] in keys
+    assert not [k for k in keys if "not a key" in k]
+    # The runner's own parser takes the plan (it refused it before the fix).
+    plan = parse_plan(raw)
+    assert plan.cache.users is not None
+    assert "someone-elses-key" in plan.cache.users.keys

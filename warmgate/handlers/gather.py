@@ -47,8 +47,8 @@ from warmgate.reconcile.warmup_state import owned_pods
 from warmgate.resources import serving_name, serving_selector
 from warmgate.resources.cache_claim import legacy_claim_name
 from warmgate.resources.names import COMPONENT_CACHE, label_value, parent_name, plan_label
-from warmgate.resources.plan_to_run import CacheUsers
 from warmgate.resources.pod import cache_claim_name
+from warmgate.warmup.wire.plan import CacheUsers
 
 # Reading the serving Pods' runners shares one budget per sync: a namespace whose
 # NetworkPolicy drops the status port costs at most this long per resync, not 2 s per replica.
@@ -221,7 +221,9 @@ def cache_users(reads: Gatherer, namespace: str, at: datetime) -> CacheUsers | N
     is made (its runner prunes the entries of objects that are gone): every
     SpecDecodeDeployment's UID and status.warmup.cacheKey, and the cache key of every serving
     Deployment labelled as warmgate's. A label only adds keys to keep, so a forged one can keep
-    an entry, never remove one. A failed read leaves the prune out (None), not the warmup."""
+    an entry, never remove one; one that cannot name an entry is dropped (`CacheUsers.listed`:
+    the runner refuses a plan that carries it). A failed read leaves the prune out (None), not
+    the warmup."""
     cluster = reads.cluster
     try:
         objects = cluster.list_objects("SpecDecodeDeployment", namespace, "")
@@ -230,11 +232,9 @@ def cache_users(reads: Gatherer, namespace: str, at: datetime) -> CacheUsers | N
     except ClusterError as exc:
         reads.log.warning(f"Could not read who uses the recipe cache, no prune: {exc}")
         return None
-    owners = tuple(uid_of(o) for o in objects if uid_of(o))
     keys = [((o.get("status") or {}).get("warmup") or {}).get("cacheKey") for o in objects]
     keys += [key for d in deployments for key in _deployment_keys(d)]
-    live = tuple(k for k in keys if isinstance(k, str) and k)
-    return CacheUsers(owners, live, int(at.timestamp()))
+    return CacheUsers.listed((uid_of(o) for o in objects), keys, int(at.timestamp()))
 
 
 def _deployment_keys(deployment: Manifest) -> list[object]:

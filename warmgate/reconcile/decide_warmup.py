@@ -36,7 +36,6 @@ from warmgate.reconcile.warmup_state import (
     Observed as WarmupSeen,
 )
 from warmgate.reconcile.warmup_state import (
-    RunnerSummary,
     WarmupState,
     evaluate_warmup,
     owned_pods,
@@ -44,9 +43,10 @@ from warmgate.reconcile.warmup_state import (
 )
 from warmgate.resources import Children, PlanToRun, cache_key, desired_children
 from warmgate.resources.cache_claim import build_cache_claim, made_from
-from warmgate.resources.plan_to_run import CacheUsers
 from warmgate.resources.pod import cache_claim_name
 from warmgate.settings import Settings
+from warmgate.warmup.wire.plan import CacheUsers
+from warmgate.warmup.wire.summary import TerminationSummary
 
 
 @dataclass(frozen=True)
@@ -145,10 +145,7 @@ def decide_warmup(
 
 def _with_self(users: CacheUsers | None, sdd: SpecDecodeDeployment, key: str) -> CacheUsers | None:
     """The users read, with this object and its key (a list may be older than the object)."""
-    if users is None:
-        return None
-    owners = (*users.owners, sdd.metadata.uid or "")
-    return replace(users, owners=tuple(o for o in owners if o), keys=(*users.keys, key))
+    return None if users is None else users.with_user(sdd.metadata.uid, key)
 
 
 def _taken_claim(sdd: SpecDecodeDeployment, seen: Observed) -> Verdict | None:
@@ -240,8 +237,8 @@ def _served_verdict(
     job = record.warmup.job_name or "its warmup Job"
     message = f"Verified by {job}: the plan serving now (its record {name_of(record.manifest)})"
     verdict = Verdict("True", Reason.WARMUP_SUCCEEDED, message)
-    run = RunnerSummary(
-        "verified", "recorded for the plan serving now", key, (), record.warmup.kv_blocks
+    run = TerminationSummary(
+        "verified", "recorded for the plan serving now", key=key, kv_blocks=record.warmup.kv_blocks
     )
     return WarmupState(verdict, record.warmup, False, run)
 

@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from warmgate.api import Manifest
-from warmgate.resources.plan_to_run import CacheUsers
+from warmgate.warmup.wire.plan import CacheUsers
 
 # The parts of a sync that can fail on their own: a failed read or write of one keeps what the
 # status said about it, and no garbage is collected after any failure.

@@ -13,7 +13,6 @@ warmup with that reason; the sync then stops the Job and marks it, so the verdic
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -25,93 +24,26 @@ from warmgate.api.status import REASON_PATTERN, Condition, WarmupSummary
 from warmgate.reconcile.pending import time_of, why_pending
 from warmgate.reconcile.pod_template import template_mismatch
 from warmgate.reconcile.verdict import MESSAGE_LIMIT, Verdict
+from warmgate.warmup.wire.summary import DrafterCounts, TerminationSummary
 
 
-@dataclass(frozen=True)
-class DrafterRun:
-    """The runner summary's ``drafter``: hook state, planned and driven graphs, probe compiles."""
-
-    hook: str
-    verified: bool | None
-    expected: int
-    driven: int
-    # Planned graphs the sweep never drove, that the plan accepts (complete: false; issue 25).
-    missing: int = 0
-
-    @classmethod
-    def parse(cls, data: Any) -> DrafterRun | None:
-        """None when the run had no drafter check (or the field is not the runner's)."""
-        if not isinstance(data, dict) or not isinstance(data.get("hook"), str):
-            return None
-        verified = data.get("verified")
-        counts = [data.get(k) for k in ("expected", "driven", "missing")]
-        expected, driven, missing = (c if isinstance(c, int) and c >= 0 else 0 for c in counts)
-        hook, verdict = data["hook"], verified if isinstance(verified, bool) else None
-        return cls(hook, verdict, expected, driven, missing)
-
-    def describe(self) -> str:
-        """'; drafter: 77 of 77 planned graphs driven in the sweep, none compiled in the probe'."""
-        if self.hook == "off":
-            return (
-                f"; drafter: the sweep ran, {self.expected} planned graphs, not verified (no hook)"
-            )
-        if self.verified is not True:
-            return "; drafter not verified: the compile hook did not attach (see the report)"
-        accepted = (
-            f" ({self.missing} never driven: accepted by spec.buckets.coverage.complete=false)"
-            if self.missing
-            else ""
-        )
+def drafter_sentence(drafter: DrafterCounts) -> str:
+    """'; drafter: 77 of 77 planned graphs driven in the sweep, none compiled in the probe'."""
+    if drafter.hook == "off":
         return (
-            f"; drafter: {self.driven} of {self.expected} planned graphs driven in the sweep"
-            f"{accepted}, none compiled in the probe"
+            f"; drafter: the sweep ran, {drafter.expected} planned graphs, not verified (no hook)"
         )
-
-
-@dataclass(frozen=True)
-class RunnerSummary:
-    """The fields of the runner's termination summary that the operator reads."""
-
-    outcome: str
-    reason: str
-    key: str | None
-    unwarmed: tuple[str, ...]
-    kv_blocks: int | None
-    # The compile hook's check of the drafter's graphs (runner summary "drafter", issue 16).
-    drafter: DrafterRun | None = None
-    # Lines for the plan's known-unwarmable shapes the engine logged (runner summary
-    # "known_gaps"): reported, not failed (CoverageProven reason UnwarmableShapes).
-    known_gaps: tuple[str, ...] = ()
-    # The runner summary's "engine": {"kind": "gaudi"|"cpu", "vllm": ...} (issue 21)
-    engine_kind: str | None = None
-    engine_vllm: str | None = None
-
-    @classmethod
-    def parse(cls, text: str) -> RunnerSummary | None:
-        """The summary, or None when the message is not the runner's JSON."""
-        try:
-            data = json.loads(text)
-        except ValueError:
-            return None
-        if not isinstance(data, dict) or not isinstance(data.get("outcome"), str):
-            return None
-        unwarmed = data.get("unwarmed") or []
-        known = data.get("known_gaps") or []
-        kv = data.get("kv_blocks")
-        found = data.get("engine")
-        engine: dict[str, Any] = found if isinstance(found, dict) else {}
-        kind, vllm = engine.get("kind"), engine.get("vllm")
-        return cls(
-            outcome=data["outcome"],
-            reason=str(data.get("reason") or ""),
-            key=data.get("key") if isinstance(data.get("key"), str) else None,
-            unwarmed=tuple(str(u) for u in unwarmed) if isinstance(unwarmed, list) else (),
-            kv_blocks=kv if isinstance(kv, int) else None,
-            drafter=DrafterRun.parse(data.get("drafter")),
-            known_gaps=tuple(str(k) for k in known) if isinstance(known, list) else (),
-            engine_kind=kind if kind in ("gaudi", "cpu") else None,
-            engine_vllm=vllm if isinstance(vllm, str) else None,
-        )
+    if drafter.verified is not True:
+        return "; drafter not verified: the compile hook did not attach (see the report)"
+    accepted = (
+        f" ({drafter.missing} never driven: accepted by spec.buckets.coverage.complete=false)"
+        if drafter.missing
+        else ""
+    )
+    return (
+        f"; drafter: {drafter.driven} of {drafter.expected} planned graphs driven in the sweep"
+        f"{accepted}, none compiled in the probe"
+    )
 
 
 @dataclass(frozen=True)
@@ -126,7 +58,7 @@ class WarmupState:
     verdict: Verdict
     summary: WarmupSummary
     stalled: bool = False
-    summary_of_run: RunnerSummary | None = None
+    summary_of_run: TerminationSummary | None = None
     stop: bool = False
     rerun: bool = False
     # The Pod whose presence made the Job's outcome untrusted (the rerun's Event names it).
@@ -252,7 +184,7 @@ def evaluate_warmup(
     summary = job_summary(job, key)
     refused = refused_pods(job, pods)
     pods = owned_pods(job, pods)
-    run = next((s for s in map(RunnerSummary.parse, runner_messages(pods)) if s), None)
+    run = next((s for s in map(TerminationSummary.from_json, runner_messages(pods)) if s), None)
     stopped = (job["metadata"].get("annotations") or {}).get(ANNOTATION_WARMUP_FAILED)
     if stopped:
         reason, _, message = stopped.partition(": ")
@@ -280,7 +212,7 @@ def _active(
     job: Manifest,
     pods: list[Manifest],
     summary: WarmupSummary,
-    run: RunnerSummary | None,
+    run: TerminationSummary | None,
     seen: Observed,
 ) -> WarmupState:
     """A Job still working: the runner runs, its Pod waits (and why), or it retries."""
@@ -343,7 +275,7 @@ def _marked_by_node_controller(conditions: dict[Any, Manifest]) -> bool:
 
 
 def _ended(
-    summary: WarmupSummary, run: RunnerSummary | None, attempt: int, *, succeeded: bool
+    summary: WarmupSummary, run: TerminationSummary | None, attempt: int, *, succeeded: bool
 ) -> WarmupState:
     """The newest Pod ended but the Job controller has not marked the Job yet.
 
@@ -367,7 +299,7 @@ def _ended(
     return WarmupState(Verdict("False", Reason.WARMUP_PENDING, message), summary, False, run)
 
 
-def _speaks_for(run: RunnerSummary | None, key: str) -> bool:
+def _speaks_for(run: TerminationSummary | None, key: str) -> bool:
     """The runner of a trusted Pod ended with a verdict on this plan that can be Warmed."""
     return run is not None and run.key == key and run.outcome in ("verified", "cpu_engine")
 
@@ -401,10 +333,11 @@ def _lost(summary: WarmupSummary) -> WarmupState:
     return WarmupState(verdict, summary, rerun=True)
 
 
-def _cpu_engine(summary: WarmupSummary, run: RunnerSummary, accepted: bool) -> WarmupState:
+def _cpu_engine(summary: WarmupSummary, run: TerminationSummary, accepted: bool) -> WarmupState:
     """A CPU build of vLLM ran this plan: Warmed only when the spec accepts a CPU engine, and
     then saying so (docs/runner.md, "A CPU engine"); never a Gaudi verification."""
-    engine = f"vLLM {run.engine_vllm}" if run.engine_vllm else "vLLM"
+    vllm = run.engine.vllm if run.engine else None
+    engine = f"vLLM {vllm}" if vllm else "vLLM"
     if not accepted:
         message = (
             f"Job {summary.job_name}: the engine was a CPU build ({engine}), which has no Gaudi "
@@ -420,7 +353,7 @@ def _cpu_engine(summary: WarmupSummary, run: RunnerSummary, accepted: bool) -> W
 
 
 def _completed(
-    summary: WarmupSummary, run: RunnerSummary | None, key: str, accept_cpu: bool = False
+    summary: WarmupSummary, run: TerminationSummary | None, key: str, accept_cpu: bool = False
 ) -> WarmupState:
     if run is not None and run.outcome == "cpu_engine" and run.key == key:
         return _cpu_engine(summary, run, accept_cpu)
@@ -439,9 +372,10 @@ def _completed(
     message += f" (Job {summary.job_name})"
     if run.kv_blocks is not None:
         message += f"; KV blocks {run.kv_blocks}"
-    update: dict[str, Any] = {"kv_blocks": run.kv_blocks, "engine_kind": run.engine_kind}
+    kind = run.engine.kind if run.engine else None
+    update: dict[str, Any] = {"kv_blocks": run.kv_blocks, "engine_kind": kind}
     if run.drafter is not None:
-        message += run.drafter.describe()
+        message += drafter_sentence(run.drafter)
         update.update(drafter_driven=run.drafter.driven, drafter_verified=run.drafter.verified)
     summary = summary.model_copy(update=update)
     return WarmupState(Verdict("True", Reason.WARMUP_SUCCEEDED, message), summary, False, run)
@@ -467,11 +401,13 @@ def remembered(
     cpu = warmed.reason == Reason.CPU_ENGINE
     verdict = Verdict("True", Reason.CPU_ENGINE if cpu else Reason.WARMUP_SUCCEEDED, warmed.message)
     outcome = "cpu_engine" if cpu else "verified"
-    run = RunnerSummary(outcome, "recorded in status", key, (), summary.kv_blocks)
+    run = TerminationSummary(outcome, "recorded in status", key=key, kv_blocks=summary.kv_blocks)
     return WarmupState(verdict, summary, False, run)
 
 
-def _failed(summary: WarmupSummary, run: RunnerSummary | None, failed: Manifest) -> WarmupState:
+def _failed(
+    summary: WarmupSummary, run: TerminationSummary | None, failed: Manifest
+) -> WarmupState:
     if run is None:
         why = f"{failed.get('reason', '')}: {failed.get('message', '')}".strip(": ")
         message = f"Job {summary.job_name} failed ({why}) without a runner summary"

@@ -6,20 +6,7 @@ from dataclasses import dataclass
 
 from warmgate.api import Manifest
 from warmgate.buckets import BucketPlan
-
-
-@dataclass(frozen=True)
-class CacheUsers:
-    """Who uses recipe-cache entries in the namespace, as the operator read it at ``as_of_unix``
-    (its clock): the UIDs of the SpecDecodeDeployments that exist (``owners``) and the cache keys
-    any of them warms or serves (``keys``: status.warmup.cacheKey, the serving Deployments'
-    cache-key annotation). The runner deletes an entry only when its owner is not among them,
-    no live object references its key, and it was published well before ``as_of_unix``
-    (docs/runner.md, "Cache")."""
-
-    owners: tuple[str, ...]
-    keys: tuple[str, ...]
-    as_of_unix: int
+from warmgate.warmup.wire.plan import CacheUsers
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,9 @@ from warmgate.buckets import BucketPlan
 from warmgate.buckets.engine.methods import DRAFT_MODEL_METHODS
 from warmgate.resources.mounts import CACHE_DIR, RECIPE_DIR, WORK_DIR
 from warmgate.resources.names import parent_name
-from warmgate.resources.plan_to_run import CacheUsers
 from warmgate.resources.probe_workload import probe_section
 from warmgate.resources.vllm_engine import EngineLaunch, engine_document
-from warmgate.warmup.wire.plan import PLAN_FORMAT_VERSION, bucket_digest
+from warmgate.warmup.wire.plan import PLAN_FORMAT_VERSION, CacheUsers, bucket_digest
 
 TERMINATION_LOG: Final = "/dev/termination-log"
 # The sweep's deadline is its budget with this margin: its steps are sized by estimates.
@@ -29,15 +28,8 @@ OUTSIDE_CONTENT: Final = (USERS, NAMESPACE)
 
 
 def users_section(users: CacheUsers | None) -> Manifest:
-    """cache.users for the runner (sorted: one list of users, one text), or nothing."""
-    if users is None:
-        return {}
-    doc = {
-        "owners": sorted(set(users.owners)),
-        "keys": sorted(set(users.keys)),
-        "as_of_unix": users.as_of_unix,
-    }
-    return {USERS: doc}
+    """cache.users for the runner, or nothing."""
+    return {} if users is None else {USERS: users.to_json()}
 
 
 def _expected(plan: BucketPlan) -> Manifest:

@@ -15,11 +15,12 @@ from types import FrameType
 from warmgate.warmup import cache
 from warmgate.warmup.engine.launch import echo
 from warmgate.warmup.runner.outcomes import Outcome, RunFailure
-from warmgate.warmup.runner.report import REPORT_VERSION, Progress, write_termination_log
+from warmgate.warmup.runner.report import Progress, write_termination_log
 from warmgate.warmup.runner.run import Runner, finish
 from warmgate.warmup.serve import mode as serve
 from warmgate.warmup.statusboard import Board, serve_board
 from warmgate.warmup.wire.plan import PlanError, load_plan
+from warmgate.warmup.wire.summary import TerminationSummary
 
 DEFAULT_TERMINATION_LOG = Path("/dev/termination-log")
 
@@ -72,13 +73,12 @@ def _restore(volume: str, key: str, dest: str) -> int:
 def _invalid_plan(exc: PlanError, termination_log: Path) -> int:
     for problem in exc.problems:
         print(f"warmgate: plan invalid: {problem}", file=sys.stderr)
-    doc = {
-        "v": REPORT_VERSION,
-        "outcome": Outcome.PLAN_INVALID.label,
-        "code": int(Outcome.PLAN_INVALID),
-    }
-    doc["reason"] = "; ".join(exc.problems)[:3000]
-    write_termination_log(termination_log, json.dumps(doc, separators=(",", ":")))
+    refused = TerminationSummary(
+        outcome=Outcome.PLAN_INVALID.label,
+        code=int(Outcome.PLAN_INVALID),
+        reason="; ".join(exc.problems),
+    )
+    write_termination_log(termination_log, refused.to_json())
     return int(Outcome.PLAN_INVALID)
 
 

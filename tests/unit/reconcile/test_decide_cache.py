@@ -25,9 +25,9 @@ from warmgate.reconcile.observed import Observed
 from warmgate.reconcile.planning import evaluate
 from warmgate.resources import Children, desired_children
 from warmgate.resources.cache_claim import build_cache_claim, legacy_claim_name
-from warmgate.resources.plan_to_run import CacheUsers
 from warmgate.resources.pod import cache_claim_name
 from warmgate.settings import Settings
+from warmgate.warmup.wire.plan import CacheUsers
 
 NS, NAME, UID = "llm", "cached", "6f1c2d3e-0000-4000-8000-0000000000cc"
 AT = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -165,7 +165,7 @@ def test_claims_are_listed_only_where_an_old_one_can_be() -> None:
 
 def test_the_runner_is_told_who_uses_the_claim_without_changing_the_jobs_name() -> None:
     sdd = sdd_with({"existingClaim": "team-cache"})
-    users = CacheUsers(("uid-other",), ("gaudi2-tp1-other",), 1_790_000_000)
+    users = CacheUsers.listed(("uid-other",), ("gaudi2-tp1-other",), 1_790_000_000)
     seen = Observed(
         at=AT, claim=stored({"metadata": {"name": "team-cache"}}, "c"), cache_users=users
     )

@@ -12,9 +12,10 @@ from warmgate.buckets.drafter.graphs import prove_drafter
 from warmgate.buckets.drafter.sweep import SWEEP_FORMAT
 from warmgate.reconcile.drafter_plan import sweep_budget
 from warmgate.reconcile.planning import evaluate
-from warmgate.reconcile.warmup_state import RunnerSummary, evaluate_warmup
+from warmgate.reconcile.warmup_state import evaluate_warmup
 from warmgate.resources import desired_children
 from warmgate.warmup.wire.plan import parse_plan
+from warmgate.warmup.wire.summary import TerminationSummary
 
 KEY = "gaudi2-tp1-" + "b" * 40
 
@@ -160,6 +161,6 @@ def test_a_summary_without_drafter_leaves_the_fields_unset() -> None:
     state = evaluate_warmup(job, pods, KEY)
     assert (state.summary.drafter_driven, state.summary.drafter_verified) == (None, None)
     assert "drafter" not in state.verdict.message
-    odd = RunnerSummary.parse(json.dumps({"outcome": "verified", "drafter": {"hook": 3}}))
+    odd = TerminationSummary.from_json(json.dumps({"outcome": "verified", "drafter": {"hook": 3}}))
     assert odd is not None
     assert odd.drafter is None

@@ -11,11 +11,11 @@ from support.kube_objects import runner_summary, terminated_status, warmup_pod
 
 from warmgate.reconcile.warmup_state import (
     Observed,
-    RunnerSummary,
     evaluate_warmup,
     owned_pods,
     runner_messages,
 )
+from warmgate.warmup.wire.summary import TerminationSummary
 
 KEY = "gaudi2-tp1-" + "a" * 40
 JOB_UID = "uid-job-1"
@@ -79,7 +79,7 @@ def verified(key: str = KEY) -> str:
 
 @pytest.mark.parametrize("text", ["", "not json", "[1, 2]", '{"code": 0}', '{"outcome": 3}'])
 def test_anything_but_the_runners_json_is_no_summary(text: str) -> None:
-    assert RunnerSummary.parse(text) is None
+    assert TerminationSummary.from_json(text) is None
 
 
 def test_newest_pod_speaks_first_and_other_containers_are_ignored() -> None:

@@ -157,3 +157,18 @@ def test_a_bad_users_section_is_refused(tmp_path: Path, section: object, problem
     with pytest.raises(PlanError) as caught:
         plan_with(make_plan(tmp_path), section)
     assert any(p.startswith(problem) for p in caught.value.problems), caught.value.problems
+
+
+def test_the_operators_listing_keeps_only_what_can_name_an_entry(tmp_path: Path) -> None:
+    """What a listing found is written by anyone who may write those objects: non-text and
+    empty values are no users, and a key that cannot name an entry is dropped, so the plan the
+    operator writes from it is one the runner takes (a round trip through plan.json)."""
+    found = CacheUsers.listed(
+        ["uid-a", "", None, 7], ["gaudi2-tp1-abc", "../up", "", {"k": 1}, "a b"], NOW
+    )
+    assert found == CacheUsers(frozenset({"uid-a"}), frozenset({"gaudi2-tp1-abc"}), NOW)
+    assert found.with_user("uid-b", "gaudi2-tp1-def") == CacheUsers(
+        frozenset({"uid-a", "uid-b"}), frozenset({"gaudi2-tp1-abc", "gaudi2-tp1-def"}), NOW
+    )
+    assert found.with_user(None, "../x") == found
+    assert plan_with(make_plan(tmp_path), found.to_json()).cache.users == found

@@ -38,10 +38,14 @@ def test_a_cpu_engine_is_named_in_its_refusal(tmp_path: Path) -> None:
 
 
 def test_the_engine_kind_follows_vllms_platform() -> None:
-    assert cpu_mode.engine_kind(CPU) == {"kind": "cpu", "vllm": "0.32.0", "platform": "cpu"}
+    assert cpu_mode.engine_kind(CPU).to_json() == {
+        "kind": "cpu",
+        "vllm": "0.32.0",
+        "platform": "cpu",
+    }
     hpu = dataclasses.replace(CPU, platform="hpu")
-    assert cpu_mode.engine_kind(hpu)["kind"] == "gaudi"
-    assert cpu_mode.engine_kind(UNKNOWN)["kind"] == "gaudi"
+    assert cpu_mode.engine_kind(hpu).kind == "gaudi"
+    assert cpu_mode.engine_kind(UNKNOWN).kind == "gaudi"
 
 
 def _record() -> RunRecord:

@@ -19,6 +19,7 @@ from warmgate.warmup.runner.drafter_check import (
 )
 from warmgate.warmup.runner.sweep import SweepRun, SweepStepRun, sweep_prompt
 from warmgate.warmup.wire.plan import PlanError, parse_plan
+from warmgate.warmup.wire.summary import DrafterCounts
 from warmgate.warmup.wire.sweepplan import HookSpec, SweepSpec, SweepStepSpec
 
 
@@ -207,15 +208,9 @@ def test_compiles_are_placed_in_sweep_steps_and_the_probe() -> None:
     assert check.unwarmed[0].startswith("Drafter graph ('decode', 8, 1, 8) planned for the sweep")
     assert check.unwarmed[1:] == check.probe
     assert check.verified is False
-    assert check.summary() == {
-        "hook": "attached",
-        "verified": False,
-        "expected": 3,
-        "driven": 2,
-        "missing": 1,
-        "probe": 2,
-        "gaps": 1,
-    }
+    assert check.summary() == DrafterCounts(
+        hook="attached", verified=False, expected=3, driven=2, missing=1, probe=2, gaps=1
+    )
 
 
 def ran(t: float, graph: list[Any], warmup: bool = False) -> HookEvent:
@@ -256,7 +251,7 @@ def test_a_planned_graph_that_never_ran_fails_closed_and_names_its_steps() -> No
         True,
         [],
     )
-    assert accepted.summary()["missing"] == 1
+    assert accepted.summary().missing == 1
     assert "1 never ran (accepted by the plan)" in accepted.line()
 
 

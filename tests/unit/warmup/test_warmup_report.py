@@ -13,7 +13,6 @@ from warmgate.buckets import EngineShapeConfig, plan_buckets
 from warmgate.warmup.engine.parse import EngineLog
 from warmgate.warmup.runner.outcomes import Outcome
 from warmgate.warmup.runner.report import (
-    SUMMARY_LIMIT,
     Progress,
     RunRecord,
     build_report,
@@ -22,6 +21,7 @@ from warmgate.warmup.runner.report import (
 )
 from warmgate.warmup.runner.verdict import early_mismatches, final_verdict
 from warmgate.warmup.wire.plan import parse_plan
+from warmgate.warmup.wire.summary import SUMMARY_LIMIT
 
 
 def config_a_lists(k: int) -> dict[str, Any]:

@@ -10,8 +10,6 @@ checks everything else and ends ``cpu_engine``, saying what was and was not veri
 
 from __future__ import annotations
 
-from typing import Any
-
 from warmgate.warmup.engine import facts
 from warmgate.warmup.engine.parse import EngineLog
 from warmgate.warmup.hook.lines import HookEvent
@@ -19,6 +17,7 @@ from warmgate.warmup.runner.drafter_check import DrafterCheck
 from warmgate.warmup.runner.outcomes import Outcome
 from warmgate.warmup.runner.report import RunRecord
 from warmgate.warmup.wire.plan import Plan
+from warmgate.warmup.wire.summary import EngineKind
 
 NOT_VERIFIED = (
     "not verified: bucket lists, graph warmup, unwarmed shapes and drafter graphs "
@@ -30,11 +29,10 @@ NO_INFO = (
 )
 
 
-def engine_kind(found: facts.EngineFacts) -> dict[str, Any]:
+def engine_kind(found: facts.EngineFacts) -> EngineKind:
     """The summary's ``engine``: ``cpu`` for a CPU build of vLLM, else ``gaudi`` (what the
     runner checks it as), with vLLM's version and platform."""
-    kind = "cpu" if found.cpu_engine else "gaudi"
-    return {"kind": kind, "vllm": found.vllm, "platform": found.platform}
+    return EngineKind("cpu" if found.cpu_engine else "gaudi", found.vllm, found.platform)
 
 
 def refusal(found: facts.EngineFacts, plan: Plan) -> str | None:
@@ -77,7 +75,7 @@ def decide(record: RunRecord, log: EngineLog, check: DrafterCheck) -> tuple[Outc
         return Outcome.UNWARMED_SHAPES, record.unwarmed[0]
     if not log.info_records:
         return Outcome.PLAN_MISMATCH, NO_INFO
-    vllm = (record.engine_kind or {}).get("vllm") or "version unknown"
+    vllm = (record.engine_kind.vllm if record.engine_kind else None) or "version unknown"
     reason = (
         f"CPU engine (vLLM {vllm}): started with the plan's command line, answered /health, "
         f"{_served(record)}, {log.info_records} INFO record(s) read; {NOT_VERIFIED}; "

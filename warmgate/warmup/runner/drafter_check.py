@@ -29,6 +29,7 @@ from typing import Any
 
 from warmgate.warmup.hook.lines import HookEvent
 from warmgate.warmup.runner.sweep import SweepRun
+from warmgate.warmup.wire.summary import DrafterCounts
 from warmgate.warmup.wire.sweepplan import Graph, HookSpec, SweepSpec
 
 NO_PROCESS = (
@@ -134,17 +135,17 @@ class DrafterCheck:
             "probe_known_gaps": [list(g) for g in self.known_gaps],
         }
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> DrafterCounts:
         """The few fields the operator reads from the termination summary."""
-        return {
-            "hook": self.hook,
-            "verified": self.verified,
-            "expected": len(self.expected),
-            "driven": len(self.driven),
-            "missing": len(self.missing),
-            "probe": len(self.probe),
-            "gaps": len(self.known_gaps),
-        }
+        return DrafterCounts(
+            hook=self.hook,
+            verified=self.verified,
+            expected=len(self.expected),
+            driven=len(self.driven),
+            missing=len(self.missing),
+            probe=len(self.probe),
+            gaps=len(self.known_gaps),
+        )
 
 
 def check_drafter(

@@ -18,13 +18,18 @@ from warmgate.warmup.runner.sweep import SweepRun
 from warmgate.warmup.runner.verdict import Verdict
 from warmgate.warmup.statusboard import Board
 from warmgate.warmup.wire.plan import DIGEST_ALGORITHM
+from warmgate.warmup.wire.summary import (
+    SUMMARY_VERSION,
+    EngineKind,
+    TerminationSummary,
+)
 
+# The report and the termination summary share their version (wire/summary.py).
 # 2: engine_log.omitted records, list_copies, unreadable (issue 12); 3: drafter (issue 16);
 # 4: known_gaps (the plan's known-unwarmable shapes the engine logged, reported, not failed);
 # 5: engine kind (cpu_engine, issue 21), the report's `code` beside the process `exit_code`;
 # 6: drafter driven, missing, warmup_ran, step attempts and times, retried (issue 25)
-REPORT_VERSION = 6
-SUMMARY_LIMIT = 4096  # Kubernetes keeps at most 4096 bytes of a container's termination message.
+REPORT_VERSION = SUMMARY_VERSION
 PROGRESS_PREFIX = "warmgate-progress"
 
 
@@ -51,8 +56,8 @@ class RunRecord:
     sweep: SweepRun | None = None
     probe_began: float | None = None
     drafter: DrafterCheck | None = None
-    # The path taken and why: {"kind": "cpu"|"gaudi", "vllm": ..., "platform": ...} (cpu_mode)
-    engine_kind: dict[str, Any] | None = None
+    # The engine that ran: a CPU build or Gaudi, its vLLM version and platform (cpu_mode)
+    engine_kind: EngineKind | None = None
 
 
 class Progress:
@@ -167,7 +172,7 @@ def build_report(record: RunRecord) -> dict[str, Any]:
         "engine": {
             "argv": record.engine_argv,
             "exit_code": record.engine_exit_code,
-            **(record.engine_kind or {}),
+            **(record.engine_kind.to_json() if record.engine_kind else {}),
         },
         "engine_log": _log_section(record.log),
         "probe": _probe_section(record.probe),
@@ -191,52 +196,26 @@ def write_report(report: dict[str, Any], report_dir: Path, key: str) -> Path:
 def summary(record: RunRecord, report_path: Path | None) -> str:
     """Compact JSON for /dev/termination-log, shrunk until it fits in SUMMARY_LIMIT bytes."""
     verdict = record.verdict
-    doc: dict[str, Any] = {
-        "v": REPORT_VERSION,
-        "outcome": record.outcome.label,
-        "code": int(record.outcome),
-        "reason": record.reason,
-        "plan_hash": record.plan_hash,
-        "key": record.cache_key,
-        "unwarmed_count": len(record.unwarmed),
-        "unwarmed": list(record.unwarmed),
-        "known_gaps_count": len(record.known_gaps),
-        "known_gaps": list(record.known_gaps),
-        "mismatches": list(verdict.mismatches) if verdict else [],
-        "unreadable": list(verdict.unreadable) if verdict else [],
-        "kv_blocks": record.log.kv_blocks if record.log else None,
-        "cache": record.cache.get("status"),
-        "report": str(report_path) if report_path else None,
-    }
-    if _drafter_section(record) is not None and record.drafter is not None:
-        doc["drafter"] = record.drafter.summary()
-    if record.engine_kind is not None:
-        doc["engine"] = record.engine_kind
-    return _shrink(doc)
-
-
-def _encode(doc: dict[str, Any]) -> str:
-    return json.dumps(doc, separators=(",", ":"), ensure_ascii=True)
-
-
-def _shrink(doc: dict[str, Any]) -> str:
-    # Cap the free text, drop list entries from the end, then cut the text further: the
-    # counts and the outcome always survive, the full detail is in the report on the volume.
-    if len(doc["reason"]) > 1000:
-        doc["reason"], doc["truncated"] = doc["reason"][:1000], True
-    for name in ("unwarmed", "mismatches", "unreadable", "known_gaps"):
-        if len(doc[name]) > 40:  # 40 lines of ~60 bytes already fill the budget.
-            doc[name], doc["truncated"] = doc[name][:40], True
-        while len(_encode(doc)) > SUMMARY_LIMIT and doc[name]:
-            doc[name].pop()
-            doc["truncated"] = True
-    while len(_encode(doc)) > SUMMARY_LIMIT and doc["reason"]:
-        doc["reason"] = doc["reason"][: len(doc["reason"]) // 2]
-        doc["truncated"] = True
-    for name in ("report", "key", "plan_hash"):
-        if len(_encode(doc)) > SUMMARY_LIMIT:
-            doc[name] = None
-    return _encode(doc)
+    return TerminationSummary(
+        outcome=record.outcome.label,
+        code=int(record.outcome),
+        reason=record.reason,
+        plan_hash=record.plan_hash,
+        key=record.cache_key,
+        unwarmed=tuple(record.unwarmed),
+        known_gaps=tuple(record.known_gaps),
+        mismatches=tuple(verdict.mismatches) if verdict else (),
+        unreadable=tuple(verdict.unreadable) if verdict else (),
+        kv_blocks=record.log.kv_blocks if record.log else None,
+        cache=record.cache.get("status"),
+        report=str(report_path) if report_path else None,
+        drafter=(
+            record.drafter.summary()
+            if _drafter_section(record) is not None and record.drafter is not None
+            else None
+        ),
+        engine=record.engine_kind,
+    ).to_json()
 
 
 def write_termination_log(path: Path, text: str) -> str | None:

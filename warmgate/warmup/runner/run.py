@@ -36,7 +36,7 @@ from warmgate.warmup.runner.verdict import (
     known_gaps,
     unwarmed_reasons,
 )
-from warmgate.warmup.wire.plan import Plan
+from warmgate.warmup.wire.plan import DEFAULT_SWEEP_S, Plan
 from warmgate.warmup.wire.sweepplan import SweepSpec
 
 # The hook's lines are written before each response but read by another thread: before the
@@ -182,7 +182,7 @@ class Runner:
             return
         self.progress.stage("sweep")
         began = time.monotonic()
-        deadline = min(self.deadline, began + self.plan.timeouts.sweep_s)
+        deadline = min(self.deadline, began + (self.plan.timeouts.sweep_s or DEFAULT_SWEEP_S))
         run = self._send_sweep(sweep, deadline, attempt=0)
         self.record.sweep = run
         self._sweep_failed(run)

@@ -21,6 +21,7 @@ from warmgate.warmup.wire.sweepplan import (
 )
 
 PLAN_FORMAT_VERSION = 1
+DEFAULT_SWEEP_S = 1800.0
 DIGEST_ALGORITHM = "sha256-canonical-json-v1"
 # A cache key names one folder on the shared volume, so it must never traverse or hide.
 KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -47,6 +48,9 @@ class ListExpectation:
     count: int
     digest: str
 
+    def to_json(self) -> dict[str, Any]:
+        return {"count": self.count, "digest": self.digest}
+
 
 @dataclass(frozen=True)
 class EngineSpec:
@@ -63,6 +67,22 @@ class EngineSpec:
     num_gpu_blocks_override: int | None
     args: tuple[str, ...]
     env: dict[str, str]
+
+    def to_json(self) -> dict[str, Any]:
+        """The plan's ``engine`` object, field for field (tuples as lists)."""
+        return {
+            "command": list(self.command),
+            "model": self.model,
+            "served_model_name": self.served_model_name,
+            "host": self.host,
+            "port": self.port,
+            "tensor_parallel_size": self.tensor_parallel_size,
+            "max_model_len": self.max_model_len,
+            "speculative_config": self.speculative_config,
+            "num_gpu_blocks_override": self.num_gpu_blocks_override,
+            "args": list(self.args),
+            "env": self.env,
+        }
 
 
 @dataclass(frozen=True)
@@ -81,15 +101,57 @@ class BucketSpec:
         """The known-unwarmable shapes as the engine logs them: "('prompt', 1, 8192, 1)"."""
         return frozenset(repr(g) for g in self.known_unwarmable)
 
+    def to_json(self) -> dict[str, Any]:
+        """``known_unwarmable`` only when there are some: other plans keep their text."""
+        doc: dict[str, Any] = {
+            "seed_file_text": self.seed_file_text,
+            "expected": {name: e.to_json() for name, e in self.expected.items()},
+            "abort_on_mismatch": self.abort_on_mismatch,
+        }
+        if self.known_unwarmable:
+            doc["known_unwarmable"] = [list(g) for g in self.known_unwarmable]
+        return doc
+
 
 @dataclass(frozen=True)
 class CacheUsers:
-    """Who used the volume's entries when the operator made the Job (plan.json cache.users):
-    the live objects' UIDs, the keys they warm or serve, the operator's clock then."""
+    """Who uses recipe-cache entries in the namespace (plan.json cache.users), as the operator
+    read it at ``as_of_unix`` (its clock): the UIDs of the SpecDecodeDeployments that exist
+    (``owners``) and the cache keys any of them warms or serves (``keys``: status.warmup.cacheKey,
+    the serving Deployments' cache-key annotation). The runner deletes an entry only when its
+    owner is not among them, no live object references its key, and it was published well
+    before ``as_of_unix`` (docs/runner.md, "Cache"). One type for both sides: the operator
+    builds it (`listed`), writes it (`to_json`), the runner reads it (`parse_plan`)."""
 
     owners: frozenset[str]
     keys: frozenset[str]
     as_of_unix: int
+
+    @classmethod
+    def listed(
+        cls, owners: Iterable[object], keys: Iterable[object], as_of_unix: int
+    ) -> CacheUsers:
+        """From what a listing found, which anyone who may write those objects may have written:
+        only non-empty text counts, and a key only when it can name a cache entry (KEY_RE). A
+        key that cannot is dropped, not passed on: no entry is ever published under it, so
+        keeping it protects nothing, while the runner refuses a plan that carries one."""
+        return cls(
+            owners=frozenset(o for o in owners if isinstance(o, str) and o),
+            keys=frozenset(k for k in keys if isinstance(k, str) and KEY_RE.match(k)),
+            as_of_unix=as_of_unix,
+        )
+
+    def with_user(self, owner: str | None, key: str) -> CacheUsers:
+        """These users and one more (a listing may be older than the object that reads it)."""
+        return CacheUsers.listed((*self.owners, owner), (*self.keys, key), self.as_of_unix)
+
+    def to_json(self) -> dict[str, Any]:
+        """cache.users as plan.json carries it (sorted: one set of users, one text)."""
+        return {
+            "owners": sorted(self.owners),
+            "keys": sorted(self.keys),
+            "as_of_unix": self.as_of_unix,
+        }
 
 
 @dataclass(frozen=True)
@@ -109,6 +171,23 @@ class CacheSpec:
     users: CacheUsers | None = None
     namespace: str | None = None
 
+    def to_json(self) -> dict[str, Any]:
+        """``namespace`` and ``users`` only when known (neither names the Job: OUTSIDE_CONTENT)."""
+        doc: dict[str, Any] = {
+            "volume_dir": str(self.volume_dir),
+            "key": self.key,
+            "local_dir": str(self.local_dir),
+            "size_mb": self.size_mb,
+            "reuse_existing": self.reuse_existing,
+            "owner": self.owner,
+            "retain": self.retain,
+        }
+        if self.namespace:
+            doc["namespace"] = self.namespace
+        if self.users is not None:
+            doc["users"] = self.users.to_json()
+        return doc
+
 
 @dataclass(frozen=True)
 class ProbeStep:
@@ -119,6 +198,15 @@ class ProbeStep:
     prompt_tokens: int
     max_tokens: int
     token_pattern: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "concurrency": self.concurrency,
+            "prompt_tokens": self.prompt_tokens,
+            "max_tokens": self.max_tokens,
+            "token_pattern": self.token_pattern,
+        }
 
 
 @dataclass(frozen=True)
@@ -131,6 +219,15 @@ class ProbeSpec:
     token_id_min: int
     token_id_max: int
 
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "steps": [step.to_json() for step in self.steps],
+            "max_requests": self.max_requests,
+            "request_timeout_s": self.request_timeout_s,
+            "token_id_min": self.token_id_min,
+            "token_id_max": self.token_id_max,
+        }
+
 
 @dataclass(frozen=True)
 class Timeouts:
@@ -141,7 +238,18 @@ class Timeouts:
     startup_s: float
     probe_s: float
     stop_grace_s: float
-    sweep_s: float = 1800.0
+    # The drafter sweep's deadline; None: none given (a plan without a sweep), DEFAULT_SWEEP_S.
+    sweep_s: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "total_s": self.total_s,
+            "facts_s": self.facts_s,
+            "stop_grace_s": self.stop_grace_s,
+        }
+        if self.sweep_s is not None:
+            doc["sweep_s"] = self.sweep_s
+        return {**doc, "probe_s": self.probe_s, "startup_s": self.startup_s}
 
 
 @dataclass(frozen=True)
@@ -165,6 +273,30 @@ class Plan:
     # Run a CPU build of vLLM to the cpu_engine outcome instead of refusing it (docs/runner.md,
     # "A CPU engine"); a Gaudi engine's run is the same either way.
     accept_cpu_engine: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """The plan document as the operator writes it (plan.json; `plan_hash` is the
+        reader's digest of it, not a field). Optional fields only when set, so a plan that
+        does not use them keeps its text, and the name of its Job."""
+        doc: dict[str, Any] = {
+            "format_version": PLAN_FORMAT_VERSION,
+            "plan_id": self.plan_id,
+            "engine": self.engine.to_json(),
+            "buckets": self.buckets.to_json(),
+            "kv_blocks_expected": self.kv_blocks_expected,
+            "cache": self.cache.to_json(),
+            "probe": self.probe.to_json(),
+            "timeouts": self.timeouts.to_json(),
+            "report": {"dir": str(self.report_dir), "termination_log": str(self.termination_log)},
+            "work_dir": str(self.work_dir),
+            "require_device": self.require_device,
+            "drafter_hook": self.drafter_hook.to_json(),
+        }
+        if self.drafter_sweep is not None:
+            doc["drafter_sweep"] = self.drafter_sweep.to_json()
+        if self.accept_cpu_engine:
+            doc["accept_cpu_engine"] = True
+        return doc
 
 
 def load_plan(path: Path) -> Plan:
@@ -404,7 +536,7 @@ def _timeouts(f: Fields) -> Timeouts:
         startup_s=f.number("startup_s", 3 * 3600.0, lo=1.0),
         probe_s=f.number("probe_s", 1800.0, lo=1.0),
         stop_grace_s=f.number("stop_grace_s", 60.0, lo=0.1),
-        sweep_s=f.number("sweep_s", 1800.0, lo=1.0),
+        sweep_s=f.number("sweep_s", lo=1.0) if f.value("sweep_s", None) is not None else None,
     )
     f.finish()
     return result

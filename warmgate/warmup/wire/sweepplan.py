@@ -21,13 +21,32 @@ Graph = tuple[str, int, int, int]
 
 @dataclass(frozen=True)
 class SweepStepSpec:
-    """One burst of the sweep and the drafter graphs it surely makes the engine compile."""
+    """One burst of the sweep and the drafter graphs it surely makes the engine compile; the
+    planner's figures (``new`` graphs, the decode ``s`` range, engine steps and seconds, each
+    a (low, high) pair) travel with it for the report."""
 
     name: str
     concurrency: int
     prompt_tokens: int
     max_tokens: int
     expected: tuple[Graph, ...]
+    new: int = 0
+    decode_s_range: tuple[float, float] = (0, 0)
+    engine_steps: tuple[float, float] = (0, 0)
+    seconds: tuple[float, float] = (0, 0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "concurrency": self.concurrency,
+            "prompt_tokens": self.prompt_tokens,
+            "max_tokens": self.max_tokens,
+            "expected": [list(g) for g in self.expected],
+            "new": self.new,
+            "decode_s_range": list(self.decode_s_range),
+            "engine_steps": list(self.engine_steps),
+            "seconds": list(self.seconds),
+        }
 
 
 @dataclass(frozen=True)
@@ -43,11 +62,35 @@ class SweepSpec:
     undriven: tuple[tuple[Graph, str], ...]
     budget_s: float
     seconds: tuple[float, float]
+    arrival_steps: int = 0
+    driven: int = 0
+    assumptions: tuple[str, ...] = ()
 
     @property
     def expected(self) -> frozenset[Graph]:
         """Every graph some step drives."""
         return frozenset(g for step in self.steps for g in step.expected)
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``drafter_sweep`` document (format warmgate-drafter-sweep/1)."""
+        return {
+            "format": SWEEP_FORMAT,
+            "method": self.method,
+            "k": self.k,
+            "request": {
+                "temperature": self.temperature,
+                "ignore_eos": self.ignore_eos,
+                "token_pattern": "varied",
+            },
+            "arrival_steps": self.arrival_steps,
+            "steps": [step.to_json() for step in self.steps],
+            "targets": self.targets,
+            "driven": self.driven,
+            "undriven": [{"shape": list(g), "reason": why} for g, why in self.undriven],
+            "budget_s": self.budget_s,
+            "seconds": list(self.seconds),
+            "assumptions": list(self.assumptions),
+        }
 
 
 @dataclass(frozen=True)
@@ -59,6 +102,11 @@ class HookSpec:
     enabled: bool = False
     required: bool = False
     accept_missing: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """``accept_missing`` only when set: plans without it keep their text and hash."""
+        doc: dict[str, Any] = {"enabled": self.enabled, "required": self.required}
+        return {**doc, "accept_missing": True} if self.accept_missing else doc
 
 
 def parse_hook(f: Fields) -> HookSpec:
@@ -88,9 +136,8 @@ def parse_sweep(f: Fields, max_model_len: int | None) -> SweepSpec | None:
     ignore_eos = request.boolean("ignore_eos", True)
     request.choice("token_pattern", ("varied",), "varied")
     request.finish()
-    f.integer("arrival_steps", lo=0)
-    f.integer("driven", lo=0)
-    for text in _list(f, "assumptions"):
+    assumptions = _list(f, "assumptions")
+    for text in assumptions:
         if not isinstance(text, str):
             f.error(f"assumptions: expected strings, got {text!r}")
     spec = SweepSpec(
@@ -103,6 +150,9 @@ def parse_sweep(f: Fields, max_model_len: int | None) -> SweepSpec | None:
         undriven=tuple(_undriven(u) for u in f.obj_list("undriven")),
         budget_s=f.number("budget_s", lo=0.0),
         seconds=_pair(f, "seconds"),
+        arrival_steps=f.integer("arrival_steps", lo=0),
+        driven=f.integer("driven", lo=0),
+        assumptions=tuple(str(a) for a in assumptions),
     )
     names = [s.name for s in spec.steps]
     if len(set(names)) != len(names):
@@ -120,6 +170,7 @@ def _list(f: Fields, key: str) -> list[Any]:
 
 
 def _pair(f: Fields, key: str) -> tuple[float, float]:
+    """Two numbers, kept as written (an int stays an int: the plan's text round-trips)."""
     value = _list(f, key)
     ok = len(value) == 2 and all(
         isinstance(v, (int, float)) and not isinstance(v, bool) for v in value
@@ -127,7 +178,7 @@ def _pair(f: Fields, key: str) -> tuple[float, float]:
     if not ok:
         f.error(f"{key}: expected two numbers, got {value!r}")
         return 0.0, 0.0
-    return float(value[0]), float(value[1])
+    return value[0], value[1]
 
 
 def graph(f: Fields, where: str, value: object) -> Graph | None:
@@ -154,12 +205,13 @@ def _step(f: Fields, max_model_len: int | None) -> SweepStepSpec:
         prompt_tokens=f.integer("prompt_tokens", lo=1),
         max_tokens=f.integer("max_tokens", lo=1),
         expected=tuple(g for g in expected if g is not None),
+        new=f.integer("new", lo=0),
+        decode_s_range=_pair(f, "decode_s_range"),
+        engine_steps=_pair(f, "engine_steps"),
+        seconds=_pair(f, "seconds"),
     )
     if max_model_len is not None and step.prompt_tokens + step.max_tokens > max_model_len:
         f.error(f"prompt_tokens + max_tokens exceed engine.max_model_len {max_model_len}")
-    f.integer("new", lo=0)
-    for key in ("decode_s_range", "engine_steps", "seconds"):
-        _pair(f, key)
     f.finish()
     return step
 

@@ -1,0 +1,226 @@
+"""The termination summary: the runner's last word, in its container's termination message.
+
+One frozen dataclass for both sides. The runner builds it (`runner.report.summary`) and writes
+`to_json()`, compact JSON shrunk to the 4096 bytes Kubernetes keeps; the operator reads it back
+with `from_json` from the Pods it trusts (`reconcile.warmup_state`). Reading is lenient: a
+field of the wrong type reads as absent, and anything that is not the runner's JSON object with
+an ``outcome`` is no summary at all (None), never a pass. The full report on the volume
+(docs/runner.md, "Report") carries what the summary leaves out.
+
+Format version 6 (the report's version, ``v``): 2: list copies and unreadable lists; 3: drafter;
+4: known_gaps; 5: engine kind and ``code``; 6: drafter driven and missing (docs/runner.md).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Final
+
+SUMMARY_VERSION: Final = 6
+# Kubernetes keeps at most 4096 bytes of a container's termination message.
+SUMMARY_LIMIT: Final = 4096
+ENGINE_KINDS: Final = ("gaudi", "cpu")
+# Free text kept whole up to this many characters, list entries up to this many (40 lines of
+# ~60 bytes already fill the budget).
+_REASON_CAP: Final = 1000
+_LIST_CAP: Final = 40
+# The lists shrink first, in this order, then the reason, then these fields go.
+_LISTS: Final = ("unwarmed", "mismatches", "unreadable", "known_gaps")
+_DROPPED_LAST: Final = ("report", "key", "plan_hash")
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def _opt_count(value: object) -> int | None:
+    return _count(value) if value is not None else None
+
+
+def _texts(value: object) -> tuple[str, ...]:
+    return tuple(str(v) for v in value) if isinstance(value, list) else ()
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+@dataclass(frozen=True)
+class DrafterCounts:
+    """The compile hook's check of the drafter's graphs, in counts (``drafter``): the hook's
+    state (off, attached, ...), whether the drafter is verified (None: not decided), the planned
+    graphs, those the sweep drove, those it never drove (accepted by complete: false), drafter
+    compiles seen in the probe and known gaps."""
+
+    hook: str
+    verified: bool | None
+    expected: int = 0
+    driven: int = 0
+    missing: int = 0
+    probe: int = 0
+    gaps: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "hook": self.hook,
+            "verified": self.verified,
+            "expected": self.expected,
+            "driven": self.driven,
+            "missing": self.missing,
+            "probe": self.probe,
+            "gaps": self.gaps,
+        }
+
+    @classmethod
+    def from_json(cls, data: object) -> DrafterCounts | None:
+        """None when the run had no drafter check (or the field is not the runner's)."""
+        if not isinstance(data, dict) or not isinstance(data.get("hook"), str):
+            return None
+        verified = data.get("verified")
+        return cls(
+            hook=data["hook"],
+            verified=verified if isinstance(verified, bool) else None,
+            expected=_count(data.get("expected")),
+            driven=_count(data.get("driven")),
+            missing=_count(data.get("missing")),
+            probe=_count(data.get("probe")),
+            gaps=_count(data.get("gaps")),
+        )
+
+
+@dataclass(frozen=True)
+class EngineKind:
+    """Which engine ran (``engine``): a Gaudi or a CPU build of vLLM, its version and the
+    platform it reported (docs/runner.md, "A CPU engine")."""
+
+    kind: str | None
+    vllm: str | None = None
+    platform: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "vllm": self.vllm, "platform": self.platform}
+
+    @classmethod
+    def from_json(cls, data: object) -> EngineKind | None:
+        if not isinstance(data, dict):
+            return None
+        kind = data.get("kind")
+        return cls(
+            kind=kind if kind in ENGINE_KINDS else None,
+            vllm=_text(data.get("vllm")),
+            platform=_text(data.get("platform")),
+        )
+
+
+@dataclass(frozen=True)
+class TerminationSummary:
+    """What one run ended with: its outcome (label and code), why, the plan and cache key it
+    speaks for, the unwarmed shapes and known gaps (with their full counts), the bucket lists
+    that did not match or could not be read, the KV blocks the engine measured, the cache's
+    status, the report's path on the volume, the drafter's counts and the engine's kind.
+    ``truncated``: `to_json` had to shorten it to fit (the report has everything)."""
+
+    outcome: str
+    reason: str = ""
+    code: int | None = None
+    plan_hash: str | None = None
+    key: str | None = None
+    unwarmed: tuple[str, ...] = ()
+    known_gaps: tuple[str, ...] = ()
+    mismatches: tuple[str, ...] = ()
+    unreadable: tuple[str, ...] = ()
+    kv_blocks: int | None = None
+    cache: str | None = None
+    report: str | None = None
+    drafter: DrafterCounts | None = None
+    engine: EngineKind | None = None
+    unwarmed_count: int | None = None
+    known_gaps_count: int | None = None
+    truncated: bool = False
+    version: int = SUMMARY_VERSION
+
+    def to_json(self, limit: int = SUMMARY_LIMIT) -> str:
+        """Compact JSON of at most ``limit`` bytes: the free text capped, list entries dropped
+        from the end, then the text cut further; the counts and the outcome always survive."""
+        doc: dict[str, Any] = {
+            "v": self.version,
+            "outcome": self.outcome,
+            "code": self.code,
+            "reason": self.reason,
+            "plan_hash": self.plan_hash,
+            "key": self.key,
+            "unwarmed_count": _total(self.unwarmed_count, self.unwarmed),
+            "unwarmed": list(self.unwarmed),
+            "known_gaps_count": _total(self.known_gaps_count, self.known_gaps),
+            "known_gaps": list(self.known_gaps),
+            "mismatches": list(self.mismatches),
+            "unreadable": list(self.unreadable),
+            "kv_blocks": self.kv_blocks,
+            "cache": self.cache,
+            "report": self.report,
+        }
+        if self.drafter is not None:
+            doc["drafter"] = self.drafter.to_json()
+        if self.engine is not None:
+            doc["engine"] = self.engine.to_json()
+        if self.truncated:
+            doc["truncated"] = True
+        return _shrink(doc, limit)
+
+    @classmethod
+    def from_json(cls, text: str) -> TerminationSummary | None:
+        """The summary, or None when the text is not the runner's JSON."""
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return None
+        if not isinstance(data, dict) or not isinstance(data.get("outcome"), str):
+            return None
+        kv, version = data.get("kv_blocks"), data.get("v")
+        return cls(
+            outcome=data["outcome"],
+            reason=str(data.get("reason") or ""),
+            code=data.get("code") if type(data.get("code")) is int else None,
+            plan_hash=_text(data.get("plan_hash")),
+            key=_text(data.get("key")),
+            unwarmed=_texts(data.get("unwarmed")),
+            known_gaps=_texts(data.get("known_gaps")),
+            mismatches=_texts(data.get("mismatches")),
+            unreadable=_texts(data.get("unreadable")),
+            kv_blocks=kv if isinstance(kv, int) else None,
+            cache=_text(data.get("cache")),
+            report=_text(data.get("report")),
+            drafter=DrafterCounts.from_json(data.get("drafter")),
+            engine=EngineKind.from_json(data.get("engine")),
+            unwarmed_count=_opt_count(data.get("unwarmed_count")),
+            known_gaps_count=_opt_count(data.get("known_gaps_count")),
+            truncated=data.get("truncated") is True,
+            version=version if type(version) is int else 0,
+        )
+
+
+def _total(count: int | None, entries: tuple[str, ...]) -> int:
+    return len(entries) if count is None else count
+
+
+def _encode(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=True)
+
+
+def _shrink(doc: dict[str, Any], limit: int) -> str:
+    if len(doc["reason"]) > _REASON_CAP:
+        doc["reason"], doc["truncated"] = doc["reason"][:_REASON_CAP], True
+    for name in _LISTS:
+        if len(doc[name]) > _LIST_CAP:
+            doc[name], doc["truncated"] = doc[name][:_LIST_CAP], True
+        while len(_encode(doc)) > limit and doc[name]:
+            doc[name].pop()
+            doc["truncated"] = True
+    while len(_encode(doc)) > limit and doc["reason"]:
+        doc["reason"] = doc["reason"][: len(doc["reason"]) // 2]
+        doc["truncated"] = True
+    for name in _DROPPED_LAST:
+        if len(_encode(doc)) > limit:
+            doc[name] = None
+    return _encode(doc)
