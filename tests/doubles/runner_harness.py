@@ -20,6 +20,7 @@ from warmgate.buckets.drafter.graphs import prove_drafter
 from warmgate.buckets.drafter.sweep import plan_sweep
 from warmgate.resources.probe_workload import sweep_replay_steps
 from warmgate.warmup.wire.plan import PLAN_FORMAT_VERSION, bucket_digest
+from warmgate.warmup.wire.sweepplan import read_sweep
 
 REPO = Path(__file__).resolve().parents[2]
 STANDIN = Path(__file__).with_name("standin_vllm.py")
@@ -123,7 +124,8 @@ def make_drafter_plan(
     if sweep["steps"]:
         doc["drafter_sweep"] = sweep
     doc["drafter_hook"] = {"enabled": hook}
-    steps = [*DEFAULT_STEPS[:2], *sweep_replay_steps(sweep)]
+    replays = [s.to_json() for s in sweep_replay_steps(read_sweep(sweep))]
+    steps = [*DEFAULT_STEPS[:2], *replays]
     doc["probe"]["steps"] = steps
     doc["probe"]["max_requests"] = max(512, sum(s["concurrency"] for s in steps))
     doc["timeouts"] = {

@@ -23,6 +23,7 @@ from warmgate.buckets.drafter.graphs import (
     prove_drafter,
 )
 from warmgate.buckets.drafter.sweep import DEFAULT_BUDGET_S, SweepPlan, plan_sweep
+from warmgate.warmup.wire.sweepplan import SweepSpec, read_sweep
 
 # The sweep may take this share of one warmup attempt (spec.warmup.timeoutSeconds), at most
 # DEFAULT_BUDGET_S: the engine's own warmup keeps most of the attempt (docs/runner.md).
@@ -71,6 +72,11 @@ class DrafterPlan:
         if not self.has_drafter or self.sweep is None:
             return None
         return self.sweep.to_dict()
+
+    def sweep_spec(self) -> SweepSpec | None:
+        """`document()` as the runner reads it (the plan's ``drafter_sweep``)."""
+        document = self.document()
+        return read_sweep(document) if document is not None else None
 
     def status_line(self) -> str:
         """'drafter: N shapes the engine compiles at runtime, M driven by the warmup sweep'."""

@@ -61,7 +61,7 @@ def desired_children(sdd: SpecDecodeDeployment, plan: PlanToRun, settings: Setti
         sweep=plan.drafter_sweep,
         known_unwarmable=plan.known_unwarmable,
         users=plan.cache_users,
-    )
+    ).to_json()
     image = settings.operator_image
     warmup = build_warmup(
         sdd,

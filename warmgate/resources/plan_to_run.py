@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from warmgate.api import Manifest
 from warmgate.buckets import BucketPlan
 from warmgate.warmup.wire.plan import CacheUsers
+from warmgate.warmup.wire.sweepplan import SweepSpec
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,8 @@ class PlanToRun:
     ``cache_claim_uid``: the UID of the recipe-cache claim the warmup publishes to (None
     without a claim, or before it exists); part of the warmup Job's content, so a replaced
     claim gets a new Job.
-    ``drafter_sweep``: the warmup sweep of the drafter's graphs (format warmgate-drafter-sweep/1,
+    ``drafter_sweep``: the warmup sweep of the drafter's graphs, as the runner reads it (format
+    warmgate-drafter-sweep/1,
     docs/runner.md), None for methods without a draft model or nothing to drive.
     ``cache_users``: who uses the entries of the claim's namespace (None: not read this sync);
     written into plan.json for the runner's prune, but not part of the Job's content (the
@@ -37,7 +38,7 @@ class PlanToRun:
     estimated_warmup_s: float
     kv_blocks: int | None = None
     cache_claim_uid: str | None = None
-    drafter_sweep: Manifest | None = None
+    drafter_sweep: SweepSpec | None = None
     known_unwarmable: tuple[tuple[str, int, int, int], ...] = ()
     cache_users: CacheUsers | None = None
     cache_claim_name: str | None = None

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Final
 
-from warmgate.api import Manifest, SpecDecodeDeployment
+from warmgate.api import SpecDecodeDeployment
 from warmgate.buckets import BucketPlan
 from warmgate.buckets.engine.methods import METHODS
+from warmgate.warmup.wire.plan import ProbeSpec, ProbeStep
+from warmgate.warmup.wire.sweepplan import SweepSpec
 
 # Decode steps per request: enough for several spec-decode steps at every batch size, short
 # enough that the probe costs seconds, not minutes (docs/runner.md, "Probe").
@@ -52,24 +54,18 @@ def _long_prompt(plan: BucketPlan, batch: int) -> int:
     return max(1, min(per_seq, cfg.max_model_len - MAX_TOKENS, TOKEN_BUDGET // batch))
 
 
-def _step(name: str, concurrency: int, prompt: int, pattern: str = "varied") -> Manifest:
-    return {
-        "name": name,
-        "concurrency": concurrency,
-        "prompt_tokens": prompt,
-        "max_tokens": MAX_TOKENS,
-        "token_pattern": pattern,
-    }
+def _step(name: str, concurrency: int, prompt: int, pattern: str = "varied") -> ProbeStep:
+    return ProbeStep(name, concurrency, prompt, MAX_TOKENS, pattern)
 
 
-def probe_steps(sdd: SpecDecodeDeployment, plan: BucketPlan) -> list[Manifest]:
+def probe_steps(sdd: SpecDecodeDeployment, plan: BucketPlan) -> list[ProbeStep]:
     """Bursts over the decode batch sizes at short and long context, plus partial drafts.
 
     Every method gets a near-limit step (drafts capped by max_model_len, §5.3); ngram also gets
     a `repeat` burst, whose 8-id cycle makes the drafter find full matches while the `varied`
     bursts leave it few (so accepted lengths, and T, vary).
     """
-    steps: list[Manifest] = []
+    steps: list[ProbeStep] = []
     sizes = _batch_sizes(plan)
     near = plan.config.max_model_len - MAX_TOKENS
     for batch in sizes:
@@ -85,41 +81,36 @@ def probe_steps(sdd: SpecDecodeDeployment, plan: BucketPlan) -> list[Manifest]:
     return steps
 
 
-def sweep_replay_steps(sweep: Manifest | None) -> list[Manifest]:
+def sweep_replay_steps(sweep: SweepSpec | None) -> list[ProbeStep]:
     """The drafter sweep's steps again, as probe steps: after the sweep they must compile
     nothing, so a graph the sweep missed shows up named in the verdict (docs/runner.md)."""
-    steps = (sweep or {}).get("steps") or []
+    steps = sweep.steps if sweep is not None else ()
     return [
-        {
-            "name": f"replay-{s['name']}",
-            "concurrency": s["concurrency"],
-            "prompt_tokens": s["prompt_tokens"],
-            "max_tokens": s["max_tokens"],
-            "token_pattern": "varied",
-        }
+        ProbeStep(f"replay-{s.name}", s.concurrency, s.prompt_tokens, s.max_tokens, "varied")
         for s in steps
     ]
 
 
 def probe_section(
-    sdd: SpecDecodeDeployment, plan: BucketPlan, sweep: Manifest | None = None
-) -> Manifest:
-    """The runner plan's `probe` object; no steps when spec.warmup.probeWorkload is false.
+    sdd: SpecDecodeDeployment, plan: BucketPlan, sweep: SweepSpec | None = None
+) -> ProbeSpec:
+    """The runner plan's `probe`; no steps when spec.warmup.probeWorkload is false.
     With a drafter sweep the probe replays its steps after the planned ones."""
     probe = sdd.spec.warmup.probe_workload
     steps = [*probe_steps(sdd, plan), *sweep_replay_steps(sweep)] if probe else []
-    total = sum(int(s["concurrency"]) for s in steps)
-    return {
-        "steps": steps,
+    low, high = token_ids(sdd.spec.model.vocab_size)
+    return ProbeSpec(
+        steps=tuple(steps),
         # The runner refuses a plan whose steps exceed max_requests; the default is 512.
-        "max_requests": max(512, total),
-        "request_timeout_s": 300,
-        **token_ids(sdd.spec.model.vocab_size),
-    }
+        max_requests=max(512, sum(s.concurrency for s in steps)),
+        request_timeout_s=300,
+        token_id_min=low,
+        token_id_max=high,
+    )
 
 
-def token_ids(vocab_size: int | None) -> Manifest:
+def token_ids(vocab_size: int | None) -> tuple[int, int]:
     """The prompt token ids the probe and the sweep may use: 100..20000, kept inside a smaller
-    vocabulary (vLLM refuses an id the model does not have), e.g. 512 entries -> 100..511."""
+    vocabulary (vLLM refuses an id the model does not have), e.g. 512 entries -> (100, 511)."""
     top = TOKEN_ID_MAX if vocab_size is None else min(TOKEN_ID_MAX, vocab_size - 1)
-    return {"token_id_min": min(TOKEN_ID_MIN, top // 4), "token_id_max": top}
+    return min(TOKEN_ID_MIN, top // 4), top

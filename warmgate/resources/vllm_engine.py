@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, Final
 
@@ -138,15 +138,6 @@ def engine_launch(sdd: SpecDecodeDeployment, plan: BucketPlan) -> EngineLaunch:
         args=tuple(engine_args(sdd)),
         env={**bucket_env(plan.config), **literal_env(sdd)},
     )
-
-
-def engine_document(launch: EngineLaunch) -> Manifest:
-    """The runner plan's `engine` object (docs/runner.md), field for field, as plain JSON."""
-    document: Manifest = {}
-    for field in fields(launch):
-        value = getattr(launch, field.name)
-        document[field.name] = list(value) if isinstance(value, tuple) else value
-    return document
 
 
 def container_env(sdd: SpecDecodeDeployment) -> list[Manifest]:

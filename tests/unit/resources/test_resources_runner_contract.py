@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,16 @@ from support.resource_cases import EXAMPLES, SETTINGS, Case, make_case
 from warmgate.buckets import plan_buckets
 from warmgate.resources import desired_children
 from warmgate.resources.probe_workload import MAX_TOKENS
-from warmgate.warmup.wire.plan import KEY_RE, PlanError, bucket_digest, load_plan, parse_plan
+from warmgate.resources.runner_plan import build_runner_plan
+from warmgate.resources.vllm_engine import engine_of
+from warmgate.warmup.wire.plan import (
+    KEY_RE,
+    CacheUsers,
+    PlanError,
+    bucket_digest,
+    load_plan,
+    parse_plan,
+)
 from warmgate.warmup.wire.sweepplan import HookSpec
 
 
@@ -174,3 +184,29 @@ def test_only_an_opted_in_spec_lets_the_runner_accept_a_cpu_engine(case: Case) -
     doc = desired_children(sdd, case.to_run, SETTINGS).runner_plan
     assert doc["accept_cpu_engine"] is True
     assert parse_plan(doc).accept_cpu_engine is True
+
+
+def test_the_operator_builds_the_runners_own_plan_and_the_runner_reads_back_the_same(
+    case: Case,
+) -> None:
+    """One type for both sides (issue 22 item 2): the operator builds the runner's `Plan`, and
+    parsing its `to_json()` gives that same object back, field for field (only the digest of
+    the text, which the reader computes, is new); the text is what the ConfigMap carries."""
+    sdd, to_run = case.sdd, case.to_run
+    children = case.children()
+    order = build_runner_plan(
+        sdd,
+        to_run.buckets,
+        key=children.cache_key,
+        engine=engine_of(sdd).launch(to_run.buckets),
+        sweep=to_run.drafter_sweep,
+        known_unwarmable=to_run.known_unwarmable,
+        users=CacheUsers.listed(["uid-a"], ["k-1"], 7),
+    )
+    back = parse_plan(order.to_json())
+    assert back.plan_hash.startswith("sha256:")
+    assert replace(back, plan_hash="") == order
+    assert back.to_json() == order.to_json()
+    plain = {**order.to_json(), "cache": {**order.to_json()["cache"]}}
+    del plain["cache"]["users"]
+    assert plain == children.runner_plan

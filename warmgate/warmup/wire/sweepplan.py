@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from warmgate.warmup.wire.schema import Fields
+from warmgate.warmup.wire.schema import Fields, PlanError
 
 SWEEP_FORMAT = "warmgate-drafter-sweep/1"
 PHASES = ("decode", "prompt")
@@ -121,6 +121,17 @@ def parse_hook(f: Fields) -> HookSpec:
     if spec.required and not spec.enabled:
         f.error("required: the hook cannot be required while enabled is false")
     f.finish()
+    return spec
+
+
+def read_sweep(doc: dict[str, Any]) -> SweepSpec:
+    """A sweep document as the runner reads it, for the operator: the planner writes the format
+    (`buckets.drafter.sweep.SweepPlan.to_dict`), the runner's reader is the only one, so the
+    plan carries only what the runner accepts. Raises PlanError naming every problem."""
+    errors: list[str] = []
+    spec = parse_sweep(Fields(doc, "drafter_sweep", errors), None)
+    if errors or spec is None:
+        raise PlanError(errors or ["drafter_sweep: required"])
     return spec
 
 
