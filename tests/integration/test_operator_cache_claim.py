@@ -219,9 +219,10 @@ def test_a_forged_cache_key_is_left_out_of_the_users_the_runner_is_told(
         },
     }
     cp.kubectl("apply", "-f", "-", stdin=json.dumps(forged))
-    doc = sdd_with_template(ns, "1Gi")
+    doc = sdd_with_template(ns, "10Gi")
     doc["metadata"]["name"] = name
-    cp.kubectl("apply", "-f", "-", stdin=json.dumps(doc))
+    done = cp.kubectl("apply", "-f", "-", stdin=json.dumps(doc), check=False)
+    assert done.returncode == 0, done.stderr
     cp.kubectl(
         "wait", "-n", ns, f"sdd/{name}", "--for=jsonpath={.status.warmup.jobName}", "--timeout=90s"
     )
