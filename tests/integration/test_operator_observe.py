@@ -29,6 +29,7 @@ from support.runner_pods import (
 
 from warmgate.controlplane import ControlPlane, OperatorProcess
 from warmgate.warmup.statusboard import Board, serve_board
+from warmgate.warmup.wire.board import WarmupBoard
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -46,8 +47,10 @@ def test_warmup_progress_reaches_the_status_at_most_every_ten_seconds(
     key, job = obj["status"]["warmup"]["cacheKey"], obj["status"]["warmup"]["jobName"]
     planned = obj["status"]["plan"]["totalBuckets"]
     port = free_port()
-    board = Board("warmup")  # the runner's own status board, as `--status-port` serves it
-    board.update(key=key, stage="engine", progress={"prompt": [4, 4], "decode": [1, 24]})
+    # the runner's own status board, as `--status-port` serves it
+    board = Board(
+        WarmupBoard(key=key, stage="engine", progress={"prompt": (4, 4), "decode": (1, 24)})
+    )
     server = serve_board(board, port, host="127.0.0.1")
     try:
         stored = get(cp, "-n", ns, "job", job)
@@ -60,7 +63,7 @@ def test_warmup_progress_reaches_the_status_at_most_every_ten_seconds(
         assert (progress["plannedBuckets"], progress["phase"]) == (planned, "decode")
         writes = {progress["updateTime"]}
         for done in range(2, 14):  # the engine compiles a bucket every second
-            board.set_in("progress", "decode", [done, 24])
+            board.progress("decode", done, 24)
             time.sleep(1.0)
             writes.add(_progress(cp, ns, "progress")["updateTime"])
         stamps = sorted(datetime.fromisoformat(t.replace("Z", "+00:00")) for t in writes)

@@ -48,6 +48,7 @@ from warmgate.resources import serving_name, serving_selector
 from warmgate.resources.cache_claim import legacy_claim_name
 from warmgate.resources.names import COMPONENT_CACHE, label_value, parent_name, plan_label
 from warmgate.resources.pod import cache_claim_name
+from warmgate.warmup.wire.board import RunnerBoard, read_board
 from warmgate.warmup.wire.plan import CacheUsers
 
 # Reading the serving Pods' runners shares one budget per sync: a namespace whose
@@ -84,15 +85,19 @@ class Gatherer:
         self.failed: dict[Part, str] = {}
         self.errors: list[ClusterError] = []
 
-    def doc(self, pod: Manifest) -> dict[str, Any] | None:
-        """A runner's status document; what is no runner document is a warning about its Pod,
+    def doc(self, pod: Manifest) -> RunnerBoard | None:
+        """A runner's status board; what is no runner's board is a warning about its Pod,
         never a failed sync (issue 23 item 4)."""
+        name = (pod.get("metadata") or {}).get("name")
         try:
-            return self.endpoints.read(pod)
+            doc = self.endpoints.read(pod)
         except ValueError as exc:
-            name = (pod.get("metadata") or {}).get("name")
             self.log.warning(f"Ignored the runner status of Pod {name}: {exc}")
             return None
+        board = read_board(doc) if doc is not None else None
+        if doc is not None and board is None:
+            self.log.warning(f"Ignored the runner status of Pod {name}: no runner's mode")
+        return board
 
     def one(self, part: Part, what: str, call: Callable[[], Manifest | None]) -> Manifest | None:
         """One object (None: absent, or its part failed)."""
@@ -188,7 +193,7 @@ def _warmup(
         seen = replace(seen, cache_users=cache_users(reads, namespace, seen.at))
     pods: dict[str, tuple[Manifest, ...]] = {}
     events: dict[str, tuple[Manifest, ...]] = {}
-    docs: dict[str, dict[str, Any]] = {}
+    docs: dict[str, RunnerBoard] = {}
     for job in warmup_jobs(sdd, seen):
         if key_of(job) == target[1]:
             _job(reads, job, namespace, (pods, events, docs))
@@ -249,7 +254,7 @@ def _job(
     job: Manifest,
     namespace: str,
     into: tuple[
-        dict[str, tuple[Manifest, ...]], dict[str, tuple[Manifest, ...]], dict[str, dict[str, Any]]
+        dict[str, tuple[Manifest, ...]], dict[str, tuple[Manifest, ...]], dict[str, RunnerBoard]
     ],
 ) -> None:
     """One Job's Pods, its runner's document while one runs, else its Events."""
@@ -312,12 +317,12 @@ def _running(pods: tuple[Manifest, ...]) -> bool:
 
 def _drift_docs(
     sdd: SpecDecodeDeployment, reads: Gatherer, seen: Observed
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, RunnerBoard]:
     """The serve-mode documents of the running Pods of the served plan (one time budget)."""
     annotations = ((seen.deployment or {}).get("metadata") or {}).get("annotations") or {}
     old = sdd.status.serving.plan_hash if sdd.status and sdd.status.serving else None
     served = {plan_label(p) for p in (annotations.get(ANNOTATION_PLAN_HASH), old) if p}
-    docs: dict[str, dict[str, Any]] = {}
+    docs: dict[str, RunnerBoard] = {}
     deadline = monotonic() + READ_BUDGET_S
     trusted = {
         uid_of(rs) for rs in seen.replica_sets if controlled_by(rs, uid_of(seen.deployment or {}))

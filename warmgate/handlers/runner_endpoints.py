@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from warmgate.api import Manifest
 from warmgate.reconcile.progress import STATUS_PORT_NAME
-from warmgate.warmup.statusboard import STATUS_PATH
+from warmgate.warmup.wire.board import STATUS_PATH
 
 TIMEOUT_S: Final = 2.0
 # A runner's document is a few KiB: more, or deeper nesting, is not a runner's.

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, Final
 
 from warmgate.api import Manifest
 from warmgate.handlers.children import ParentKey
+from warmgate.warmup.wire.board import RunnerBoard, ServeBoard, read_board
 
 POLL_SECONDS: Final = 30.0
 # A reading of what a runner counted so far: its distinct unwarmed shapes and its misses.
@@ -26,14 +27,11 @@ Read = Callable[[Manifest], dict[str, Any] | None]
 Wake = Callable[[ParentKey], object]
 
 
-def reading(doc: Mapping[str, Any] | None) -> Reading | None:
-    """What a serve-mode document counts; None for anything else."""
-    if doc is None or doc.get("mode") != "serve":
+def reading(board: RunnerBoard | None) -> Reading | None:
+    """What a serve-mode board counts; None for anything else."""
+    if not isinstance(board, ServeBoard):
         return None
-    shapes = doc.get("unwarmed")
-    misses = doc.get("not_prepared_count")
-    listed = tuple(str(s)[:128] for s in shapes) if isinstance(shapes, list) else ()
-    return listed, misses if type(misses) is int else 0
+    return board.unwarmed, board.not_prepared_count
 
 
 class RunnerWatch:
@@ -43,9 +41,7 @@ class RunnerWatch:
         self._lock = threading.Lock()
         self._pods: dict[str, tuple[ParentKey, dict[str, tuple[Manifest, Reading]]]] = {}
 
-    def note(
-        self, uid: str, key: ParentKey, read: list[tuple[Manifest, Mapping[str, Any]]]
-    ) -> None:
+    def note(self, uid: str, key: ParentKey, read: list[tuple[Manifest, RunnerBoard]]) -> None:
         """After a sync (in its thread): the Pods whose runners it read, and their readings."""
         found = {}
         for pod, doc in read:
@@ -80,7 +76,8 @@ class RunnerWatch:
             if key in woken:
                 continue
             try:
-                now = reading(read(pod))
+                doc = read(pod)
+                now = reading(read_board(doc) if doc is not None else None)
             except ValueError:  # not a runner's document: the sync says so
                 continue
             if now is not None and now != before:

@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final
+from typing import Final
 
 from warmgate.api.status import MAX_DRAFT_POSITIONS, SpecDecodeAcceptance
+from warmgate.warmup.wire.board import ServeBoard, SpecDecodeFigures
 
 # Counters move with every request: one status write per object per 30 s at most.
 MIN_WRITE_INTERVAL_S: Final = 30.0
@@ -35,37 +36,20 @@ class _Totals:
     pods: int = 0
     positions: list[float] = field(default_factory=list)
 
-    def add(self, counters: dict[str, Any]) -> None:
-        drafts = _count(counters, "drafts")
+    def add(self, counters: SpecDecodeFigures) -> None:
+        drafts = counters.drafts
         self.drafts += drafts
-        self.draft_tokens += _count(counters, "draft_tokens")
-        self.accepted_tokens += _count(counters, "accepted_tokens")
+        self.draft_tokens += counters.draft_tokens
+        self.accepted_tokens += counters.accepted_tokens
         self.pods += 1
-        rates = counters.get("per_position_acceptance_rate")
-        for i, rate in enumerate(rates[:MAX_DRAFT_POSITIONS] if isinstance(rates, list) else []):
+        rates = counters.per_position_acceptance_rate[:MAX_DRAFT_POSITIONS]
+        for i, rate in enumerate(rates):
             if len(self.positions) <= i:
                 self.positions.append(0.0)
-            self.positions[i] += _rate(rate) * drafts
+            self.positions[i] += rate * drafts
 
 
-def _count(counters: dict[str, Any], key: str) -> int:
-    value = counters.get(key)
-    return max(0, int(value)) if isinstance(value, int | float) else 0
-
-
-def _rate(value: Any) -> float:
-    return min(1.0, max(0.0, float(value))) if isinstance(value, int | float) else 0.0
-
-
-def _counters(doc: dict[str, Any]) -> dict[str, Any] | None:
-    """The serve-mode document's `spec_decode` object; None before the engine exported any."""
-    if doc.get("mode") != "serve":
-        return None
-    found = doc.get("spec_decode")
-    return found if isinstance(found, dict) else None
-
-
-def measured(docs: Iterable[dict[str, Any]], at: datetime) -> SpecDecodeAcceptance | None:
+def measured(docs: Iterable[ServeBoard], at: datetime) -> SpecDecodeAcceptance | None:
     """The sum over the Pods' counters and its two figures; None when no Pod has any.
 
     e.g. Pod a: 100 drafts, 200 draft tokens, 150 accepted; Pod b: 50, 100, 0 -> 150 drafts,
@@ -73,9 +57,8 @@ def measured(docs: Iterable[dict[str, Any]], at: datetime) -> SpecDecodeAcceptan
     """
     totals = _Totals()
     for doc in docs:
-        counters = _counters(doc)
-        if counters is not None:
-            totals.add(counters)
+        if doc.spec_decode is not None:
+            totals.add(doc.spec_decode)
     if totals.pods == 0:
         return None
     rate = totals.accepted_tokens / totals.draft_tokens if totals.draft_tokens else None
@@ -96,7 +79,7 @@ def measured(docs: Iterable[dict[str, Any]], at: datetime) -> SpecDecodeAcceptan
 
 def evaluate_acceptance(
     old: SpecDecodeAcceptance | None,
-    docs: Iterable[dict[str, Any]],
+    docs: Iterable[ServeBoard],
     *,
     same_plan: bool,
     at: datetime,

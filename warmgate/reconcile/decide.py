@@ -12,7 +12,6 @@ Deployment).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from warmgate.api import SpecDecodeDeployment, SpecDecodeDeploymentStatus
 from warmgate.api.conditions import get_condition
@@ -30,6 +29,7 @@ from warmgate.reconcile.serving_state import ServingState
 from warmgate.reconcile.status_builder import build_status
 from warmgate.resources.names import plan_label
 from warmgate.settings import Settings
+from warmgate.warmup.wire.board import ServeBoard
 
 
 def decide(
@@ -89,15 +89,16 @@ def with_acceptance(
     return replace(serving, summary=summary)
 
 
-def _served_docs(observed: Observed, served: str | None) -> list[dict[str, Any]]:
-    """The runner documents of the served plan's Running serving Pods."""
+def _served_docs(observed: Observed, served: str | None) -> list[ServeBoard]:
+    """The serve-mode boards of the served plan's Running serving Pods."""
     docs = []
     if served is not None:
         for pod in observed.serving_pods:
             labels = pod["metadata"].get("labels") or {}
             doc = observed.doc_of(pod)
-            if labels.get(LABEL_PLAN_HASH) == plan_label(served) and running_pod([pod]) and doc:
-                docs.append(dict(doc))
+            ours = labels.get(LABEL_PLAN_HASH) == plan_label(served) and running_pod([pod])
+            if ours and isinstance(doc, ServeBoard):
+                docs.append(doc)
     return docs
 
 

@@ -45,6 +45,7 @@ from warmgate.resources import Children, PlanToRun, cache_key, desired_children
 from warmgate.resources.cache_claim import build_cache_claim, made_from
 from warmgate.resources.pod import cache_claim_name
 from warmgate.settings import Settings
+from warmgate.warmup.wire.board import WarmupBoard
 from warmgate.warmup.wire.plan import CacheUsers
 from warmgate.warmup.wire.summary import TerminationSummary
 
@@ -374,10 +375,10 @@ def _with_progress(
     pod = running_pod(pods)
     doc = seen.doc_of(pod) if pod is not None else None
     fresh = None
-    if doc is not None:
+    if isinstance(doc, WarmupBoard):
         planned = total_buckets(to_run.buckets)
         fresh = progress_of(
-            dict(doc), planned=planned, estimate_s=to_run.estimated_warmup_s, key=key, at=seen.at
+            doc, planned=planned, estimate_s=to_run.estimated_warmup_s, key=key, at=seen.at
         )
     progress = throttled(old, fresh, seen.at)
     if progress is None:

@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from warmgate.api.constants import Reason
 from warmgate.api.status import MAX_UNCOVERED_LISTED, DriftSummary
 from warmgate.buckets import BucketPlan
 from warmgate.reconcile.drift_seeds import propose
 from warmgate.reconcile.verdict import MESSAGE_LIMIT, Verdict
+from warmgate.warmup.wire.board import ServeBoard
 
 # Distinct shapes the status remembers (the count goes on beyond it).
 MAX_REMEMBERED = MAX_UNCOVERED_LISTED
@@ -38,20 +38,9 @@ class DriftState:
         return bool(self.summary and self.summary.unwarmed_shapes)
 
 
-def _count(value: Any) -> int:
-    """A runner's count, or 0 for anything that is not a non-negative int (a runner of another
-    version, or a Pod pretending to be one, never fails the sync)."""
-    return value if type(value) is int and value >= 0 else 0
-
-
-def _strings(doc: dict[str, Any], key: str) -> list[str]:
-    value = doc.get(key)
-    return [str(v)[:128] for v in value] if isinstance(value, list) else []
-
-
 def evaluate_drift(
     old: DriftSummary | None,
-    docs: Iterable[dict[str, Any]],
+    docs: Iterable[ServeBoard],
     *,
     served: str | None,
     plan: BucketPlan | None,
@@ -75,13 +64,11 @@ def evaluate_drift(
     reported: list[str] = []  # the reported shapes not remembered, in the Pods' order
     most = 0
     for doc in docs:
-        if doc.get("mode") != "serve":
-            continue
-        for shape in _strings(doc, "unwarmed"):
+        for shape in doc.unwarmed:
             if shape not in shapes and shape not in reported:
                 reported.append(shape)
-        most = max(most, _count(doc.get("unwarmed_count")))
-        misses = max(misses, _count(doc.get("not_prepared_count")))
+        most = max(most, doc.unwarmed_count)
+        misses = max(misses, doc.not_prepared_count)
     count = max(before, len(shapes) + len(reported), most)
     if not count and not misses:
         return DriftState(None)

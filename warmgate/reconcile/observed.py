@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from warmgate.api import Manifest
+from warmgate.warmup.wire.board import RunnerBoard
 from warmgate.warmup.wire.plan import CacheUsers
 
 # The parts of a sync that can fail on their own: a failed read or write of one keeps what the
@@ -71,7 +72,7 @@ class Observed:
     configmaps: tuple[Manifest, ...] | None = None
     claims: tuple[Manifest, ...] | None = None
     cache_users: CacheUsers | None = None
-    runner_docs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    runner_docs: Mapping[str, RunnerBoard] = field(default_factory=dict)
     taken: Mapping[tuple[str, str], str] = field(default_factory=dict)
     failed: Mapping[Part, str] = field(default_factory=dict)
 
@@ -81,7 +82,7 @@ class Observed:
     def events_of(self, job: Manifest) -> tuple[Manifest, ...]:
         return self.job_events.get(uid_of(job), ())
 
-    def doc_of(self, pod: Manifest) -> Mapping[str, Any] | None:
+    def doc_of(self, pod: Manifest) -> RunnerBoard | None:
         return self.runner_docs.get(uid_of(pod))
 
     def after(self, applied: Applied) -> Observed:

@@ -15,12 +15,12 @@ from typing import Any, Final
 from warmgate.api import Manifest
 from warmgate.api.constants import RUNNER_STATUS_PORT_NAME
 from warmgate.api.status import WarmupProgress
+from warmgate.warmup.wire.board import ENGINE_PHASES, WarmupBoard
 
 # At most one progress write per object per ~10 s (issue 13): a warmup of 16 000 buckets would
 # otherwise rewrite the status on every resync of every object.
 MIN_WRITE_INTERVAL_S: Final = 10.0
 STATUS_PORT_NAME: Final = RUNNER_STATUS_PORT_NAME
-ENGINE_PHASES: Final = ("prompt", "decode")
 
 
 def running_pod(pods: list[Manifest]) -> Manifest | None:
@@ -34,40 +34,28 @@ def _running(status: dict[str, Any]) -> bool:
     return status.get("phase") == "Running" and bool(status.get("podIP"))
 
 
-def _pairs(doc: dict[str, Any]) -> dict[str, tuple[int, int]]:
-    found = doc.get("progress") if isinstance(doc.get("progress"), dict) else {}
-    pairs = {}
-    for phase in ENGINE_PHASES:
-        value = found.get(phase) if found else None
-        if isinstance(value, list) and len(value) == 2 and all(isinstance(v, int) for v in value):
-            pairs[phase] = (max(0, value[0]), max(0, value[1]))
-    return pairs
-
-
 def progress_of(
-    doc: dict[str, Any], *, planned: int, estimate_s: float, key: str, at: datetime
+    board: WarmupBoard, *, planned: int, estimate_s: float, key: str, at: datetime
 ) -> WarmupProgress | None:
-    """status.warmup.progress from the runner's document; None when it is another plan's.
+    """status.warmup.progress from the runner's board; None when it is another plan's.
 
     e.g. prompt [34, 34] and decode [57, 189] of 223 planned after 120 s: 91 warmed, 40 %,
     about 120 * 132 / 91 = 174 s remaining. Before the first bucket, the plan's estimate minus
     the elapsed time is the remaining time.
     """
-    if doc.get("key") != key:
+    if board.key != key:
         return None
-    pairs = _pairs(doc)
+    pairs = {p: board.progress[p] for p in ENGINE_PHASES if p in board.progress}
     warmed = sum(done for done, _ in pairs.values())
-    seconds = doc.get("elapsed_s")
-    elapsed = float(seconds) if isinstance(seconds, int | float) and seconds >= 0 else 0.0
+    elapsed = board.elapsed_s
     phase = next((p for p in reversed(ENGINE_PHASES) if p in pairs), None)
     percent = min(100, warmed * 100 // planned) if planned > 0 else None
     if warmed > 0 and planned > 0:
         remaining = max(0.0, elapsed * (planned - warmed) / warmed)
     else:
         remaining = max(0.0, estimate_s - elapsed)
-    stage = doc.get("stage")
     return WarmupProgress(
-        stage=str(stage)[:64] if stage else None,
+        stage=board.stage,
         phase=phase,
         warmed_buckets=warmed,
         planned_buckets=planned,

@@ -19,6 +19,7 @@ from warmgate.warmup.runner.report import Progress, write_termination_log
 from warmgate.warmup.runner.run import Runner, finish
 from warmgate.warmup.serve import mode as serve
 from warmgate.warmup.statusboard import Board, serve_board
+from warmgate.warmup.wire.board import WarmupBoard
 from warmgate.warmup.wire.plan import PlanError, load_plan
 from warmgate.warmup.wire.summary import TerminationSummary
 
@@ -108,8 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.termination_log is not None:
         plan = dataclasses.replace(plan, termination_log=args.termination_log)
     signal.signal(signal.SIGTERM, _on_sigterm)
-    board = Board("warmup")
-    board.update(key=plan.cache.key, plan_hash=plan.plan_hash)
+    board = Board(WarmupBoard(key=plan.cache.key, plan_hash=plan.plan_hash))
     if args.status_port is not None:
         serve_board(board, args.status_port)
     progress = Progress(board=board)

@@ -4,7 +4,8 @@ The warmup Pod and the serving Pods get no Kubernetes API rights (docs/operator.
 progress and drift reach the operator"). Instead the runner answers two plain HTTP GETs on
 its status port: ``/warmgate/status`` (a small JSON document the operator reads through the
 Pod IP) and ``/metrics`` (the same figures for Prometheus). It serves from a thread of its
-own, so a slow reader never delays the engine or the log parser. Standard library only.
+own, so a slow reader never delays the engine or the log parser. The document is the shared
+type of warmup/wire/board.py, which the operator reads back. Standard library only.
 """
 
 from __future__ import annotations
@@ -13,45 +14,52 @@ import json
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-STATUS_PATH = "/warmgate/status"
-METRICS_PATH = "/metrics"
-STATUS_VERSION = 1
+from warmgate.warmup.wire.board import METRICS_PATH, STATUS_PATH, RunnerBoard, WarmupBoard
+
 # e.g. ("warmgate_runner_unwarmed_shapes", "Distinct shapes ...", 3.0)
 Sample = tuple[str, str, float]
 
 
 class Board:
-    """A thread-safe snapshot of what the runner wants to say; writers set keys, readers copy."""
+    """The runner's current board (a frozen `WarmupBoard` or `ServeBoard`, warmup/wire/board.py),
+    thread-safe: writers replace it, readers serialise the one they got, outside the lock."""
 
-    def __init__(self, mode: str) -> None:
+    def __init__(self, board: RunnerBoard) -> None:
         self._lock = threading.Lock()
         self._started = time.monotonic()
-        self._doc: dict[str, Any] = {"v": STATUS_VERSION, "mode": mode}
+        self._board = board
         self._samples: Callable[[], list[Sample]] = list
 
-    def update(self, **fields: Any) -> None:
-        """Set top-level keys of the document."""
+    def publish(self, board: RunnerBoard) -> None:
+        """Show ``board`` from now on."""
         with self._lock:
-            self._doc.update(fields)
+            self._board = board
 
-    def set_in(self, key: str, sub: str, value: Any) -> None:
-        """Set ``doc[key][sub]`` (e.g. the progress of one phase)."""
+    def progress(self, what: str, done: int, total: int) -> None:
+        """A warmup's counter (e.g. the decode phase's [57, 143]); nothing on a serving board."""
         with self._lock:
-            self._doc.setdefault(key, {})[sub] = value
+            if isinstance(self._board, WarmupBoard):
+                self._board = self._board.with_progress(what, done, total)
+
+    def stage(self, name: str) -> None:
+        """A warmup's stage (e.g. "probe"); nothing on a serving board."""
+        with self._lock:
+            if isinstance(self._board, WarmupBoard):
+                self._board = replace(self._board, stage=name)
 
     def set_samples(self, samples: Callable[[], list[Sample]]) -> None:
         """The gauges ``/metrics`` exposes, computed when it is read."""
         self._samples = samples
 
     def snapshot(self) -> dict[str, Any]:
-        """A deep enough copy to serialise outside the lock, with the elapsed seconds."""
+        """The board's document, with the seconds since the runner started."""
         with self._lock:
-            doc: dict[str, Any] = json.loads(json.dumps(self._doc))
-        doc["elapsed_s"] = round(time.monotonic() - self._started, 1)
-        return doc
+            board = self._board
+        return replace(board, elapsed_s=round(time.monotonic() - self._started, 1)).to_json()
 
     def metrics_text(self) -> str:
         """Prometheus text exposition format 0.0.4 of the samples."""

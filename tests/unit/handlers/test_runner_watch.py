@@ -6,28 +6,37 @@ import asyncio
 from typing import Any
 
 from warmgate.handlers.runner_watch import RunnerWatch, reading
+from warmgate.warmup.wire.board import RunnerBoard, read_board
 
 POD = {"metadata": {"name": "p", "uid": "pod-1"}}
 SHAPE = "('decode', 8, 1, 64)"
 
 
 def doc(*shapes: str, misses: int = 0) -> dict[str, Any]:
+    """What a serving runner answers."""
     return {"mode": "serve", "unwarmed": list(shapes), "not_prepared_count": misses}
+
+
+def board(*shapes: str) -> RunnerBoard:
+    """What the sync read from it."""
+    read = read_board(doc(*shapes))
+    assert read is not None
+    return read
 
 
 def test_only_a_new_count_wakes_the_object() -> None:
     watch = RunnerWatch()
-    watch.note("uid", ("ns", "a"), [(POD, doc())])
+    watch.note("uid", ("ns", "a"), [(POD, board())])
     answers = [doc(), doc(SHAPE)]
     assert watch.changed(lambda pod: answers[0]) == []
     assert watch.changed(lambda pod: answers[1]) == [("ns", "a")]
-    watch.note("uid", ("ns", "a"), [(POD, doc(SHAPE))])  # the sync that followed
+    watch.note("uid", ("ns", "a"), [(POD, board(SHAPE))])  # the sync that followed
     assert watch.changed(lambda pod: answers[1]) == []
 
 
 def test_what_is_no_serve_report_wakes_nothing() -> None:
     watch = RunnerWatch()
-    watch.note("uid", ("ns", "a"), [(POD, doc())])
+    watch.note("uid", ("ns", "a"), [(POD, board())])
     assert watch.changed(lambda pod: None) == []
     assert watch.changed(lambda pod: {"mode": "warmup"}) == []
 
@@ -35,12 +44,13 @@ def test_what_is_no_serve_report_wakes_nothing() -> None:
         raise ValueError("nested deeper than 8 levels")
 
     assert watch.changed(refuse) == []
-    assert reading({"mode": "serve", "not_prepared_count": "many"}) == ((), 0)
+    assert reading(read_board({"mode": "serve", "not_prepared_count": "many"})) == ((), 0)
+    assert reading(read_board({"mode": "warmup"})) is None
 
 
 def test_the_poll_wakes_within_its_interval() -> None:
     watch = RunnerWatch()
-    watch.note("uid", ("ns", "a"), [(POD, doc())])
+    watch.note("uid", ("ns", "a"), [(POD, board())])
     woken: list[Any] = []
 
     async def poll() -> None:

@@ -7,13 +7,20 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from warmgate.reconcile.acceptance import MIN_WRITE_INTERVAL_S, evaluate_acceptance, measured
+from warmgate.warmup.wire.board import ServeBoard, read_board
 
 AT = datetime(2026, 12, 2, 10, 0, 0, tzinfo=UTC)
 
 
-def _serve(drafts: int, tokens: int, accepted: int, **extra: Any) -> dict[str, Any]:
+def served(*docs: dict[str, Any]) -> list[ServeBoard]:
+    """What the sync takes from the runners' answers: their serve-mode boards."""
+    return [b for d in docs if isinstance(b := read_board(d), ServeBoard)]
+
+
+def _serve(drafts: int, tokens: int, accepted: int, **extra: Any) -> ServeBoard:
     counters = {"drafts": drafts, "draft_tokens": tokens, "accepted_tokens": accepted, **extra}
-    return {"mode": "serve", "unwarmed": [], "spec_decode": counters}
+    (board,) = served({"mode": "serve", "unwarmed": [], "spec_decode": counters})
+    return board
 
 
 def test_the_target_as_its_own_draft_accepts_everything() -> None:
@@ -50,7 +57,12 @@ def test_before_the_first_draft_there_is_no_figure_and_without_counters_no_recor
     assert (found.acceptance_rate, found.mean_acceptance_length, found.pods) == (None, None, 1)
     no_counters = {"mode": "serve", "unwarmed": [], "spec_decode": None}
     warmup = {"mode": "warmup", "spec_decode": {"drafts": 1}}
-    assert measured([no_counters, warmup, {"mode": "serve"}], AT) is None
+    assert measured(served(no_counters, warmup, {"mode": "serve"}), AT) is None
+    odd = {"drafts": "many", "draft_tokens": True, "accepted_tokens": -3}
+    (board,) = served({"mode": "serve", "spec_decode": odd})
+    found = measured([board], AT)
+    assert found is not None
+    assert (found.drafts, found.draft_tokens, found.accepted_tokens) == (0, 0, 0)
 
 
 def test_a_new_reading_waits_for_the_interval_and_another_plan_drops_the_record() -> None:

@@ -32,6 +32,7 @@ from warmgate.reconcile.plan_cache import PlanCache
 from warmgate.reconcile.planning import evaluate
 from warmgate.reconcile.progress import progress_of, throttled
 from warmgate.settings import Settings
+from warmgate.warmup.wire.board import ServeBoard, WarmupBoard
 
 NS, NAME, UID = "llm", "observed", "6f1c2d3e-0000-4000-8000-0000000000bb"
 LOG = logging.getLogger("test_observation")
@@ -108,6 +109,7 @@ def world() -> World:
 
 
 def _doc(key: str, prompt: tuple[int, int], decode: tuple[int, int], elapsed: float) -> Any:
+    """A warmup runner's answer on its status port."""
     progress = {"prompt": list(prompt), "decode": list(decode)}
     return {
         "mode": "warmup",
@@ -118,11 +120,16 @@ def _doc(key: str, prompt: tuple[int, int], decode: tuple[int, int], elapsed: fl
     }
 
 
+def _board(*args: Any) -> WarmupBoard:
+    """That answer as the sync reads it."""
+    return WarmupBoard.from_json(_doc(*args))
+
+
 # ---- pure rules -----------------------------------------------------------------------
 
 
 def test_progress_counts_both_phases_and_extrapolates_the_rate() -> None:
-    doc = _doc("k", (34, 34), (57, 189), 120.0)
+    doc = _board("k", (34, 34), (57, 189), 120.0)
     found = progress_of(doc, planned=223, estimate_s=337, key="k", at=AT)
     assert found is not None
     assert (found.warmed_buckets, found.planned_buckets, found.percent) == (91, 223, 40)
@@ -131,7 +138,7 @@ def test_progress_counts_both_phases_and_extrapolates_the_rate() -> None:
 
 
 def test_before_the_first_bucket_the_estimate_gives_the_remaining_time() -> None:
-    doc = {"mode": "warmup", "key": "k", "stage": "facts", "elapsed_s": 30.0}
+    doc = WarmupBoard.from_json({"mode": "warmup", "key": "k", "stage": "facts", "elapsed_s": 30.0})
     found = progress_of(doc, planned=223, estimate_s=337, key="k", at=AT)
     assert found is not None
     assert (found.warmed_buckets, found.percent, found.estimated_remaining_seconds) == (0, 0, 307)
@@ -139,7 +146,8 @@ def test_before_the_first_bucket_the_estimate_gives_the_remaining_time() -> None
 
 def test_another_plans_runner_is_ignored() -> None:
     assert (
-        progress_of(_doc("old", (1, 2), (0, 9), 1), planned=9, estimate_s=1, key="k", at=AT) is None
+        progress_of(_board("old", (1, 2), (0, 9), 1), planned=9, estimate_s=1, key="k", at=AT)
+        is None
     )
 
 
@@ -184,10 +192,12 @@ def test_the_proposal_is_proven_by_replanning() -> None:
     assert "1 shape(s) no seed can cover" in why
 
 
-def _serving(*shapes: int) -> dict[str, Any]:
-    """A serve-mode document listing decode shapes (b, 1, 40), as a Pod's runner reports them."""
+def _serving(*shapes: int) -> ServeBoard:
+    """A serve-mode board listing decode shapes (b, 1, 40), as a Pod's runner reports them."""
     listed = [f"('decode', {b}, 1, 40)" for b in shapes]
-    return {"mode": "serve", "unwarmed": listed, "unwarmed_count": len(listed)}
+    return ServeBoard.from_json(
+        {"mode": "serve", "unwarmed": listed, "unwarmed_count": len(listed)}
+    )
 
 
 def test_shapes_beyond_the_remembered_ones_are_counted_once() -> None:
@@ -221,7 +231,7 @@ def test_two_pods_reporting_the_same_unremembered_shapes_count_them_once() -> No
     again = evaluate_drift(record, [_serving(22, 23)], served="p", plan=None, at=AT).summary
     assert again is not None
     assert again.unwarmed_shapes == 23
-    many = {"mode": "serve", "unwarmed": [], "unwarmed_count": 1500}
+    many = ServeBoard.from_json({"mode": "serve", "unwarmed": [], "unwarmed_count": 1500})
     capped = evaluate_drift(record, [many], served="p", plan=None, at=AT).summary
     assert capped is not None
     assert capped.unwarmed_shapes == 1500

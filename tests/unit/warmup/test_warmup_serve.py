@@ -9,6 +9,7 @@ from pathlib import Path
 from warmgate.warmup.runner.report import Progress
 from warmgate.warmup.serve.watch import Watch, fresh_state, load_state, samples, save_state
 from warmgate.warmup.statusboard import Board
+from warmgate.warmup.wire.board import WarmupBoard
 
 UNWARMED = "WARNING 11-30 10:00:00 [hpu_model_runner.py:3588] Configuration: ('decode', 8, 1, 64) was not warmed-up!\n"  # noqa: E501
 
@@ -62,7 +63,7 @@ def test_serving_metrics_follow_the_state() -> None:
 
 
 def test_progress_lines_and_the_board_agree() -> None:
-    out, board = io.StringIO(), Board("warmup")
+    out, board = io.StringIO(), Board(WarmupBoard(key="k"))
     progress = Progress(out, board=board)
     progress.stage("engine")
     progress.count("decode", 57, 143)

@@ -73,7 +73,7 @@ class Progress:
         """A counter line, e.g. ``warmgate-progress decode 57/143``, written when the whole
         percentage changes (at most ~100 lines per phase, even for 16 000 buckets)."""
         if self._board is not None:
-            self._board.set_in("progress", what, [done, total])
+            self._board.progress(what, done, total)
         percent = done * 100 // total if total > 0 else 100
         if self._percent.get(what) == percent and done != total:
             return
@@ -83,7 +83,7 @@ class Progress:
     def stage(self, name: str) -> None:
         """A stage line, e.g. ``warmgate-progress stage probe``."""
         if self._board is not None:
-            self._board.update(stage=name)
+            self._board.stage(name)
         self._write(f"{PROGRESS_PREFIX} stage {name}")
 
     def _write(self, line: str) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 from warmgate.warmup.engine.parse import LogParser
 from warmgate.warmup.serve import specdecode
 from warmgate.warmup.statusboard import Board, Sample, serve_board
+from warmgate.warmup.wire.board import ServeBoard
 
 MAX_LISTED = 1000  # distinct shapes kept; the counts go on beyond it
 _CHUNK = 64 * 1024
@@ -144,7 +145,7 @@ def samples(state: dict[str, Any]) -> list[Sample]:
 
 def _publisher(board: Board, state: dict[str, Any], path: Path) -> Callable[[], None]:
     def publish() -> None:
-        board.update(**json.loads(json.dumps(state)))
+        board.publish(ServeBoard.from_json(state))  # the state has the board's fields
         save_state(path, state)
 
     return publish
@@ -165,7 +166,7 @@ def observe(
         signal.signal(sig, signal.SIG_IGN)  # the engine side decides when it ends: at EOF
     state = load_state(state_file)
     state["engine_starts"] += 1
-    board = Board("serve")
+    board = Board(ServeBoard())
     publish = _publisher(board, state, state_file)
 
     def current() -> list[Sample]:
