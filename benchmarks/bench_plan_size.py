@@ -1,7 +1,7 @@
 """Benchmark the planning stage against plan size: the count, the whole evaluate, the refusal.
 
 Prints, for `lin` configurations of growing size, the bucket count estimated without
-generating the buckets (`plan_evaluation.plan_size`), the exact count, the wall time of the
+generating the buckets (`proven_plan.plan_size`), the exact count, the wall time of the
 estimate and of the operator's whole planning stage (`planning.evaluate`: plan, proof,
 completion, cost), and what the operator decides. MAX_PLAN_BUCKETS refuses a plan before
 planning it; the figures show what planning costs below it and that the refusal of issue 11's
@@ -19,8 +19,8 @@ from typing import Any
 import yaml
 
 from warmgate.api import engine_shape_config, parse_manifest
-from warmgate.reconcile.plan_evaluation import MAX_PLAN_BUCKETS, plan_size, total_buckets
 from warmgate.reconcile.planning import evaluate
+from warmgate.reconcile.proven_plan import MAX_PLAN_BUCKETS, plan_size, total_buckets
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "minimal-ngram.yaml"
 # (maxModelLen, maxNumSeqs): lin, maxNumBatchedTokens 8192, k=2.

@@ -26,15 +26,15 @@ from common import manifests
 from warmgate.api import SpecDecodeDeployment, parse_manifest
 from warmgate.buckets import CoverageReport
 from warmgate.buckets.completion.choose import complete_choice
-from warmgate.reconcile.planning import PlanInputs, PlanningResult, evaluate
+from warmgate.reconcile.planning import PlanningInputs, PlanningResult, evaluate
 
 
 def distinct_inputs(n: int) -> list[SpecDecodeDeployment]:
-    """One parsed object per distinct planner input (`PlanInputs.digest`), in manifest order."""
+    """One parsed object per distinct planner input (`PlanningInputs.digest`), in manifest order."""
     seen: dict[str, SpecDecodeDeployment] = {}
     for doc in manifests(n, "ns"):
         sdd = parse_manifest(doc)
-        seen.setdefault(PlanInputs.of(sdd).digest, sdd)
+        seen.setdefault(PlanningInputs.of(sdd).digest, sdd)
     return list(seen.values())
 
 

@@ -32,8 +32,8 @@ from warmgate.controlplane import ControlPlane, OperatorProcess
 from warmgate.handlers.cluster import ClusterError
 from warmgate.handlers.kube_cluster import KubeCluster
 from warmgate.handlers.sync import Runtime, sync
-from warmgate.reconcile.plan_cache import PlanCache
 from warmgate.reconcile.planning import evaluate
+from warmgate.reconcile.planning_cache import PlanningCache
 from warmgate.settings import Settings
 
 pytestmark = pytest.mark.integration
@@ -156,7 +156,7 @@ def test_a_sync_whose_connection_resets_keeps_the_state_and_retries_after_the_ba
     got = control_plane.kubectl("get", "sdd", "-n", namespace, "reset", "-o", "json")
     sdd = parse_manifest(json.loads(got.stdout))
     cluster = connect()
-    runtime = Runtime(Settings(), cluster, PlanCache(evaluate))
+    runtime = Runtime(Settings(), cluster, PlanningCache(evaluate))
     proxy.reset()
     outcome, _ = bounded(lambda: sync(sdd, runtime, Posted(), logging.getLogger("t")), 60)
     assert not isinstance(outcome, BaseException), outcome

@@ -15,7 +15,7 @@ from warmgate.api import SpecDecodeDeployment, parse_manifest
 from warmgate.api.constants import READINESS_GATE
 from warmgate.controlplane import ControlPlane
 from warmgate.reconcile.planning import evaluate
-from warmgate.resources import PlanToRun, desired_children, serving_selector
+from warmgate.resources import PlanBundle, desired_children, serving_selector
 from warmgate.settings import Settings
 
 pytestmark = pytest.mark.integration
@@ -43,7 +43,7 @@ def _children(sdd: SpecDecodeDeployment) -> list[dict[str, Any]]:
     assert result.plan is not None
     assert result.summary is not None
     estimate = float(result.summary.estimated_warmup_seconds or 0)
-    to_run = PlanToRun(result.plan, estimate, kv_blocks=4096)
+    to_run = PlanBundle(result.plan, estimate, kv_blocks=4096)
     children = desired_children(sdd, to_run, Settings(operator_image=OPERATOR_IMAGE))
     return [*children.warmup, children.serving_deployment, children.service]
 

@@ -9,7 +9,7 @@ from support.paths import EXAMPLES
 from warmgate.api import SpecDecodeDeployment, load_manifest
 from warmgate.buckets import BucketPlan
 from warmgate.reconcile.planning import evaluate, known_unwarmable
-from warmgate.resources import Children, PlanToRun, desired_children
+from warmgate.resources import Children, PlanBundle, desired_children
 from warmgate.settings import Settings
 
 __all__ = ["EXAMPLES", "OPERATOR_IMAGE", "SETTINGS", "UID", "Case", "make_case", "planned"]
@@ -25,7 +25,7 @@ class Case:
 
     name: str
     sdd: SpecDecodeDeployment
-    to_run: PlanToRun
+    to_run: PlanBundle
 
     @property
     def plan(self) -> BucketPlan:
@@ -37,7 +37,7 @@ class Case:
         return desired_children(self.sdd, replace(self.to_run, kv_blocks=kv_blocks), SETTINGS)
 
 
-def planned(sdd: SpecDecodeDeployment) -> PlanToRun:
+def planned(sdd: SpecDecodeDeployment) -> PlanBundle:
     """What the operator builds the children from: evaluate(sdd)'s plan, estimate and drafter
     sweep."""
     result = evaluate(sdd)
@@ -48,7 +48,7 @@ def planned(sdd: SpecDecodeDeployment) -> PlanToRun:
         sweep = result.evaluation.drafter.sweep_spec() if result.evaluation else None
         estimate = float(result.summary.estimated_warmup_seconds or 0)
         known = known_unwarmable(result.evaluation) if result.evaluation else ()
-        to_run = PlanToRun(result.plan, estimate, drafter_sweep=sweep, known_unwarmable=known)
+        to_run = PlanBundle(result.plan, estimate, drafter_sweep=sweep, known_unwarmable=known)
     return to_run
 
 

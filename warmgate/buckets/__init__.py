@@ -77,7 +77,7 @@ from warmgate.buckets.drafter.graphs import (
     DrafterShape,
     prove_drafter,
 )
-from warmgate.buckets.drafter.sweep import SweepPlan, SweepStep, plan_sweep
+from warmgate.buckets.drafter.sweep import DrafterSweep, SweepStep, plan_sweep
 from warmgate.buckets.engine.warmup_shapes import warmed_decode_shapes, warmed_prompt_shapes
 
 __all__ += [
@@ -87,9 +87,9 @@ __all__ += [
     "DrafterModelError",
     "DrafterReport",
     "DrafterShape",
+    "DrafterSweep",
     "ModelProfile",
     "PlanDiff",
-    "SweepPlan",
     "SweepStep",
     "UncoveredShape",
     "UnwarmableError",

@@ -19,7 +19,7 @@ from warmgate.cli.plan_drafter import add_drafter_arguments, drafter_summary
 from warmgate.cli.plan_figures import add_figure_arguments, figure_lines, figures
 from warmgate.cli.plan_render import render_json, render_table
 from warmgate.reconcile.model_size import ModelSize, model_size
-from warmgate.reconcile.plan_evaluation import PlanEvaluation, PlanPolicy, evaluate_plan
+from warmgate.reconcile.proven_plan import PlanPolicy, ProvenPlan, evaluate_plan
 
 __all__ = ["evaluate", "register", "run"]
 
@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     return 1 if args.strict and not evaluation.covered else 0
 
 
-def evaluate(args: argparse.Namespace) -> PlanEvaluation:
+def evaluate(args: argparse.Namespace) -> ProvenPlan:
     """The operator's plan pipeline on the manifest or engine flags, with the flags' policy."""
     config, policy, size = _inputs(args)
     params_b = size.params_b if args.params_b is None else args.params_b

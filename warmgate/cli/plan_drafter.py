@@ -1,6 +1,6 @@
 """The drafter lines of ``warmgate plan``: the draft model's own graphs and the sweep to warm them.
 
-The plan pipeline (``PlanEvaluation.drafter``, issue 16) proves the drafter graphs of the plan
+The plan pipeline (``ProvenPlan.drafter``, issue 16) proves the drafter graphs of the plan
 warmgate would warm (the completed one when completion applies), with the same partial-draft and
 prefix-caching scope as the target proof, and plans the sweep; this module adds the flags and
 renders the result.
@@ -19,7 +19,7 @@ from warmgate.buckets.drafter.sweep import DEFAULT_BUDGET_S, REASONS
 
 if TYPE_CHECKING:
     from warmgate.reconcile.drafter_plan import DrafterPlan
-    from warmgate.reconcile.plan_evaluation import PlanEvaluation
+    from warmgate.reconcile.proven_plan import ProvenPlan
 
 __all__ = ["DrafterSummary", "add_drafter_arguments", "drafter_summary"]
 
@@ -104,6 +104,6 @@ class DrafterSummary:
         }
 
 
-def drafter_summary(result: PlanEvaluation) -> DrafterSummary:
+def drafter_summary(result: ProvenPlan) -> DrafterSummary:
     """The pipeline's drafter proof and sweep of ``result.effective``."""
     return DrafterSummary(result.drafter)

@@ -11,7 +11,7 @@ from warmgate.buckets.completion.seeds import decode_seconds
 from warmgate.buckets.coverage.padding import decode_padding
 
 if TYPE_CHECKING:
-    from warmgate.reconcile.plan_evaluation import PlanEvaluation
+    from warmgate.reconcile.proven_plan import ProvenPlan
 
 __all__ = ["add_figure_arguments", "figure_lines", "figures"]
 
@@ -25,7 +25,7 @@ def add_figure_arguments(group: argparse._ArgumentGroup) -> None:
     )
 
 
-def figures(result: PlanEvaluation, optimum: bool) -> dict[str, Any]:
+def figures(result: ProvenPlan, optimum: bool) -> dict[str, Any]:
     """Padding of the engine's and the completed plan, and the optimum when asked for."""
     space = result.report.space
     scope = {"partial_drafts": space.partial_drafts, "prefix_caching": space.prefix_caching}
@@ -59,7 +59,7 @@ def figure_lines(data: dict[str, Any]) -> list[str]:
     ]
 
 
-def _optimum(result: PlanEvaluation, scope: dict[str, bool]) -> dict[str, Any]:
+def _optimum(result: ProvenPlan, scope: dict[str, bool]) -> dict[str, Any]:
     assert result.diff is not None
     # Coverage's own additions: padding refinement is not part of the optimum's problem.
     done = result.completion

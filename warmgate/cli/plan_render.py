@@ -13,7 +13,7 @@ from warmgate.buckets import (
     UncoveredShape,
     estimate_buckets,
 )
-from warmgate.reconcile.plan_evaluation import PlanEvaluation
+from warmgate.reconcile.proven_plan import ProvenPlan
 
 __all__ = ["render_json", "render_table"]
 
@@ -21,7 +21,7 @@ __all__ = ["render_json", "render_table"]
 LIST_ADDED = 12
 
 
-def render_table(evaluation: PlanEvaluation, top: int, *, recipe_cache: bool) -> str:
+def render_table(evaluation: ProvenPlan, top: int, *, recipe_cache: bool) -> str:
     """The full text report."""
     lines = [
         *_plan_lines(evaluation.engine_plan),
@@ -32,7 +32,7 @@ def render_table(evaluation: PlanEvaluation, top: int, *, recipe_cache: bool) ->
     return "\n".join(lines) + "\n"
 
 
-def render_json(evaluation: PlanEvaluation, top: int, *, recipe_cache: bool) -> dict[str, Any]:
+def render_json(evaluation: ProvenPlan, top: int, *, recipe_cache: bool) -> dict[str, Any]:
     """JSON-ready form of the whole evaluation."""
     plan, model = evaluation.engine_plan, evaluation.model
     cost: dict[str, Any] = {"model": {"params_b": model.params_b, "dtype": model.dtype}}
@@ -54,7 +54,7 @@ def render_json(evaluation: PlanEvaluation, top: int, *, recipe_cache: bool) -> 
 
 
 def _completion_dict(
-    evaluation: PlanEvaluation, diff: PlanDiff, completed: BucketPlan
+    evaluation: ProvenPlan, diff: PlanDiff, completed: BucketPlan
 ) -> dict[str, Any]:
     unwarmable = evaluation.unwarmable
     return {
@@ -75,7 +75,7 @@ def _completion_dict(
     }
 
 
-def _added_cost(evaluation: PlanEvaluation, diff: PlanDiff, recipe_cache: bool) -> CostEstimate:
+def _added_cost(evaluation: ProvenPlan, diff: PlanDiff, recipe_cache: bool) -> CostEstimate:
     return estimate_buckets(
         diff.added_prompt,
         diff.added_decode,
@@ -124,7 +124,7 @@ def _gap(gap: UncoveredShape) -> str:
     return f"{gap.engine_config!s:<28} {gap.states:>12,} states  e.g. {example}"
 
 
-def _completion_lines(evaluation: PlanEvaluation) -> list[str]:
+def _completion_lines(evaluation: ProvenPlan) -> list[str]:
     if evaluation.report.covered:
         return ["complete   nothing to add"]
     if evaluation.completion_error is not None:
@@ -157,7 +157,7 @@ def _completion_lines(evaluation: PlanEvaluation) -> list[str]:
     return lines + _oversize_warning(evaluation, diff.added_decode)
 
 
-def _how(evaluation: PlanEvaluation) -> list[str]:
+def _how(evaluation: ProvenPlan) -> list[str]:
     """Which completion chose the decode seeds, and the padding refinement's share."""
     done = evaluation.completion
     if done is None:
@@ -179,7 +179,7 @@ def _how(evaluation: PlanEvaluation) -> list[str]:
     return lines
 
 
-def _oversize_warning(evaluation: PlanEvaluation, decode: tuple[Bucket, ...]) -> list[str]:
+def _oversize_warning(evaluation: ProvenPlan, decode: tuple[Bucket, ...]) -> list[str]:
     """Warn when completion adds decode buckets larger than any the engine warms itself.
 
     They come from prefix caching (shared blocks let S exceed the KV blocks) or from partial
@@ -198,7 +198,7 @@ def _oversize_warning(evaluation: PlanEvaluation, decode: tuple[Bucket, ...]) ->
     ]
 
 
-def _cost_lines(evaluation: PlanEvaluation, recipe_cache: bool) -> list[str]:
+def _cost_lines(evaluation: ProvenPlan, recipe_cache: bool) -> list[str]:
     model = evaluation.model
     label = f"{model.params_b:g}B {model.dtype}{', recipe cache' if recipe_cache else ''}"
     engine_cost = evaluation.cost(evaluation.engine_plan, recipe_cache=recipe_cache)

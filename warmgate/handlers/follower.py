@@ -12,7 +12,7 @@ finalizer on every object and a task of its own) syncs an object when:
 - the safety resync: `resync_seconds`, jittered by +-20% so objects never resync in lockstep,
   the first one anywhere in 0.2-1.2 intervals (shorter, `ACTIVE_RESYNC_SECONDS`, while a runner
   runs: its progress is polled from the Pod); at most `RESYNCS` run at once;
-- the backoff after an API failure (`Outcome.retry_after`).
+- the backoff after an API failure (`Synced.retry_after`).
 
 The objects and their latest bodies come from the SpecDecodeDeployment watch (`Followers.track`,
 a deletion `Followers.drop`). A sync runs in a thread of kopf's executor, under the object's
@@ -51,7 +51,7 @@ from warmgate.handlers.children import (
 )
 from warmgate.handlers.cluster import Logger
 from warmgate.handlers.liveness import Liveness, SyncProgress
-from warmgate.handlers.sync import Outcome, Runtime
+from warmgate.handlers.sync import Runtime, Synced
 from warmgate.settings import DEFAULT_STALL_SECONDS
 
 JITTER: Final = 0.2
@@ -173,7 +173,7 @@ class ObjectLocks:
 
 
 # One sync of an object's body in a thread: its outcome, None when the body is unreadable.
-SyncOnce = Callable[[dict[str, Any], Logger], Outcome | None]
+SyncOnce = Callable[[dict[str, Any], Logger], Synced | None]
 # The logger of one object's sync (kopf's object logger: its warnings become Events).
 ObjectLog = Callable[[dict[str, Any]], Logger]
 
@@ -405,7 +405,7 @@ def _essence(body: dict[str, Any]) -> tuple[Any, ...]:
     return meta.get("generation"), meta.get("labels"), meta.get("annotations")
 
 
-def _next_delay(op: Operator, outcome: Outcome | None) -> float:
+def _next_delay(op: Operator, outcome: Synced | None) -> float:
     if outcome is not None and outcome.retry_after is not None:
         return outcome.retry_after
     return op.resync_delay(outcome.status if outcome is not None else None)
@@ -413,7 +413,7 @@ def _next_delay(op: Operator, outcome: Outcome | None) -> float:
 
 async def _in_thread(
     op: Operator, once: SyncOnce, body: dict[str, Any], object_log: ObjectLog
-) -> Outcome | None:
+) -> Synced | None:
     """Run one sync in kopf's executor, in a copy of the context of kopf's watch handlers
     (its Event poster lives there: the followers' own task, started before it, lacks it).
 
@@ -425,7 +425,7 @@ async def _in_thread(
     loop = asyncio.get_running_loop()
     op.progress.started()
     try:
-        outcome: Outcome | None = await loop.run_in_executor(
+        outcome: Synced | None = await loop.run_in_executor(
             op.executor, context.run, once, raw, logger
         )
     except Exception as exc:

@@ -36,10 +36,10 @@ from warmgate.handlers import (
 from warmgate.handlers.follower import Operator
 from warmgate.handlers.kube_cluster import KubeCluster
 from warmgate.handlers.runner_endpoints import HttpRunnerEndpoints
-from warmgate.handlers.sync import Outcome, keep_serving, sync
+from warmgate.handlers.sync import Synced, keep_serving, sync
 from warmgate.reconcile.actions import EventType
-from warmgate.reconcile.plan_cache import PlanCache
 from warmgate.reconcile.planning import PlanningResult, evaluate
+from warmgate.reconcile.planning_cache import PlanningCache
 from warmgate.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ def run(
         logging.getLogger("kopf.objects").addFilter(quiet_watch_handlers)
     timeouts = (settings.api_connect_timeout, settings.api_read_timeout)
     cluster = KubeCluster.connect(settings.sync_workers, timeouts)
-    plans = PlanCache(_timed_evaluate, max_bytes=settings.plan_cache_mb * 2**20)
+    plans = PlanningCache(_timed_evaluate, max_bytes=settings.plan_cache_mb * 2**20)
     executor = ThreadPoolExecutor(settings.sync_workers, thread_name_prefix="warmgate-sync")
     health = liveness.Liveness()
     progress = liveness.SyncProgress(settings.stall_seconds)
@@ -196,7 +196,7 @@ async def start_followers(
     """Start the one task that follows every object (`follower.Followers`), and the event
     loop's heartbeat; the liveness probe fails when either stops."""
 
-    def once(raw: dict[str, Any], log: Any) -> Outcome | None:
+    def once(raw: dict[str, Any], log: Any) -> Synced | None:
         return resync(raw, log, memo)
 
     def object_log(raw: dict[str, Any]) -> kopf.Logger:
@@ -230,7 +230,7 @@ async def stop_followers(memo: Operator, **_: Any) -> None:
     memo.tasks.clear()
 
 
-def resync(raw: dict[str, Any], logger: kopf.Logger, memo: Operator) -> Outcome | None:
+def resync(raw: dict[str, Any], logger: kopf.Logger, memo: Operator) -> Synced | None:
     """One sync of an object (in a thread): compute the whole status from the current state of
     the object and its children, and write it when it changed."""
     body = kopf.Body(cast(kopf.RawBody, raw))

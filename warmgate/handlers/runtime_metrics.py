@@ -13,7 +13,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    from warmgate.reconcile.plan_cache import CacheStats
+    from warmgate.reconcile.planning_cache import CacheStats
 
 # (connections opened, requests sent) by the API client so far.
 ClientCounters = Callable[[], tuple[int, int]]

@@ -12,7 +12,7 @@
     report   the decision's Events, and the status written when it changed
 
 A failed read or write keeps what the status said about its part, skips the garbage
-collection, and asks the caller to retry after a backoff (`Outcome.retry_after`); a child
+collection, and asks the caller to retry after a backoff (`Synced.retry_after`); a child
 name that another object holds is retried the same way, until it is free. The status is
 written at the resourceVersion the sync read (`apply.StatusVersion`): a newer writer (a spec
 edit, another replica) makes it a 409, retried after the backoff from the newer object.
@@ -47,8 +47,8 @@ from warmgate.reconcile.actions import Decision
 from warmgate.reconcile.decide import decide
 from warmgate.reconcile.decide_serving import open_gates
 from warmgate.reconcile.observed import Observed, controlled_by
-from warmgate.reconcile.plan_cache import PlanCache
 from warmgate.reconcile.planning import PlanningResult
+from warmgate.reconcile.planning_cache import PlanningCache
 from warmgate.reconcile.status_builder import planning_notice, status_patch
 from warmgate.reconcile.verdict import MESSAGE_LIMIT
 from warmgate.settings import Settings
@@ -67,7 +67,7 @@ class Runtime:
 
     settings: Settings
     cluster: Cluster
-    plans: PlanCache
+    plans: PlanningCache
     endpoints: RunnerEndpoints = field(default_factory=NoEndpoints)
     backoff: Backoff = field(default_factory=Backoff)
     # The serving runners polled between syncs (`runner_watch`): the drift detection bound.
@@ -75,7 +75,7 @@ class Runtime:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Synced:
     """What one sync found and wrote.
 
     ``status_patch``: the merge patch of the status (empty: nothing changed); ``written``: the
@@ -103,7 +103,7 @@ def sync(
     at: datetime | None = None,
     *,
     version: str | None = None,
-) -> Outcome:
+) -> Synced:
     """Plan (once per generation), warm the plan, serve verified plans, report it all; the
     status writes at ``version``, the object's resourceVersion as read (None: unconditional)."""
     at = at or now()
@@ -175,7 +175,7 @@ def _write(
     errors: list[ClusterError],
     log: Logger,
     writes: StatusVersion,
-) -> Outcome:
+) -> Synced:
     """Write the status when it changed; the outcome and when to retry."""
     uid = sdd.metadata.uid or ""
     patch = status_patch(written or sdd.status, status)
@@ -183,14 +183,14 @@ def _write(
         namespace, name = sdd.metadata.namespace or "", sdd.metadata.name or ""
         error = write_status(runtime.cluster, namespace, name, patch, writes)
         if error is not None and error.status == HTTP_NOT_FOUND:  # deleted unseen
-            return Outcome(result, status, patch, gone=True)
+            return Synced(result, status, patch, gone=True)
         if error is not None:
             _unwritten(error, log)
             retry = runtime.backoff.after(uid, [*errors, error])
-            return Outcome(result, status, patch, retry)
+            return Synced(result, status, patch, retry)
     retry = runtime.backoff.after(uid, errors)
     replaced = frozenset(writes.replaced)
-    return Outcome(
+    return Synced(
         result, status, patch, retry, written=bool(patch), version=writes.current, replaced=replaced
     )
 
@@ -205,7 +205,7 @@ def _unwritten(error: ClusterError, log: Logger) -> None:
 
 def keep_serving(
     raw: Mapping[str, Any], problem: str, runtime: Runtime, events: Events, log: Logger
-) -> Outcome | None:
+) -> Synced | None:
     """An object whose spec this operator cannot read (stored under other validation rules):
     its status says so (Stalled, reason InvalidSpec, naming the field) and what is verified
     keeps serving: the gates of the Deployment's Pods of the verified plan keep opening, so a

@@ -26,10 +26,10 @@ from warmgate.api.constants import (
 from warmgate.api.status import WarmupSummary
 from warmgate.reconcile.actions import Action, Create, Delete, Event, Patch
 from warmgate.reconcile.observed import Observed, controlled_by, name_of, uid_of
-from warmgate.reconcile.plan_evaluation import total_buckets
 from warmgate.reconcile.planning import PlanningResult
 from warmgate.reconcile.pod_template import job_mismatch
 from warmgate.reconcile.progress import progress_of, running_pod, throttled
+from warmgate.reconcile.proven_plan import total_buckets
 from warmgate.reconcile.served import served_record
 from warmgate.reconcile.verdict import Verdict, not_owned, one_line
 from warmgate.reconcile.warmup_state import (
@@ -41,7 +41,7 @@ from warmgate.reconcile.warmup_state import (
     owned_pods,
     remembered,
 )
-from warmgate.resources import Children, PlanToRun, cache_key, desired_children
+from warmgate.resources import Children, PlanBundle, cache_key, desired_children
 from warmgate.resources.cache_claim import build_cache_claim, made_from
 from warmgate.resources.pod import cache_claim_name
 from warmgate.settings import Settings
@@ -62,7 +62,7 @@ class WarmupDecision:
 
 def warmup_target(
     sdd: SpecDecodeDeployment, result: PlanningResult
-) -> tuple[PlanToRun, str] | None:
+) -> tuple[PlanBundle, str] | None:
     """The plan to warm with its cache key, or None when nothing may warm."""
     recorded = sdd.status.warmup if sdd.status else None
     to_run = result.to_run(kv_blocks=recorded.kv_blocks if recorded else None)
@@ -163,7 +163,7 @@ def _taken_claim(sdd: SpecDecodeDeployment, seen: Observed) -> Verdict | None:
 
 
 def _last_known(
-    sdd: SpecDecodeDeployment, seen: Observed, key: str, to_run: PlanToRun, settings: Settings
+    sdd: SpecDecodeDeployment, seen: Observed, key: str, to_run: PlanBundle, settings: Settings
 ) -> WarmupDecision:
     """A failed read or write: what the status said about this plan stays (and serving with
     it); with no record of this plan, Warmed is Unknown and says what failed. Serving rolls to
@@ -188,7 +188,7 @@ def _last_known(
 
 
 def _warmup(
-    sdd: SpecDecodeDeployment, seen: Observed, children: Children, to_run: PlanToRun
+    sdd: SpecDecodeDeployment, seen: Observed, children: Children, to_run: PlanBundle
 ) -> tuple[WarmupState, tuple[Action, ...]]:
     """The recorded verdict of this plan, else the verdict of its Job (created when missing)."""
     key, old, claim = (
@@ -362,7 +362,7 @@ def _with_progress(
     seen: Observed,
     state: WarmupState,
     pods: list[Manifest],
-    to_run: PlanToRun,
+    to_run: PlanBundle,
 ) -> WarmupState:
     """The running warmup's progress in its summary (rate-limited); other states unchanged."""
     if state.verdict.reason != Reason.WARMUP_RUNNING:

@@ -22,7 +22,7 @@ from warmgate.buckets.drafter.graphs import (
     DraftMethod,
     prove_drafter,
 )
-from warmgate.buckets.drafter.sweep import DEFAULT_BUDGET_S, SweepPlan, plan_sweep
+from warmgate.buckets.drafter.sweep import DEFAULT_BUDGET_S, DrafterSweep, plan_sweep
 from warmgate.warmup.wire.sweepplan import SweepSpec, read_sweep
 
 # The sweep may take this share of one warmup attempt (spec.warmup.timeoutSeconds), at most
@@ -41,7 +41,7 @@ class DrafterPlan:
 
     method: str | None
     report: DrafterReport | None = None
-    sweep: SweepPlan | None = None
+    sweep: DrafterSweep | None = None
     error: str | None = None
     # Reachable states in which the drafter's assert crashes the engine (issue 25 item 5).
     crash: DrafterCrash | None = None

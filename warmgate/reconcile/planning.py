@@ -21,17 +21,17 @@ from warmgate.buckets import (
 )
 from warmgate.buckets.cost import format_seconds
 from warmgate.reconcile.model_size import ModelSize, model_size
-from warmgate.reconcile.plan_evaluation import (
+from warmgate.reconcile.proven_plan import (
     MAX_PLAN_BUCKETS,
-    PlanEvaluation,
     PlanPolicy,
     PlanSize,
+    ProvenPlan,
     evaluate_plan,
     plan_size,
     total_buckets,
 )
 from warmgate.reconcile.verdict import Verdict, one_line
-from warmgate.resources import PlanToRun
+from warmgate.resources import PlanBundle
 from warmgate.resources.vllm_engine import engine_of
 
 
@@ -44,7 +44,7 @@ class PlanningResult:
     coverage: Verdict
     summary: PlanSummary | None = None
     stalled: bool = False
-    evaluation: PlanEvaluation | None = None
+    evaluation: ProvenPlan | None = None
     # The Warmed verdict of a plan that cannot warm in time (Stalled, no Job is created).
     refused: Verdict | None = None
     # Warning Events the plan deserves whatever its verdicts (e.g. a reachable drafter crash).
@@ -61,7 +61,7 @@ class PlanningResult:
         proven = self.coverage.holds or allowed
         return self.plan is not None and not self.stalled and self.refused is None and proven
 
-    def to_run(self, kv_blocks: int | None) -> PlanToRun | None:
+    def to_run(self, kv_blocks: int | None) -> PlanBundle | None:
         """The plan to build children for, with its estimate; None when nothing may warm."""
         if self.plan is None or not self.may_warm:
             return None
@@ -69,18 +69,18 @@ class PlanningResult:
         evaluation = self.evaluation
         sweep = evaluation.drafter.sweep_spec() if evaluation is not None else None
         known = known_unwarmable(evaluation) if evaluation is not None else ()
-        return PlanToRun(
+        return PlanBundle(
             self.plan, float(estimate or 0), kv_blocks, drafter_sweep=sweep, known_unwarmable=known
         )
 
 
-def known_unwarmable(evaluation: PlanEvaluation) -> tuple[tuple[str, int, int, int], ...]:
+def known_unwarmable(evaluation: ProvenPlan) -> tuple[tuple[str, int, int, int], ...]:
     """The warmed plan's known-unwarmable shapes as the engine logs them (runner plan field)."""
     return tuple(u.engine_config for u in evaluation.known_unwarmable)
 
 
 @dataclass(frozen=True)
-class PlanInputs:
+class PlanningInputs:
     """Everything `evaluate` reads of a spec: equal inputs always give equal planning results."""
 
     config: EngineShapeConfig
@@ -89,7 +89,7 @@ class PlanInputs:
     timeout_s: int
 
     @classmethod
-    def of(cls, sdd: SpecDecodeDeployment) -> PlanInputs:
+    def of(cls, sdd: SpecDecodeDeployment) -> PlanningInputs:
         """The spec's inputs; ValueError (pydantic's ValidationError is one) when it has none."""
         timeout = sdd.spec.warmup.timeout_seconds
         return cls(engine_of(sdd).shape, PlanPolicy.of(sdd), model_size(sdd), timeout)
@@ -110,12 +110,12 @@ class PlanInputs:
 def evaluate(sdd: SpecDecodeDeployment) -> PlanningResult:
     """Run the plan pipeline with the spec's policy and turn it into the planning verdicts.
 
-    It reads the spec only through `PlanInputs`, so one result serves every object with the
-    same inputs (`plan_cache.PlanCache` shares them).
+    It reads the spec only through `PlanningInputs`, so one result serves every object with the
+    same inputs (`planning_cache.PlanningCache` shares them).
     """
     waiting = Verdict("Unknown", Reason.PENDING, "Waiting for a bucket plan")
     try:
-        inputs = PlanInputs.of(sdd)
+        inputs = PlanningInputs.of(sdd)
         size = inputs.size
         too_large = _too_large(plan_size(inputs.config), size)
         if too_large is not None:
@@ -161,7 +161,7 @@ def _in_time(result: PlanningResult, size: ModelSize, timeout_s: int) -> Plannin
     return replace(result, refused=Verdict("False", Reason.WARMUP_TOO_LONG, message))
 
 
-def _coverage(evaluation: PlanEvaluation) -> tuple[Verdict, bool]:
+def _coverage(evaluation: ProvenPlan) -> tuple[Verdict, bool]:
     """The CoverageProven verdict, and whether the spec stalls on it."""
     report, policy = evaluation.report, evaluation.policy
     if report.covered:
@@ -186,7 +186,7 @@ def _coverage(evaluation: PlanEvaluation) -> tuple[Verdict, bool]:
     return Verdict("True", Reason.COVERAGE_COMPLETE, message), False
 
 
-def _extra(evaluation: PlanEvaluation) -> str:
+def _extra(evaluation: ProvenPlan) -> str:
     """'52 extra buckets (greedy)' or '239 extra buckets (exact optimum; 187 for decode
     padding)': what completion added and how it chose."""
     done = evaluation.completion
@@ -196,7 +196,7 @@ def _extra(evaluation: PlanEvaluation) -> str:
     return f"{evaluation.extra_buckets} extra buckets ({detail})"
 
 
-def _trade(evaluation: PlanEvaluation) -> str:
+def _trade(evaluation: ProvenPlan) -> str:
     """The decode padding the warmed plan pays against the engine's (issue 25 item 7)."""
     done = evaluation.completion
     trade = done.padding if done is not None else None
@@ -214,7 +214,7 @@ def _trade(evaluation: PlanEvaluation) -> str:
 
 
 def _result(
-    evaluation: PlanEvaluation, size: ModelSize, coverage: Verdict, stalled: bool
+    evaluation: ProvenPlan, size: ModelSize, coverage: Verdict, stalled: bool
 ) -> PlanningResult:
     plan = evaluation.effective
     cost = evaluation.cost(plan)
@@ -249,7 +249,7 @@ def _result(
     return PlanningResult(plan, planned, coverage, summary, stalled, evaluation, warnings=warnings)
 
 
-def _warnings(evaluation: PlanEvaluation) -> tuple[Verdict, ...]:
+def _warnings(evaluation: ProvenPlan) -> tuple[Verdict, ...]:
     """The drafter's reachable crash, said as it is: the states and what avoids them."""
     crash = evaluation.drafter.crash
     if crash is None:
@@ -258,7 +258,7 @@ def _warnings(evaluation: PlanEvaluation) -> tuple[Verdict, ...]:
     return (Verdict("True", Reason.DRAFTER_CRASH_REACHABLE, message),)
 
 
-def _completion_fields(evaluation: PlanEvaluation) -> dict[str, Any]:
+def _completion_fields(evaluation: ProvenPlan) -> dict[str, Any]:
     """status.plan's completedBy, paddingBuckets and decode padding figures (when they apply)."""
     done = evaluation.completion
     if done is None or not evaluation.completion_applies:
@@ -283,7 +283,7 @@ def _proven(report: CoverageReport) -> str:
     return f"all {report.states:,} reachable states run a planned bucket"
 
 
-def _unwarmable(evaluation: PlanEvaluation) -> str:
+def _unwarmable(evaluation: ProvenPlan) -> str:
     """Completion's plan leaves states only the engine's runtime compiles: how many, why."""
     report = evaluation.effective_report
     top = report.uncovered[0]
@@ -296,7 +296,7 @@ def _unwarmable(evaluation: PlanEvaluation) -> str:
     )
 
 
-def _advice(evaluation: PlanEvaluation) -> str:
+def _advice(evaluation: ProvenPlan) -> str:
     """What the docs say a user can change (docs/coverage.md, "Buckets the warmup never
     compiles"): only k = 1 is known to help, and only for a draft model's top-row states."""
     if max(evaluation.engine_plan.config.prompt_dummy_shortenings()) > 1:
@@ -311,7 +311,7 @@ def _advice(evaluation: PlanEvaluation) -> str:
     )
 
 
-def _why(evaluation: PlanEvaluation, gap: UncoveredShape) -> str:
+def _why(evaluation: ProvenPlan, gap: UncoveredShape) -> str:
     """Why the warmup never compiles ``gap``'s shape: its dummy runs another bucket."""
     cfg = evaluation.engine_plan.config
     _, query, ctx = gap.shape

@@ -7,7 +7,7 @@ and a changed template gets a new claim while the old one keeps serving the last
 The operator deletes the old one once nothing of the object mounts it (`decide_collect`).
 
 Earlier builds named the claim `<parent>-recipe-cache` whatever the template. Such a claim, made
-by the object from the template it still has, stays the object's claim (`PlanToRun
+by the object from the template it still has, stays the object's claim (`PlanBundle
 .cache_claim_name`): an operator upgrade throws no recipe cache away and warms nothing again.
 """
 

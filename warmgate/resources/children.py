@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from warmgate.api import Manifest, SpecDecodeDeployment
 from warmgate.resources.cache_claim import build_cache_claim
 from warmgate.resources.cache_key import cache_key
-from warmgate.resources.plan_to_run import PlanToRun
+from warmgate.resources.plan_bundle import PlanBundle
 from warmgate.resources.runner_plan import build_runner_plan
 from warmgate.resources.serving_children import (
     build_service,
@@ -43,7 +43,7 @@ class Children:
         return (*claim, self.plan_configmap, self.warmup_configmap, self.warmup_job)
 
 
-def desired_children(sdd: SpecDecodeDeployment, plan: PlanToRun, settings: Settings) -> Children:
+def desired_children(sdd: SpecDecodeDeployment, plan: PlanBundle, settings: Settings) -> Children:
     """Every child of ``plan``: the cache key, runner plan and engine are computed once here.
 
     Nothing is read from the object's status: the same spec, plan and settings always give the
@@ -75,7 +75,7 @@ def desired_children(sdd: SpecDecodeDeployment, plan: PlanToRun, settings: Setti
     return Children(
         cache_key=key,
         runner_plan=runner_plan,
-        # A claim of an earlier build in use (PlanToRun.cache_claim_name): none to create.
+        # A claim of an earlier build in use (PlanBundle.cache_claim_name): none to create.
         cache_claim=build_cache_claim(sdd) if plan.cache_claim_name is None else None,
         plan_configmap=build_plan_configmap(sdd, buckets, key=key),
         warmup_configmap=warmup.configmap,

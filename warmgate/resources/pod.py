@@ -86,7 +86,7 @@ def cache_volume(
     sdd: SpecDecodeDeployment, *, read_only: bool, claim_name: str | None = None
 ) -> Manifest:
     """The recipe cache volume; an emptyDir without a claim (docs/api.md: nothing is reused).
-    ``claim_name`` replaces the spec's claim name (`PlanToRun.cache_claim_name`)."""
+    ``claim_name`` replaces the spec's claim name (`PlanBundle.cache_claim_name`)."""
     claim = cache_claim_name(sdd)
     if claim is not None and claim_name is not None:
         claim = claim_name

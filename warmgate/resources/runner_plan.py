@@ -1,6 +1,6 @@
 """The warmup runner's plan document (format v1): what to warm, verify, probe and cache.
 
-The operator builds the runner's own types (`warmgate.warmup.wire.plan.Plan` and its parts),
+The operator builds the runner's own types (`warmgate.warmup.wire.plan.WarmupOrder` and its parts),
 and plan.json is their `to_json()`: one definition of every field for both sides.
 """
 
@@ -16,14 +16,14 @@ from warmgate.buckets.engine.methods import DRAFT_MODEL_METHODS
 from warmgate.resources.mounts import CACHE_DIR, RECIPE_DIR, WORK_DIR
 from warmgate.resources.names import parent_name
 from warmgate.resources.probe_workload import probe_section
-from warmgate.resources.vllm_engine import EngineLaunch
 from warmgate.warmup.wire.plan import (
     BucketSpec,
     CacheSpec,
     CacheUsers,
+    EngineLaunch,
     ListExpectation,
-    Plan,
     Timeouts,
+    WarmupOrder,
     bucket_digest,
 )
 from warmgate.warmup.wire.sweepplan import Graph, HookSpec, SweepSpec
@@ -103,14 +103,14 @@ def build_runner_plan(
     sweep: SweepSpec | None = None,
     known_unwarmable: Sequence[Graph] = (),
     users: CacheUsers | None = None,
-) -> Plan:
+) -> WarmupOrder:
     """The runner's plan, exactly as `warmgate.warmup.wire.plan` reads it back (`to_json()` is
-    plan.json); ``sweep`` is the drafter sweep (``PlanToRun.drafter_sweep``),
+    plan.json); ``sweep`` is the drafter sweep (``PlanBundle.drafter_sweep``),
     ``known_unwarmable`` the shapes the runner reports as known gaps
-    (``PlanToRun.known_unwarmable``), ``users`` who uses the claim's entries
-    (``PlanToRun.cache_users``). ``plan_hash`` is the reader's digest of the text: empty here."""
+    (``PlanBundle.known_unwarmable``), ``users`` who uses the claim's entries
+    (``PlanBundle.cache_users``). ``plan_hash`` is the reader's digest of the text: empty here."""
     hook, drafter_sweep = _drafter(sdd, sweep)
-    return Plan(
+    return WarmupOrder(
         plan_id=f"{parent_name(sdd)}-{plan.digest[:12]}",
         engine=engine,
         buckets=BucketSpec(

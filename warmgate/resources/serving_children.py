@@ -26,7 +26,7 @@ from warmgate.resources.mounts import (
     RUNNER_DIR,
 )
 from warmgate.resources.names import child_name, metadata, parent_name, selector_labels
-from warmgate.resources.plan_to_run import PlanToRun
+from warmgate.resources.plan_bundle import PlanBundle
 from warmgate.resources.pod import (
     VOLUME_LOCAL,
     cache_claim_name,
@@ -40,7 +40,7 @@ from warmgate.resources.pod import (
     pod_defaults,
     shared_volumes,
 )
-from warmgate.resources.vllm_engine import SERVING_HOST, EngineLaunch, container_env
+from warmgate.resources.vllm_engine import SERVING_HOST, container_env
 from warmgate.resources.warmup_children import (
     RUNNER_PATH,
     STATUS_PORT,
@@ -49,6 +49,7 @@ from warmgate.resources.warmup_children import (
     runner_copy,
 )
 from warmgate.warmup.wire.engine import LOGGING_ENV, engine_command, recipe_cache_config
+from warmgate.warmup.wire.plan import EngineLaunch
 
 CONTAINER: Final = "vllm"
 PORT_NAME: Final = "http"
@@ -73,7 +74,7 @@ def serving_selector(sdd: SpecDecodeDeployment) -> str:
     return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
 
 
-def startup_budget_s(sdd: SpecDecodeDeployment, plan: PlanToRun) -> int:
+def startup_budget_s(sdd: SpecDecodeDeployment, plan: PlanBundle) -> int:
     """Seconds a serving Pod may take to answer /health (field.md §4 item 8).
 
     e.g. the eagle3 example (189 decode + 34 prompt buckets, estimate 337 s, weights from the
@@ -83,7 +84,7 @@ def startup_budget_s(sdd: SpecDecodeDeployment, plan: PlanToRun) -> int:
     return math.ceil(load + BUDGET_MARGIN * plan.estimated_warmup_s)
 
 
-def serving_launch(plan: PlanToRun, warmup: EngineLaunch) -> EngineLaunch:
+def serving_launch(plan: PlanBundle, warmup: EngineLaunch) -> EngineLaunch:
     """The warmup's engine on all interfaces, pinning the KV blocks its warmup measured.
 
     The plan's own count wins, as in the planner (docs/api.md "numGpuBlocks"); without one, the
@@ -134,7 +135,7 @@ def _probe(path: str, period: int, failures: int) -> Manifest:
     }
 
 
-def _vllm_container(sdd: SpecDecodeDeployment, plan: PlanToRun, launch: EngineLaunch) -> Manifest:
+def _vllm_container(sdd: SpecDecodeDeployment, plan: PlanBundle, launch: EngineLaunch) -> Manifest:
     budget = startup_budget_s(sdd, plan)
     return {
         "name": CONTAINER,
@@ -170,7 +171,7 @@ def _restore(key: str, operator_image: str) -> Manifest:
 
 
 def _pod_spec(
-    sdd: SpecDecodeDeployment, plan: PlanToRun, key: str, launch: EngineLaunch, operator_image: str
+    sdd: SpecDecodeDeployment, plan: PlanBundle, key: str, launch: EngineLaunch, operator_image: str
 ) -> Manifest:
     serving = sdd.spec.serving
     volumes = [
@@ -197,7 +198,7 @@ def _pod_spec(
 
 def build_serving_deployment(
     sdd: SpecDecodeDeployment,
-    plan: PlanToRun,
+    plan: PlanBundle,
     *,
     key: str,
     launch: EngineLaunch,

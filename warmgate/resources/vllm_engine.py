@@ -9,10 +9,8 @@ from typing import Any, Final
 from warmgate.api import Manifest, SpecDecodeDeployment, engine_shape_config
 from warmgate.buckets import BucketOverrides, BucketPlan, EngineShapeConfig
 from warmgate.resources.mounts import WEIGHTS_DIR
-from warmgate.warmup.wire.plan import EngineSpec
+from warmgate.warmup.wire.plan import EngineLaunch
 
-# The runner's typed `engine` section: how the engine is started (warmgate.warmup.wire.plan).
-EngineLaunch = EngineSpec
 ENGINE_COMMAND: Final = ("vllm", "serve")
 # The warmup engine answers the runner's probe on loopback; serving listens on all interfaces.
 WARMUP_HOST: Final = "127.0.0.1"

@@ -263,7 +263,7 @@ def build_warmup(
 ) -> Warmup:
     """The Job that runs `python3 -m warmgate.warmup` in the user's vLLM image on Gaudi nodes,
     and the ConfigMap with its plan.json. ``cache_claim`` replaces the spec's claim name
-    (`PlanToRun.cache_claim_name`).
+    (`PlanBundle.cache_claim_name`).
 
     Both are named after a hash of everything they contain (the runner plan but its
     cache.users, the whole Job spec, the recipe-cache claim's UID), so a changed timeout, retry

@@ -20,7 +20,7 @@ from warmgate.buckets import BucketPlan, BucketPlanError, EngineShapeConfig, pla
 from warmgate.buckets.cost import estimate_sweep_step
 from warmgate.buckets.drafter.graphs import prove_drafter
 from warmgate.buckets.drafter.ramp import Ramp, RampOracle
-from warmgate.buckets.drafter.sweep import REASONS, SWEEP_FORMAT, SweepPlan, _greedy, plan_sweep
+from warmgate.buckets.drafter.sweep import REASONS, SWEEP_FORMAT, DrafterSweep, _greedy, plan_sweep
 from warmgate.buckets.drafter.walk import DrafterWalk, Key
 
 ISSUE = EngineShapeConfig(
@@ -33,7 +33,7 @@ def _arrivals(n: int) -> list[list[int]]:
     return [[0] * n, [i % 2 for i in range(n)], [0] * (n - 1) + [1]]
 
 
-def _assert_sure(plan: BucketPlan, sweep: SweepPlan, runtime: set[Any]) -> None:
+def _assert_sure(plan: BucketPlan, sweep: DrafterSweep, runtime: set[Any]) -> None:
     accepts = [*ACCEPTS.values(), accept_random(7)]
     for step in sweep.steps:
         n = step.concurrency
@@ -46,7 +46,7 @@ def _assert_sure(plan: BucketPlan, sweep: SweepPlan, runtime: set[Any]) -> None:
                 assert seen <= runtime, step.name
 
 
-def _sweep(cfg: EngineShapeConfig, **kwargs: Any) -> tuple[BucketPlan, SweepPlan, set[Any]]:
+def _sweep(cfg: EngineShapeConfig, **kwargs: Any) -> tuple[BucketPlan, DrafterSweep, set[Any]]:
     plan = plan_buckets(cfg)
     report = prove_drafter(plan, "eagle3")
     return plan, plan_sweep(plan, report, **kwargs), {s.key for s in report.shapes}

@@ -20,8 +20,8 @@ from warmgate.handlers.children import (
     parent_key,
 )
 from warmgate.handlers.follower import REMEMBER_SECONDS, Operator, StatusMemory
-from warmgate.reconcile.plan_cache import PlanCache
 from warmgate.reconcile.planning import evaluate
+from warmgate.reconcile.planning_cache import PlanningCache
 from warmgate.settings import Settings
 
 
@@ -103,7 +103,7 @@ def test_an_expired_status_is_dropped_at_the_next_write_of_any_object(
 
 def test_the_resync_is_jittered_and_shorter_while_a_runner_runs() -> None:
     random.seed(1)
-    op = Operator(Settings(resync_seconds=300), FakeCluster(), PlanCache(evaluate))
+    op = Operator(Settings(resync_seconds=300), FakeCluster(), PlanningCache(evaluate))
     delays = [op.resync_delay() for _ in range(50)]
     assert 240 <= min(delays) < max(delays) <= 360
     running = set_condition(None, "Warmed", "False", "WarmupRunning", "the runner runs")
@@ -113,7 +113,7 @@ def test_the_resync_is_jittered_and_shorter_while_a_runner_runs() -> None:
 
 def test_the_first_resync_spreads_over_a_whole_interval() -> None:
     random.seed(2)
-    op = Operator(Settings(resync_seconds=100), FakeCluster(), PlanCache(evaluate))
+    op = Operator(Settings(resync_seconds=100), FakeCluster(), PlanningCache(evaluate))
     firsts = [op.first_delay() for _ in range(200)]
     assert 20 <= min(firsts) < 40
     assert 100 < max(firsts) <= 120

@@ -16,8 +16,8 @@ from support.fake_cluster import FakeCluster
 from warmgate.handlers import metrics
 from warmgate.handlers.cluster import Logger
 from warmgate.handlers.follower import Followers, Operator
-from warmgate.handlers.sync import Outcome
-from warmgate.reconcile.plan_cache import PlanCache
+from warmgate.handlers.sync import Synced
+from warmgate.reconcile.planning_cache import PlanningCache
 from warmgate.settings import Settings
 
 LOG = logging.getLogger("test_followers")
@@ -39,7 +39,7 @@ class Syncs:
         self.fail: set[str] = set()
         self._lock = threading.Lock()
 
-    def __call__(self, raw: dict[str, Any], log: Logger) -> Outcome | None:
+    def __call__(self, raw: dict[str, Any], log: Logger) -> Synced | None:
         uid = raw["metadata"]["uid"]
         with self._lock:
             self.running += 1
@@ -58,12 +58,12 @@ def operator(monkeypatch: pytest.MonkeyPatch, first: float = 3600.0) -> Operator
     """Resyncs an hour away unless ``first`` says otherwise."""
     monkeypatch.setattr(Operator, "first_delay", lambda self: first)
     monkeypatch.setattr(Operator, "resync_delay", lambda self, status=None: 3600.0)
-    return Operator(Settings(), FakeCluster(), PlanCache(lambda _: None))  # type: ignore[arg-type,return-value]
+    return Operator(Settings(), FakeCluster(), PlanningCache(lambda _: None))  # type: ignore[arg-type,return-value]
 
 
 def run(
     op: Operator,
-    syncs: Callable[[dict[str, Any], Logger], Outcome | None],
+    syncs: Callable[[dict[str, Any], Logger], Synced | None],
     scenario: Callable[[Followers], Awaitable[None]],
 ) -> None:
     async def main() -> None:
@@ -146,9 +146,9 @@ def test_failed_syncs_are_counted_by_reason(monkeypatch: pytest.MonkeyPatch) -> 
     op, syncs = operator(monkeypatch, first=0.05), Syncs()
     monkeypatch.setattr(Operator, "resync_delay", lambda self, status=None: 3600.0)
     syncs.fail.add("u1")  # raises once: a bug
-    api = Outcome(result=None, status=None, status_patch={}, retry_after=3600.0)  # type: ignore[arg-type]
+    api = Synced(result=None, status=None, status_patch={}, retry_after=3600.0)  # type: ignore[arg-type]
 
-    def sync(raw: dict[str, Any], log: Logger) -> Outcome | None:
+    def sync(raw: dict[str, Any], log: Logger) -> Synced | None:
         syncs(raw, log)
         return api if raw["metadata"]["uid"] == "u2" else None
 
@@ -214,7 +214,7 @@ def test_an_object_being_deleted_or_gone_is_followed_no_more(
 ) -> None:
     op, syncs = operator(monkeypatch), Syncs()
 
-    def gone_after_sync(raw: dict[str, Any], log: Logger) -> Outcome | None:
+    def gone_after_sync(raw: dict[str, Any], log: Logger) -> Synced | None:
         syncs(raw, log)
         op.gone.add(raw["metadata"]["uid"])  # its status write found no object (404)
         return None
@@ -242,7 +242,7 @@ def test_syncs_run_in_the_context_of_the_watch_handler_that_tracked_the_object(
     followers run in (started before kopf sets it up)."""
     op, seen = operator(monkeypatch), []
 
-    def sync(raw: dict[str, Any], log: Logger) -> Outcome | None:
+    def sync(raw: dict[str, Any], log: Logger) -> Synced | None:
         seen.append(POSTER.get("missing"))
         return None
 

@@ -21,7 +21,7 @@ from warmgate.api.constants import FINALIZER
 from warmgate.handlers import kopf_handlers, metrics
 from warmgate.handlers.follower import Operator
 from warmgate.handlers.kopf_handlers import kopf_settings, registry
-from warmgate.reconcile.plan_cache import PlanCache
+from warmgate.reconcile.planning_cache import PlanningCache
 from warmgate.settings import Settings
 
 LOG = logging.getLogger("test_lifecycle_handlers")
@@ -61,7 +61,7 @@ def test_a_deleted_objects_series_are_removed() -> None:
         return [line for line in text.splitlines() if 'namespace="ns-gone"' in line]
 
     assert series()
-    plans = PlanCache(evaluate)
+    plans = PlanningCache(evaluate)
     plans.get(sdd.model_copy(update={"metadata": sdd.metadata.model_copy(update={"uid": "u"})}))
     runtime = Operator(Settings(), FakeCluster(), plans)
     body = {"metadata": {"namespace": "ns-gone", "name": "gone", "uid": "u"}}
@@ -76,14 +76,14 @@ def test_an_api_failure_is_retried_after_the_backoff(monkeypatch: pytest.MonkeyP
     status itself); an unreadable spec is reported once per generation, not on every sync."""
     from support.examples import example_sdd
 
-    from warmgate.handlers.sync import Outcome
+    from warmgate.handlers.sync import Synced
 
-    outcome = Outcome(result=None, status=None, status_patch={"phase": "Ready"}, retry_after=4.0)  # type: ignore[arg-type]
+    outcome = Synced(result=None, status=None, status_patch={"phase": "Ready"}, retry_after=4.0)  # type: ignore[arg-type]
     monkeypatch.setattr(kopf_handlers, "sync", lambda *a, **k: outcome)
     monkeypatch.setattr(kopf_handlers.metrics, "record", lambda *a: None)
     monkeypatch.setattr(kopf_handlers.metrics, "record_status", lambda *a: None)
     cluster = FakeCluster()
-    memo = Operator(Settings(), cluster, PlanCache(lambda _: outcome.result))
+    memo = Operator(Settings(), cluster, PlanningCache(lambda _: outcome.result))
     sdd = example_sdd("llama31-8b-seeds", namespace="n", name="x", uid="u")
     body = sdd.model_dump(by_alias=True, exclude_none=True, mode="json")
     done = kopf_handlers.resync(body, LOG, memo)
@@ -104,7 +104,7 @@ def test_the_followed_body_loses_its_managed_fields_and_nothing_else() -> None:
     managed = [{"manager": "kubectl", "operation": "Update", "fieldsV1": {"f:spec": {}}}]
     meta = {"name": "a", "uid": "u1", "annotations": {"x": "y"}, "managedFields": managed}
     event: Any = {"type": "MODIFIED", "object": {"metadata": meta, "spec": {"k": 1}}}
-    memo = Operator(Settings(), FakeCluster(), PlanCache(lambda _: None))  # type: ignore[arg-type,return-value]
+    memo = Operator(Settings(), FakeCluster(), PlanningCache(lambda _: None))  # type: ignore[arg-type,return-value]
 
     async def observe() -> None:
         await kopf_handlers.observe(event=event, type="MODIFIED", memo=memo)
@@ -120,7 +120,7 @@ def test_the_followed_body_loses_its_managed_fields_and_nothing_else() -> None:
 
 
 def test_a_deleted_event_stops_following_and_forgets_the_object() -> None:
-    memo = Operator(Settings(), FakeCluster(), PlanCache(lambda _: None))  # type: ignore[arg-type,return-value]
+    memo = Operator(Settings(), FakeCluster(), PlanningCache(lambda _: None))  # type: ignore[arg-type,return-value]
     body = {"metadata": {"namespace": "ns-del", "name": "d", "uid": "u-del"}}
 
     async def events() -> None:
@@ -141,7 +141,9 @@ def test_a_sync_after_the_delete_brings_no_series_back(monkeypatch: pytest.Monke
     from warmgate.reconcile.planning import evaluate
 
     sdd = example_sdd("llama31-8b-seeds", namespace="ns-late", name="late", uid="late-uid")
-    runtime = Operator(Settings(operator_image="warmgate:test"), FakeCluster(), PlanCache(evaluate))
+    runtime = Operator(
+        Settings(operator_image="warmgate:test"), FakeCluster(), PlanningCache(evaluate)
+    )
     body = sdd.model_dump(by_alias=True, exclude_none=True, mode="json")
     assert kopf_handlers.resync(body, LOG, runtime) is not None
     assert 'namespace="ns-late"' in generate_latest(metrics.REGISTRY).decode()

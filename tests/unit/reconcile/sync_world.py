@@ -24,9 +24,9 @@ from support.kube_objects import (
 )
 
 from warmgate.api import SpecDecodeDeployment
-from warmgate.handlers.sync import Outcome, Runtime, sync
-from warmgate.reconcile.plan_cache import PlanCache
+from warmgate.handlers.sync import Runtime, Synced, sync
 from warmgate.reconcile.planning import evaluate
+from warmgate.reconcile.planning_cache import PlanningCache
 from warmgate.settings import Settings
 
 NS, NAME, UID = "llm", "served", "6f1c2d3e-0000-4000-8000-0000000000aa"
@@ -45,13 +45,13 @@ class World:
         self.planned: list[int] = []
         self.now = T0
         settings = Settings(operator_image="warmgate:test")
-        self.runtime = Runtime(settings, self.cluster, PlanCache(self._plan))
+        self.runtime = Runtime(settings, self.cluster, PlanningCache(self._plan))
 
     def _plan(self, sdd: SpecDecodeDeployment) -> Any:
         self.planned.append(sdd.metadata.generation or 0)
         return evaluate(sdd)
 
-    def sync(self) -> Outcome:
+    def sync(self) -> Synced:
         """One sync; its status becomes the object's, as kopf's patch would make it."""
         outcome = sync(self.sdd, self.runtime, self.events, LOG, at=self.now)
         self.sdd = self.sdd.model_copy(update={"status": outcome.status})

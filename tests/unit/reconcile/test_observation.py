@@ -28,8 +28,8 @@ from warmgate.handlers.runner_endpoints import RunnerDocError
 from warmgate.handlers.sync import Runtime, sync
 from warmgate.reconcile.drift import MAX_REMEMBERED, evaluate_drift
 from warmgate.reconcile.drift_seeds import bucket_of, parse_shape, propose
-from warmgate.reconcile.plan_cache import PlanCache
 from warmgate.reconcile.planning import evaluate
+from warmgate.reconcile.planning_cache import PlanningCache
 from warmgate.reconcile.progress import progress_of, throttled
 from warmgate.settings import Settings
 from warmgate.warmup.wire.board import ServeBoard, WarmupBoard
@@ -57,7 +57,7 @@ class World:
         self.sdd = example_sdd("llama31-8b-seeds", namespace=NS, name=NAME, uid=UID)
         self.cluster, self.events, self.endpoints = FakeCluster(), RecordedEvents(), Endpoints()
         settings = Settings(operator_image="warmgate:test")
-        self.runtime = Runtime(settings, self.cluster, PlanCache(evaluate), self.endpoints)
+        self.runtime = Runtime(settings, self.cluster, PlanningCache(evaluate), self.endpoints)
 
     def sync(self) -> dict[str, Any]:
         outcome = sync(self.sdd, self.runtime, self.events, LOG)

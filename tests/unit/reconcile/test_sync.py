@@ -14,8 +14,8 @@ from support.kube_objects import rolled_out_status, serving_pod
 from sync_world import NAME, NS, World, verified
 
 from warmgate.handlers.cluster import ClusterError
-from warmgate.reconcile.plan_evaluation import total_buckets
 from warmgate.reconcile.planning import evaluate
+from warmgate.reconcile.proven_plan import total_buckets
 
 
 @pytest.fixture

@@ -19,10 +19,10 @@ from warmgate.handlers.apply import StatusVersion
 from warmgate.handlers.backoff import BASE_S
 from warmgate.handlers.cluster import ClusterError
 from warmgate.handlers.follower import StatusMemory
-from warmgate.handlers.sync import Outcome, sync
+from warmgate.handlers.sync import Synced, sync
 
 
-def _sync(world: World, version: str | None) -> Outcome:
+def _sync(world: World, version: str | None) -> Synced:
     """One sync of the world's object as read at ``version``; its status is the object's only
     when the server took it."""
     outcome = sync(world.sdd, world.runtime, world.events, LOG, at=world.now, version=version)

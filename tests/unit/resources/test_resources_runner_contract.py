@@ -189,9 +189,10 @@ def test_only_an_opted_in_spec_lets_the_runner_accept_a_cpu_engine(case: Case) -
 def test_the_operator_builds_the_runners_own_plan_and_the_runner_reads_back_the_same(
     case: Case,
 ) -> None:
-    """One type for both sides (issue 22 item 2): the operator builds the runner's `Plan`, and
-    parsing its `to_json()` gives that same object back, field for field (only the digest of
-    the text, which the reader computes, is new); the text is what the ConfigMap carries."""
+    """One type for both sides (issue 22 item 2): the operator builds the runner's
+    `WarmupOrder`, and parsing its `to_json()` gives that same object back, field for field
+    (only the digest of the text, which the reader computes, is new); the text is what the
+    ConfigMap carries."""
     sdd, to_run = case.sdd, case.to_run
     children = case.children()
     order = build_runner_plan(

@@ -18,7 +18,7 @@ from warmgate.buckets import EngineShapeConfig, plan_buckets
 from warmgate.warmup.engine.parse import EngineLog, LogParser
 from warmgate.warmup.runner.outcomes import Outcome
 from warmgate.warmup.runner.verdict import decide, early_mismatches, final_verdict, unwarmed_reasons
-from warmgate.warmup.wire.plan import Plan, bucket_digest, parse_plan
+from warmgate.warmup.wire.plan import WarmupOrder, bucket_digest, parse_plan
 
 FIXTURES = Path(__file__).resolve().parents[2] / "doubles" / "fixtures" / "engine_logs"
 CASES: dict[str, Any] = json.loads((FIXTURES / "cases.json").read_text())
@@ -31,7 +31,7 @@ DROPPED = (
 )
 
 
-def fixture_plan(tmp_path: Path, seeds: str) -> Plan:
+def fixture_plan(tmp_path: Path, seeds: str) -> WarmupOrder:
     """The plan the operator writes for the fixture's seed file (config A limits, k=1)."""
     text = (FIXTURES / f"seeds-{seeds}.txt").read_text()
     config = EngineShapeConfig(

@@ -1,4 +1,5 @@
-"""Plan format: validation with clear errors, version refusal, digests the operator reproduces."""
+"""The warmup order (plan.json): clear validation errors, version refusal, digests the operator
+reproduces."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from warmgate.buckets.engine.warmup_shapes import warmed_decode_shapes, warmed_p
 
 __all__ = ["CoverageReport", "UncoveredShape", "brute_force_coverage", "prove_coverage"]
 
-Phase = Literal["decode", "prompt"]
+StepKind = Literal["decode", "prompt"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +32,7 @@ class UncoveredShape:
     """
 
     shape: Bucket
-    phase: Phase
+    phase: StepKind
     states: int
     example: tuple[int, int, int]
     requested: Bucket = (0, 0, 0)
@@ -172,7 +172,7 @@ def _report(
     return CoverageReport(space, counts[0], counts[1], gaps)
 
 
-def _gaps(tally: Tally, planned: frozenset[Bucket], phase: Phase) -> list[UncoveredShape]:
+def _gaps(tally: Tally, planned: frozenset[Bucket], phase: StepKind) -> list[UncoveredShape]:
     return [
         UncoveredShape(shape, phase, entry.states, entry.example, entry.requested)
         for shape, entry in tally.items()

@@ -25,7 +25,7 @@ from warmgate.buckets.drafter.ramp import Ramp, RampOracle
 from warmgate.buckets.drafter.walk import DrafterWalk, Key
 from warmgate.buckets.engine.plan import BucketPlan
 
-__all__ = ["SWEEP_FORMAT", "SweepPlan", "SweepStep", "plan_sweep"]
+__all__ = ["SWEEP_FORMAT", "DrafterSweep", "SweepStep", "plan_sweep"]
 
 SWEEP_FORMAT = "warmgate-drafter-sweep/1"
 DEFAULT_BUDGET_S = 1800.0
@@ -87,7 +87,7 @@ class SweepStep:
 
 
 @dataclass(frozen=True, slots=True)
-class SweepPlan:
+class DrafterSweep:
     """The whole sweep: its steps, the shapes it drives and those it does not, and why."""
 
     method: str
@@ -135,7 +135,7 @@ def plan_sweep(
     model: ModelProfile | None = None,
     params: SweepCostParams | None = None,
     arrival_steps: int = 2,
-) -> SweepPlan:
+) -> DrafterSweep:
     """Steps that drive every drivable unwarmed drafter shape of ``report``, within ``budget_s``.
 
     ``report`` must come from ``prove_drafter(plan, ...)``. Seconds are the high estimate of
@@ -143,7 +143,7 @@ def plan_sweep(
     """
     targets = tuple(s.key for s in report.unwarmed)
     if not report.has_drafter or not targets:
-        return SweepPlan(report.method, report.k, (), targets, (), budget_s, arrival_steps)
+        return DrafterSweep(report.method, report.k, (), targets, (), budget_s, arrival_steps)
     reasons, drivable = _classify(plan, report)
     oracle = RampOracle(plan, DrafterWalk(plan, report.space), arrival_steps)
     ramps, within = _candidates(plan, oracle, drivable)
@@ -155,7 +155,7 @@ def plan_sweep(
         why = "budget" if key in reachable else "unsure" if key in within else "kv"
         reasons[key] = REASONS[why]
     undriven = tuple(sorted(reasons.items()))
-    return SweepPlan(report.method, report.k, tuple(steps), targets, undriven, budget_s,
+    return DrafterSweep(report.method, report.k, tuple(steps), targets, undriven, budget_s,
                      arrival_steps)  # fmt: skip
 
 

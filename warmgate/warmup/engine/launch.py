@@ -20,18 +20,18 @@ from warmgate.warmup.wire.engine import (
     engine_command,
     recipe_cache_config,
 )
-from warmgate.warmup.wire.plan import Plan
+from warmgate.warmup.wire.plan import WarmupOrder
 
 Sink = Callable[[str, str], None]
 _CHUNK = 64 * 1024
 
 
-def engine_argv(plan: Plan) -> list[str]:
+def engine_argv(plan: WarmupOrder) -> list[str]:
     """The full command line: the plan's command prefix, the model, then the pinned flags."""
     return engine_command(plan.engine)
 
 
-def engine_env(plan: Plan, seed_file: Path, reuse_cache: bool) -> dict[str, str]:
+def engine_env(plan: WarmupOrder, seed_file: Path, reuse_cache: bool) -> dict[str, str]:
     """The engine's environment: ours, then the plan's, then the runner-owned variables."""
     env = dict(os.environ)
     env.update(plan.engine.env)

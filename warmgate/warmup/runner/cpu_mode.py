@@ -16,7 +16,7 @@ from warmgate.warmup.hook.lines import HookEvent
 from warmgate.warmup.runner.drafter_check import DrafterCheck
 from warmgate.warmup.runner.outcomes import Outcome
 from warmgate.warmup.runner.report import RunRecord
-from warmgate.warmup.wire.plan import Plan
+from warmgate.warmup.wire.plan import WarmupOrder
 from warmgate.warmup.wire.summary import EngineKind
 
 NOT_VERIFIED = (
@@ -35,7 +35,7 @@ def engine_kind(found: facts.EngineFacts) -> EngineKind:
     return EngineKind("cpu" if found.cpu_engine else "gaudi", found.vllm, found.platform)
 
 
-def refusal(found: facts.EngineFacts, plan: Plan) -> str | None:
+def refusal(found: facts.EngineFacts, plan: WarmupOrder) -> str | None:
     """Why the engine must not start: a CPU engine the plan does not accept, or too few HPUs."""
     if found.cpu_engine:
         return (

@@ -15,7 +15,7 @@ from warmgate.warmup.runner.drafter_check import DrafterCheck
 from warmgate.warmup.runner.outcomes import Outcome
 from warmgate.warmup.runner.probe import ProbeResult
 from warmgate.warmup.runner.sweep import SweepRun
-from warmgate.warmup.runner.verdict import Verdict
+from warmgate.warmup.runner.verdict import LogVerdict
 from warmgate.warmup.statusboard import Board
 from warmgate.warmup.wire.plan import DIGEST_ALGORITHM
 from warmgate.warmup.wire.summary import (
@@ -44,7 +44,7 @@ class RunRecord:
     reason: str = ""
     facts: dict[str, Any] | None = None
     log: EngineLog | None = None
-    verdict: Verdict | None = None
+    verdict: LogVerdict | None = None
     unwarmed: list[str] = field(default_factory=list)
     known_gaps: list[str] = field(default_factory=list)
     probe: ProbeResult | None = None

@@ -29,14 +29,14 @@ from warmgate.warmup.runner.report import (
 )
 from warmgate.warmup.runner.sweep import SweepRun, run_sweep
 from warmgate.warmup.runner.verdict import (
-    Verdict,
+    LogVerdict,
     decide,
     early_mismatches,
     final_verdict,
     known_gaps,
     unwarmed_reasons,
 )
-from warmgate.warmup.wire.plan import DEFAULT_SWEEP_S, Plan
+from warmgate.warmup.wire.plan import DEFAULT_SWEEP_S, WarmupOrder
 from warmgate.warmup.wire.sweepplan import SweepSpec
 
 # The hook's lines are written before each response but read by another thread: before the
@@ -48,7 +48,9 @@ SETTLE_S = 3.0
 class Runner:
     """Runs one plan to an outcome; ``run`` never raises for an expected failure."""
 
-    def __init__(self, plan: Plan, progress: Progress, engine_echo: Sink | None = echo) -> None:
+    def __init__(
+        self, plan: WarmupOrder, progress: Progress, engine_echo: Sink | None = echo
+    ) -> None:
         self.plan = plan
         self.progress = progress
         self.record = RunRecord(
@@ -290,7 +292,7 @@ class Runner:
 
     def _conclude(self) -> None:
         if self._engine is None:  # refused or failed before the engine ran: nothing to read
-            self.record.verdict = Verdict()
+            self.record.verdict = LogVerdict()
             return
         if self.cpu:
             self._conclude_cpu()
@@ -318,7 +320,7 @@ class Runner:
     def _conclude_cpu(self) -> None:
         """A CPU engine: what could be checked decides; never verified, nothing published."""
         log = self.parser.state
-        self.record.verdict = Verdict()
+        self.record.verdict = LogVerdict()
         self.record.unwarmed = unwarmed_reasons(log)
         drafter = self._drafter(0)
         self._decide(*cpu_mode.decide(self.record, log, drafter))
@@ -375,7 +377,7 @@ class Runner:
         }
 
 
-def finish(record: RunRecord, plan: Plan, progress: Progress) -> int:
+def finish(record: RunRecord, plan: WarmupOrder, progress: Progress) -> int:
     """Write the report and the termination summary; return the exit code."""
     report_path: Path | None = None
     try:

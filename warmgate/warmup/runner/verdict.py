@@ -8,7 +8,7 @@ from typing import Any
 
 from warmgate.warmup.engine.parse import EngineLog, NotPrepared
 from warmgate.warmup.runner.outcomes import Outcome
-from warmgate.warmup.wire.plan import ListExpectation, Plan, bucket_digest
+from warmgate.warmup.wire.plan import ListExpectation, WarmupOrder, bucket_digest
 
 # vllm-gaudi runs graph warmup only without --enforce-eager (G26 hpu_model_runner.py:6171 /
 # Gmain:6246) but logs "Warmup finished" either way (G26:6231 / Gmain:6306).
@@ -44,7 +44,7 @@ class ListCheck:
 
 
 @dataclass
-class Verdict:
+class LogVerdict:
     """Every reason the engine's shapes differ from the plan, and the list checks behind them.
 
     ``unreadable`` holds what could not be told because every copy of a line was garbled: a
@@ -78,7 +78,7 @@ def _observed(log: EngineLog, name: str) -> list[tuple[int, int, int]] | None:
     return [row for row in decode if row not in extra]
 
 
-def check_lists(plan: Plan, log: EngineLog) -> list[ListCheck]:
+def check_lists(plan: WarmupOrder, log: EngineLog) -> list[ListCheck]:
     """One ListCheck per list the plan has an expectation for."""
     checks = []
     for name, expected in sorted(plan.buckets.expected.items()):
@@ -104,7 +104,7 @@ def _dropped_seeds(log: EngineLog) -> list[str]:
     return reasons
 
 
-def early_mismatches(plan: Plan, log: EngineLog) -> list[str]:
+def early_mismatches(plan: WarmupOrder, log: EngineLog) -> list[str]:
     """Definite differences already visible while the engine warms up (used to stop early).
 
     Only readable lines count: a garbled copy of a list is never a reason to stop.
@@ -135,7 +135,7 @@ def early_mismatches(plan: Plan, log: EngineLog) -> list[str]:
     return reasons
 
 
-def _missing(log: EngineLog, verdict: Verdict) -> None:
+def _missing(log: EngineLog, verdict: LogVerdict) -> None:
     hint = "" if log.info_records else f" ({_LOGGING_HINT})"
     for check in verdict.checks:
         if check.observed_count is not None:
@@ -160,9 +160,9 @@ def _missing(log: EngineLog, verdict: Verdict) -> None:
         )
 
 
-def final_verdict(plan: Plan, log: EngineLog) -> Verdict:
+def final_verdict(plan: WarmupOrder, log: EngineLog) -> LogVerdict:
     """All mismatches once the engine has stopped and its output is fully parsed."""
-    verdict = Verdict(checks=check_lists(plan, log), mismatches=early_mismatches(plan, log))
+    verdict = LogVerdict(checks=check_lists(plan, log), mismatches=early_mismatches(plan, log))
     _missing(log, verdict)
     return verdict
 
@@ -202,7 +202,7 @@ def known_gaps(log: EngineLog, known: Collection[str]) -> list[str]:
     return _classified(log, known)[1]
 
 
-def decide(verdict: Verdict, unwarmed: list[str]) -> tuple[Outcome, str]:
+def decide(verdict: LogVerdict, unwarmed: list[str]) -> tuple[Outcome, str]:
     """The run's outcome once the engine has stopped: a definite mismatch first, then unwarmed
     shapes, then an unreadable log (a retry can tell), else verified."""
     if verdict.mismatches:

@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from warmgate.warmup.wire.plan import EngineSpec
+from warmgate.warmup.wire.plan import EngineLaunch
 
 
-def engine_command(spec: EngineSpec) -> list[str]:
+def engine_command(spec: EngineLaunch) -> list[str]:
     """The command line of one engine definition (the serving Deployment runs this one too)."""
     argv = [*spec.command, spec.model, "--host", spec.host, "--port", str(spec.port)]
     argv += ["--served-model-name", spec.served_model_name]

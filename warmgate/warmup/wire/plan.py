@@ -27,7 +27,7 @@ DIGEST_ALGORITHM = "sha256-canonical-json-v1"
 KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 LIST_NAMES = ("prompt", "seed_decode", "decode")
 
-__all__ = ["DIGEST_ALGORITHM", "PLAN_FORMAT_VERSION", "Plan", "PlanError", "bucket_digest"]
+__all__ = ["DIGEST_ALGORITHM", "PLAN_FORMAT_VERSION", "PlanError", "WarmupOrder", "bucket_digest"]
 
 
 def bucket_digest(buckets: Iterable[Sequence[int]]) -> str:
@@ -53,7 +53,7 @@ class ListExpectation:
 
 
 @dataclass(frozen=True)
-class EngineSpec:
+class EngineLaunch:
     """How to start the engine: argv prefix, model, flags and environment."""
 
     command: tuple[str, ...]
@@ -253,11 +253,11 @@ class Timeouts:
 
 
 @dataclass(frozen=True)
-class Plan:
+class WarmupOrder:
     """A validated plan; ``plan_hash`` is the digest of the plan file's canonical JSON."""
 
     plan_id: str
-    engine: EngineSpec
+    engine: EngineLaunch
     buckets: BucketSpec
     kv_blocks_expected: int | None
     cache: CacheSpec
@@ -299,7 +299,7 @@ class Plan:
         return doc
 
 
-def load_plan(path: Path) -> Plan:
+def load_plan(path: Path) -> WarmupOrder:
     """Read and validate a plan file, raising PlanError with every problem found."""
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
@@ -310,7 +310,7 @@ def load_plan(path: Path) -> Plan:
     return parse_plan(raw)
 
 
-def parse_plan(raw: object) -> Plan:
+def parse_plan(raw: object) -> WarmupOrder:
     """Validate a decoded plan document; unknown format versions are refused first."""
     _check_version(raw)
     errors: list[str] = []
@@ -339,12 +339,12 @@ def _canonical_hash(raw: object) -> str:
     return "sha256:" + hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
-def _build(top: Fields, plan_hash: str) -> Plan:
+def _build(top: Fields, plan_hash: str) -> WarmupOrder:
     engine = _engine(top.obj("engine"))
     cache = _cache(top.obj("cache"))
     work_dir = Path(top.text("work_dir", "/tmp/warmgate"))
     report = top.obj("report", required=False)
-    plan = Plan(
+    plan = WarmupOrder(
         plan_id=top.text("plan_id"),
         engine=engine,
         buckets=_buckets(top.obj("buckets")),
@@ -365,13 +365,13 @@ def _build(top: Fields, plan_hash: str) -> Plan:
     return plan
 
 
-def _engine(f: Fields) -> EngineSpec:
+def _engine(f: Fields) -> EngineLaunch:
     command = f.text_list("command", min_len=1)
     model = f.text("model")
     env = f.text_map("env", {})
     _refuse_env(f, env)
     spec = f.opt_object("speculative_config")
-    result = EngineSpec(
+    result = EngineLaunch(
         command=tuple(command),
         model=model,
         served_model_name=f.text("served_model_name", model),

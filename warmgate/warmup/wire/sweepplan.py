@@ -1,6 +1,6 @@
 """The plan's drafter fields: the sweep document (``warmgate-drafter-sweep/1``) and the hook flag.
 
-The operator writes ``drafter_sweep`` with ``warmgate.buckets.drafter.sweep.SweepPlan.to_dict()``
+The operator writes ``drafter_sweep`` with ``warmgate.buckets.drafter.sweep.DrafterSweep.to_dict()``
 and ``drafter_hook`` next to it (docs/runner.md, "Drafter sweep and compile hook"). Like every plan
 field, an unknown key, another ``format`` or a wrong type is refused with its path.
 """
@@ -126,7 +126,7 @@ def parse_hook(f: Fields) -> HookSpec:
 
 def read_sweep(doc: dict[str, Any]) -> SweepSpec:
     """A sweep document as the runner reads it, for the operator: the planner writes the format
-    (`buckets.drafter.sweep.SweepPlan.to_dict`), the runner's reader is the only one, so the
+    (`buckets.drafter.sweep.DrafterSweep.to_dict`), the runner's reader is the only one, so the
     plan carries only what the runner accepts. Raises PlanError naming every problem."""
     errors: list[str] = []
     spec = parse_sweep(Fields(doc, "drafter_sweep", errors), None)

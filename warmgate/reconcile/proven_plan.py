@@ -151,7 +151,7 @@ class PlanPolicy:
 
 
 @dataclass(frozen=True)
-class PlanEvaluation:
+class ProvenPlan:
     """The engine's plan, its proof, and what completion made of it under the policy."""
 
     engine_plan: BucketPlan
@@ -249,9 +249,7 @@ class PlanEvaluation:
         return estimate_plan(plan, self.model, recipe_cache=recipe_cache)
 
 
-def evaluate_plan(
-    config: EngineShapeConfig, policy: PlanPolicy, model: ModelProfile
-) -> PlanEvaluation:
+def evaluate_plan(config: EngineShapeConfig, policy: PlanPolicy, model: ModelProfile) -> ProvenPlan:
     """Plan the buckets, prove coverage, and complete the plan when the policy asks for it.
 
     Raises what the planner raises for a configuration the engine refuses (BucketPlanError,
@@ -262,14 +260,12 @@ def evaluate_plan(
     plan = plan_buckets(config)
     report = prove_coverage(plan, policy.partial_drafts, prefix_caching=policy.prefix_caching)
     if not policy.complete or report.covered:
-        return PlanEvaluation(plan, report, None, None, policy, model)
+        return ProvenPlan(plan, report, None, None, policy, model)
     try:
         done = complete_choice(
             config, policy.partial_drafts, policy.prefix_caching, policy.optimize_for
         )
     except CompletionError as exc:
-        return PlanEvaluation(plan, report, None, str(exc), policy, model)
+        return ProvenPlan(plan, report, None, str(exc), policy, model)
     unwarmable = done.report if done.unwarmable else None
-    return PlanEvaluation(
-        plan, report, done.plan, None, policy, model, unwarmable, done.report, done
-    )
+    return ProvenPlan(plan, report, done.plan, None, policy, model, unwarmable, done.report, done)

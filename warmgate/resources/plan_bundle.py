@@ -10,7 +10,7 @@ from warmgate.warmup.wire.sweepplan import SweepSpec
 
 
 @dataclass(frozen=True)
-class PlanToRun:
+class PlanBundle:
     """A bucket plan to warm and serve, with the figures its children need.
 
     ``estimated_warmup_s``: the planning stage's warmup estimate for this plan (the upper end,

@@ -1,6 +1,6 @@
 """Planning results shared by every object with the same planner inputs, bounded by memory.
 
-A result is keyed by the digest of what the planner reads (`planning.PlanInputs`: the engine
+A result is keyed by the digest of what the planner reads (`planning.PlanningInputs`: the engine
 shape config, the coverage policy, the model size, the warmup timeout), so N objects with one
 config plan once. Results live in an LRU bounded by their estimated size in bytes. Each object
 also pins the result it last used, so a resync never re-plans an unchanged object even after
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from warmgate.api import SpecDecodeDeployment
-from warmgate.reconcile.planning import PlanInputs, PlanningResult
+from warmgate.reconcile.planning import PlanningInputs, PlanningResult
 
 Planner = Callable[[SpecDecodeDeployment], PlanningResult]
 DEFAULT_MAX_BYTES: Final = 64 * 2**20
@@ -34,7 +34,7 @@ _SEQUENCES: Final = frozenset({list, tuple, set, frozenset})
 def plan_key(sdd: SpecDecodeDeployment) -> str:
     """The digest of the planner's inputs; a spec without readable inputs: its whole spec."""
     try:
-        return PlanInputs.of(sdd).digest
+        return PlanningInputs.of(sdd).digest
     except ValueError:  # pydantic's ValidationError too: evaluate reports it as InvalidSpec
         return "spec:" + hashlib.sha256(sdd.spec.model_dump_json().encode()).hexdigest()
 
@@ -88,7 +88,7 @@ _SLOTS: dict[type, tuple[str, ...]] = {}
 
 @dataclass(frozen=True)
 class CacheStats:
-    """Counters and sizes of a PlanCache, for the metrics."""
+    """Counters and sizes of a PlanningCache, for the metrics."""
 
     hits: int
     misses: int
@@ -105,7 +105,7 @@ class _Flight:
         self.done = threading.Event()
 
 
-class PlanCache:
+class PlanningCache:
     """Planning results by the digest of the planner's inputs (an LRU of ``max_bytes``).
 
     Thread-safe: kopf syncs different objects in parallel threads. Two objects with the same

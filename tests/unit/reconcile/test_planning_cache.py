@@ -9,8 +9,8 @@ from typing import Any
 from support.examples import example_sdd
 
 from warmgate.api import SpecDecodeDeployment
-from warmgate.reconcile.plan_cache import PlanCache, deep_size, plan_key
 from warmgate.reconcile.planning import PlanningResult, evaluate
+from warmgate.reconcile.planning_cache import PlanningCache, deep_size, plan_key
 
 
 class Counting:
@@ -32,7 +32,7 @@ def sdd(name: str, stem: str = "minimal-ngram", **spec: Any) -> SpecDecodeDeploy
 
 def test_objects_with_the_same_inputs_share_one_planning() -> None:
     planner = Counting()
-    cache = PlanCache(planner)
+    cache = PlanningCache(planner)
     first = cache.get(sdd("a"))
     assert cache.get(sdd("b")) is first
     assert cache.get(sdd("a")) is first
@@ -52,7 +52,7 @@ def test_the_key_follows_every_planner_input_and_nothing_else() -> None:
 
 def test_the_lru_is_bounded_by_bytes_and_pins_keep_an_object_from_re_planning() -> None:
     planner = Counting()
-    cache = PlanCache(planner, max_bytes=1, size_of=lambda _: 10)  # room for one result only
+    cache = PlanningCache(planner, max_bytes=1, size_of=lambda _: 10)  # room for one result only
     kept = cache.get(sdd("a"))
     cache.get(sdd("b", stem="llama31-8b-seeds"))  # evicts a's result from the LRU
     assert cache.stats().evictions == 1
@@ -69,7 +69,7 @@ def test_the_lru_is_bounded_by_bytes_and_pins_keep_an_object_from_re_planning() 
 
 def test_concurrent_asks_for_one_input_plan_once() -> None:
     planner = Counting(delay=0.2)
-    cache = PlanCache(planner)
+    cache = PlanningCache(planner)
     results: list[PlanningResult] = []
     threads = [
         threading.Thread(target=lambda i=i: results.append(cache.get(sdd(f"o{i}"))))
