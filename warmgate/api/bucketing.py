@@ -7,8 +7,8 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import Field
 
 from warmgate.api.base import ApiModel, Rule
+from warmgate.buckets.engine.config import Strategy
 
-Strategy = Literal["exp", "lin", "pad"]
 BIG: Final = 1 << 27  # generous cap so CEL cost estimates stay finite; far above any real bucket
 Dim = tuple[str, str]
 DIMENSIONS: Final[tuple[Dim, ...]] = (

@@ -9,6 +9,7 @@ from pydantic import Field, StringConstraints, field_validator
 
 from warmgate.api.base import ApiModel, Rule
 from warmgate.api.kube import WORD, EnvVar, Name, SecretKeyRef
+from warmgate.buckets.engine.config import Profile
 from warmgate.buckets.engine.methods import METHOD_NAMES, SpeculativeMethod, methods_where
 
 TensorParallelSize = Literal[1, 2, 4, 8]
@@ -29,7 +30,6 @@ def _cel(names: tuple[str, ...]) -> str:
     return "[" + ", ".join(f"'{n}'" for n in names) + "]"
 
 
-Profile = Literal["v0.26.0", "main-2026-08"]
 ModelId = Annotated[str, StringConstraints(min_length=1, max_length=512, pattern=WORD)]
 Revision = Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=WORD)]
 Arg = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
