@@ -19,7 +19,7 @@ from warmgate.buckets import BucketPlan, EngineShapeConfig, plan_buckets
 from warmgate.buckets.drafter.graphs import prove_drafter
 from warmgate.buckets.drafter.sweep import plan_sweep
 from warmgate.resources.probe_workload import sweep_replay_steps
-from warmgate.warmup.wire.plan import PLAN_FORMAT_VERSION, bucket_digest
+from warmgate.warmup.wire.order import PLAN_FORMAT_VERSION, bucket_digest
 from warmgate.warmup.wire.sweepplan import read_sweep
 
 REPO = Path(__file__).resolve().parents[2]

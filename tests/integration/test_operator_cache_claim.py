@@ -30,7 +30,7 @@ from support.kube_objects import serving_pod
 from support.polling import eventually
 
 from warmgate.controlplane import ControlPlane, OperatorProcess
-from warmgate.warmup.wire.plan import parse_plan
+from warmgate.warmup.wire.order import parse_plan
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 NAME = "cached"

@@ -21,7 +21,7 @@ from warmgate.buckets.drafter.ramp import Ramp, RampOracle
 from warmgate.buckets.drafter.walk import DrafterWalk, Key
 from warmgate.buckets.engine.plan import BucketPlan
 from warmgate.warmup.runner.sweep import sweep_prompt
-from warmgate.warmup.wire.plan import parse_plan
+from warmgate.warmup.wire.order import parse_plan
 from warmgate.warmup.wire.sweepplan import SweepStepSpec
 
 Graph = tuple[str, int, int, int]

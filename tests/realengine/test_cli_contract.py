@@ -26,7 +26,7 @@ from warmgate.api.vllm_spec import REFUSED_ARGS, RESERVED_ARGS
 from warmgate.buckets.engine.config import ENGINE_CLI_CHECKED
 from warmgate.resources.vllm_engine import model_argument, speculative_config
 from warmgate.warmup.engine.launch import LOGGING_ENV, LOGGING_ENV_REMOVED, engine_command
-from warmgate.warmup.wire.plan import _REFUSED_ARGS, parse_plan
+from warmgate.warmup.wire.order import _REFUSED_ARGS, parse_plan
 
 SCRIPT = Path(__file__).with_name("cli_contract.py")
 # Serving pins the KV block count the warmup measured when the spec does not: any count will do.

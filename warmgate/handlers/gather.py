@@ -49,7 +49,7 @@ from warmgate.resources.cache_claim import legacy_claim_name
 from warmgate.resources.names import COMPONENT_CACHE, label_value, parent_name, plan_label
 from warmgate.resources.pod import cache_claim_name
 from warmgate.warmup.wire.board import RunnerBoard, read_board
-from warmgate.warmup.wire.plan import CacheUsers
+from warmgate.warmup.wire.order import CacheUsers
 
 # Reading the serving Pods' runners shares one budget per sync: a namespace whose
 # NetworkPolicy drops the status port costs at most this long per resync, not 2 s per replica.

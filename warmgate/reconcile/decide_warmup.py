@@ -46,7 +46,7 @@ from warmgate.resources.cache_claim import build_cache_claim, made_from
 from warmgate.resources.pod import cache_claim_name
 from warmgate.settings import Settings
 from warmgate.warmup.wire.board import WarmupBoard
-from warmgate.warmup.wire.plan import CacheUsers
+from warmgate.warmup.wire.order import CacheUsers
 from warmgate.warmup.wire.summary import TerminationSummary
 
 

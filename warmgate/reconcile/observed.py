@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from warmgate.api import Manifest
 from warmgate.warmup.wire.board import RunnerBoard
-from warmgate.warmup.wire.plan import CacheUsers
+from warmgate.warmup.wire.order import CacheUsers
 
 # The parts of a sync that can fail on their own: a failed read or write of one keeps what the
 # status said about it, and no garbage is collected after any failure.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from warmgate.buckets import BucketPlan
-from warmgate.warmup.wire.plan import CacheUsers
+from warmgate.warmup.wire.order import CacheUsers
 from warmgate.warmup.wire.sweepplan import SweepSpec
 
 

@@ -7,7 +7,7 @@ from typing import Final
 from warmgate.api import SpecDecodeDeployment
 from warmgate.buckets import BucketPlan
 from warmgate.buckets.engine.methods import METHODS
-from warmgate.warmup.wire.plan import ProbeSpec, ProbeStep
+from warmgate.warmup.wire.order import ProbeSpec, ProbeStep
 from warmgate.warmup.wire.sweepplan import SweepSpec
 
 # Decode steps per request: enough for several spec-decode steps at every batch size, short

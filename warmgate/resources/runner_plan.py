@@ -1,6 +1,6 @@
 """The warmup runner's plan document (format v1): what to warm, verify, probe and cache.
 
-The operator builds the runner's own types (`warmgate.warmup.wire.plan.WarmupOrder` and its parts),
+The operator builds the runner's own types (`warmgate.warmup.wire.order.WarmupOrder` and its parts),
 and plan.json is their `to_json()`: one definition of every field for both sides.
 """
 
@@ -16,7 +16,7 @@ from warmgate.buckets.engine.methods import DRAFT_MODEL_METHODS
 from warmgate.resources.mounts import CACHE_DIR, RECIPE_DIR, WORK_DIR
 from warmgate.resources.names import parent_name
 from warmgate.resources.probe_workload import probe_section
-from warmgate.warmup.wire.plan import (
+from warmgate.warmup.wire.order import (
     BucketSpec,
     CacheSpec,
     CacheUsers,
@@ -104,7 +104,7 @@ def build_runner_plan(
     known_unwarmable: Sequence[Graph] = (),
     users: CacheUsers | None = None,
 ) -> WarmupOrder:
-    """The runner's plan, exactly as `warmgate.warmup.wire.plan` reads it back (`to_json()` is
+    """The runner's plan, exactly as `warmgate.warmup.wire.order` reads it back (`to_json()` is
     plan.json); ``sweep`` is the drafter sweep (``PlanBundle.drafter_sweep``),
     ``known_unwarmable`` the shapes the runner reports as known gaps
     (``PlanBundle.known_unwarmable``), ``users`` who uses the claim's entries

@@ -49,7 +49,7 @@ from warmgate.resources.warmup_children import (
     runner_copy,
 )
 from warmgate.warmup.wire.engine import LOGGING_ENV, engine_command, recipe_cache_config
-from warmgate.warmup.wire.plan import EngineLaunch
+from warmgate.warmup.wire.order import EngineLaunch
 
 CONTAINER: Final = "vllm"
 PORT_NAME: Final = "http"

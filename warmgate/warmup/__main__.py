@@ -20,7 +20,7 @@ from warmgate.warmup.runner.run import Runner, finish
 from warmgate.warmup.serve import mode as serve
 from warmgate.warmup.statusboard import Board, serve_board
 from warmgate.warmup.wire.board import WarmupBoard
-from warmgate.warmup.wire.plan import PlanError, load_plan
+from warmgate.warmup.wire.order import PlanError, load_plan
 from warmgate.warmup.wire.summary import TerminationSummary
 
 DEFAULT_TERMINATION_LOG = Path("/dev/termination-log")

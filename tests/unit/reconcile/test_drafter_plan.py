@@ -14,7 +14,7 @@ from warmgate.reconcile.drafter_plan import sweep_budget
 from warmgate.reconcile.planning import evaluate
 from warmgate.reconcile.warmup_state import evaluate_warmup
 from warmgate.resources import desired_children
-from warmgate.warmup.wire.plan import parse_plan
+from warmgate.warmup.wire.order import parse_plan
 from warmgate.warmup.wire.summary import TerminationSummary
 
 KEY = "gaudi2-tp1-" + "b" * 40

@@ -12,7 +12,7 @@ from warmgate.api import SpecDecodeDeployment, parse_manifest
 from warmgate.buckets import BucketPlan
 from warmgate.reconcile.planning import evaluate
 from warmgate.resources import cache_key
-from warmgate.warmup.wire.plan import KEY_RE
+from warmgate.warmup.wire.order import KEY_RE
 
 BASE = next(p for p in EXAMPLES if p.stem == "llama31-8b-eagle3-gaudi2")
 

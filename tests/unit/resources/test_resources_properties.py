@@ -14,7 +14,7 @@ from warmgate.reconcile.planning import evaluate
 from warmgate.resources import desired_children
 from warmgate.resources.names import DNS_1035_LABEL, MAX_NAME
 from warmgate.warmup.engine.launch import engine_argv
-from warmgate.warmup.wire.plan import parse_plan
+from warmgate.warmup.wire.order import parse_plan
 
 MINIMAL = next(p for p in EXAMPLES if p.stem == "minimal-ngram")
 

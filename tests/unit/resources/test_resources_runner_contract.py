@@ -18,7 +18,7 @@ from warmgate.resources import desired_children
 from warmgate.resources.probe_workload import MAX_TOKENS
 from warmgate.resources.runner_plan import build_runner_plan
 from warmgate.resources.vllm_engine import engine_of
-from warmgate.warmup.wire.plan import (
+from warmgate.warmup.wire.order import (
     KEY_RE,
     CacheUsers,
     PlanError,

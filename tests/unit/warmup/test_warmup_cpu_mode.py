@@ -19,7 +19,7 @@ from warmgate.warmup.runner.drafter_check import DrafterCheck
 from warmgate.warmup.runner.outcomes import Outcome
 from warmgate.warmup.runner.probe import ProbeResult, StepResult
 from warmgate.warmup.runner.report import RunRecord
-from warmgate.warmup.wire.plan import parse_plan
+from warmgate.warmup.wire.order import parse_plan
 
 CPU = EngineFacts("3.11", "2.13.0", None, "0.32.0", None, None, None, None, {}, platform="cpu")
 UNKNOWN = dataclasses.replace(CPU, platform=None, vllm=None)

@@ -18,7 +18,7 @@ from warmgate.warmup.runner.drafter_check import (
     missing_steps,
 )
 from warmgate.warmup.runner.sweep import SweepRun, SweepStepRun, sweep_prompt
-from warmgate.warmup.wire.plan import PlanError, parse_plan
+from warmgate.warmup.wire.order import PlanError, parse_plan
 from warmgate.warmup.wire.summary import DrafterCounts
 from warmgate.warmup.wire.sweepplan import HookSpec, SweepSpec, SweepStepSpec
 

@@ -15,7 +15,7 @@ from runner_harness import make_plan
 from warmgate.buckets import EngineShapeConfig, plan_buckets
 from warmgate.warmup.engine.launch import engine_argv, engine_env
 from warmgate.warmup.wire.engine import LOGGING_ENV
-from warmgate.warmup.wire.plan import (
+from warmgate.warmup.wire.order import (
     RUNNER_OWNED_ENV,
     PlanError,
     bucket_digest,

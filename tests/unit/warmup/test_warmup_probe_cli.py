@@ -13,7 +13,7 @@ from runner_harness import REPO, free_port
 
 from warmgate.warmup import cache
 from warmgate.warmup.runner.probe import prompt_ids, wait_for_health
-from warmgate.warmup.wire.plan import ProbeStep
+from warmgate.warmup.wire.order import ProbeStep
 
 
 def step(pattern: str, tokens: int = 40) -> ProbeStep:

@@ -20,7 +20,7 @@ from warmgate.warmup.runner.report import (
     write_report,
 )
 from warmgate.warmup.runner.verdict import early_mismatches, final_verdict
-from warmgate.warmup.wire.plan import parse_plan
+from warmgate.warmup.wire.order import parse_plan
 from warmgate.warmup.wire.summary import SUMMARY_LIMIT
 
 

@@ -20,7 +20,7 @@ from warmgate.warmup.wire.engine import (
     engine_command,
     recipe_cache_config,
 )
-from warmgate.warmup.wire.plan import WarmupOrder
+from warmgate.warmup.wire.order import WarmupOrder
 
 Sink = Callable[[str, str], None]
 _CHUNK = 64 * 1024

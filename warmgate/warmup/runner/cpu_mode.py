@@ -16,7 +16,7 @@ from warmgate.warmup.hook.lines import HookEvent
 from warmgate.warmup.runner.drafter_check import DrafterCheck
 from warmgate.warmup.runner.outcomes import Outcome
 from warmgate.warmup.runner.report import RunRecord
-from warmgate.warmup.wire.plan import WarmupOrder
+from warmgate.warmup.wire.order import WarmupOrder
 from warmgate.warmup.wire.summary import EngineKind
 
 NOT_VERIFIED = (

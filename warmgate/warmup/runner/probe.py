@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from warmgate.warmup.runner.burst import send_burst
-from warmgate.warmup.wire.plan import ProbeSpec, ProbeStep
+from warmgate.warmup.wire.order import ProbeSpec, ProbeStep
 
 Alive = Callable[[], bool]
 Progress = Callable[[int, int], None]

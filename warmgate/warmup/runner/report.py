@@ -17,7 +17,7 @@ from warmgate.warmup.runner.probe import ProbeResult
 from warmgate.warmup.runner.sweep import SweepRun
 from warmgate.warmup.runner.verdict import LogVerdict
 from warmgate.warmup.statusboard import Board
-from warmgate.warmup.wire.plan import DIGEST_ALGORITHM
+from warmgate.warmup.wire.order import DIGEST_ALGORITHM
 from warmgate.warmup.wire.summary import (
     SUMMARY_VERSION,
     EngineKind,

@@ -36,7 +36,7 @@ from warmgate.warmup.runner.verdict import (
     known_gaps,
     unwarmed_reasons,
 )
-from warmgate.warmup.wire.plan import DEFAULT_SWEEP_S, WarmupOrder
+from warmgate.warmup.wire.order import DEFAULT_SWEEP_S, WarmupOrder
 from warmgate.warmup.wire.sweepplan import SweepSpec
 
 # The hook's lines are written before each response but read by another thread: before the
