@@ -45,7 +45,7 @@ def planned(sdd: SpecDecodeDeployment) -> PlanBundle:
     assert result.summary is not None
     to_run = result.to_run(kv_blocks=None)
     if to_run is None:  # a plan the spec may not warm: the builders are still asked about it
-        sweep = result.evaluation.drafter.sweep_spec() if result.evaluation else None
+        sweep = result.evaluation.drafter.sweep_spec if result.evaluation else None
         estimate = float(result.summary.estimated_warmup_seconds or 0)
         known = known_unwarmable(result.evaluation) if result.evaluation else ()
         to_run = PlanBundle(result.plan, estimate, drafter_sweep=sweep, known_unwarmable=known)

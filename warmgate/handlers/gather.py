@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from time import monotonic
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
 from warmgate.api import Manifest, SpecDecodeDeployment
 from warmgate.api.constants import (
@@ -48,7 +48,7 @@ from warmgate.resources import serving_name, serving_selector
 from warmgate.resources.cache_claim import legacy_claim_name
 from warmgate.resources.names import COMPONENT_CACHE, label_value, parent_name, plan_label
 from warmgate.resources.pod import cache_claim_name
-from warmgate.warmup.wire.board import RunnerBoard, read_board
+from warmgate.warmup.wire.board import RunnerBoard
 from warmgate.warmup.wire.order import CacheUsers
 
 # Reading the serving Pods' runners shares one budget per sync: a namespace whose
@@ -59,14 +59,15 @@ READ_BUDGET_S: Final = 5.0
 class RunnerEndpoints(Protocol):
     """Reads the status document a runner serves in a Pod (warmup or serve mode)."""
 
-    def read(self, pod: Manifest) -> dict[str, Any] | None:
-        """The document, or None when the Pod has no reachable runner endpoint."""
+    def read(self, pod: Manifest) -> RunnerBoard | None:
+        """The runner's board, or None when the Pod has no reachable runner endpoint; a
+        ValueError when it answers something else."""
 
 
 class NoEndpoints:
     """No runner endpoint reachable (unit tests of other parts, or observation turned off)."""
 
-    def read(self, pod: Manifest) -> dict[str, Any] | None:
+    def read(self, pod: Manifest) -> RunnerBoard | None:
         del pod
         return None
 
@@ -88,16 +89,12 @@ class Gatherer:
     def doc(self, pod: Manifest) -> RunnerBoard | None:
         """A runner's status board; what is no runner's board is a warning about its Pod,
         never a failed sync (issue 23 item 4)."""
-        name = (pod.get("metadata") or {}).get("name")
         try:
-            doc = self.endpoints.read(pod)
+            return self.endpoints.read(pod)
         except ValueError as exc:
+            name = (pod.get("metadata") or {}).get("name")
             self.log.warning(f"Ignored the runner status of Pod {name}: {exc}")
             return None
-        board = read_board(doc) if doc is not None else None
-        if doc is not None and board is None:
-            self.log.warning(f"Ignored the runner status of Pod {name}: no runner's mode")
-        return board
 
     def one(self, part: Part, what: str, call: Callable[[], Manifest | None]) -> Manifest | None:
         """One object (None: absent, or its part failed)."""

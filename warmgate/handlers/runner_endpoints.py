@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from warmgate.api import Manifest
 from warmgate.reconcile.progress import STATUS_PORT_NAME
-from warmgate.warmup.wire.board import STATUS_PATH
+from warmgate.warmup.wire.board import STATUS_PATH, RunnerBoard, read_board
 
 TIMEOUT_S: Final = 2.0
 # A runner's document is a few KiB: more, or deeper nesting, is not a runner's.
@@ -74,12 +74,20 @@ def parse_doc(text: bytes) -> dict[str, Any]:
     return doc
 
 
+def parse_board(text: bytes) -> RunnerBoard:
+    """A runner's board (`read_board`) from its answer; RunnerDocError for any other document."""
+    board = read_board(parse_doc(text))
+    if board is None:
+        raise RunnerDocError("not a runner's board: no known mode")
+    return board
+
+
 class HttpRunnerEndpoints:
     """`warmgate.handlers.gather.RunnerEndpoints` over HTTP."""
 
-    def read(self, pod: Manifest) -> dict[str, Any] | None:
-        """The runner's document; None when the Pod has no endpoint or does not answer.
-        RunnerDocError when what it answers is no runner document."""
+    def read(self, pod: Manifest) -> RunnerBoard | None:
+        """The runner's board; None when the Pod has no endpoint or does not answer.
+        RunnerDocError when what it answers is no runner's board."""
         url = status_url(pod)
         if url is None or (pod.get("spec") or {}).get("hostNetwork"):
             return None  # a Pod on the node's network would point the operator at the node
@@ -88,4 +96,4 @@ class HttpRunnerEndpoints:
                 text = response.read(MAX_BYTES + 1)
         except (OSError, urllib.error.URLError):
             return None
-        return parse_doc(text)
+        return parse_board(text)

@@ -14,16 +14,16 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
 
 from warmgate.api import Manifest
 from warmgate.handlers.children import ParentKey
-from warmgate.warmup.wire.board import RunnerBoard, ServeBoard, read_board
+from warmgate.warmup.wire.board import RunnerBoard, ServeBoard
 
 POLL_SECONDS: Final = 30.0
 # A reading of what a runner counted so far: its distinct unwarmed shapes and its misses.
 Reading = tuple[tuple[str, ...], int]
-Read = Callable[[Manifest], dict[str, Any] | None]
+Read = Callable[[Manifest], RunnerBoard | None]
 Wake = Callable[[ParentKey], object]
 
 
@@ -76,8 +76,7 @@ class RunnerWatch:
             if key in woken:
                 continue
             try:
-                doc = read(pod)
-                now = reading(read_board(doc) if doc is not None else None)
+                now = reading(read(pod))
             except ValueError:  # not a runner's document: the sync says so
                 continue
             if now is not None and now != before:

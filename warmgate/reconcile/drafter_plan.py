@@ -10,6 +10,7 @@ verifies it with its compile hook (docs/runner.md). ngram and k = 0 have no draf
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Final, cast, get_args
 
 from warmgate.buckets import BucketPlan, ModelProfile
@@ -73,8 +74,11 @@ class DrafterPlan:
             return None
         return self.sweep.to_dict()
 
+    @cached_property
     def sweep_spec(self) -> SweepSpec | None:
-        """`document()` as the runner reads it (the plan's ``drafter_sweep``)."""
+        """`document()` as the runner reads it (the plan's ``drafter_sweep``), read once per
+        planning result: every sync of every object that shares it builds its children from it
+        (an eagle3 sweep of 71 steps takes about 1.2 ms to write and read back)."""
         document = self.document()
         return read_sweep(document) if document is not None else None
 

@@ -67,7 +67,7 @@ class PlanningResult:
             return None
         estimate = self.summary.estimated_warmup_seconds if self.summary else None
         evaluation = self.evaluation
-        sweep = evaluation.drafter.sweep_spec() if evaluation is not None else None
+        sweep = evaluation.drafter.sweep_spec if evaluation is not None else None
         known = known_unwarmable(evaluation) if evaluation is not None else ()
         return PlanBundle(
             self.plan, float(estimate or 0), kv_blocks, drafter_sweep=sweep, known_unwarmable=known

@@ -17,6 +17,8 @@ from warmgate.resources.mounts import CACHE_DIR, RECIPE_DIR, WORK_DIR
 from warmgate.resources.names import parent_name
 from warmgate.resources.probe_workload import probe_section
 from warmgate.warmup.wire.order import (
+    CACHE_NAMESPACE,
+    CACHE_USERS,
     BucketSpec,
     CacheSpec,
     CacheUsers,
@@ -36,9 +38,7 @@ SWEEP_MARGIN: Final = 1.5
 # manifest it publishes (a volume shared across namespaces: another namespace's entries are
 # never judged by this one's list). Neither is part of the Job's content hash
 # (warmup_children.build_warmup), so no Job made before them gets a new name.
-USERS: Final = "users"
-NAMESPACE: Final = "namespace"
-OUTSIDE_CONTENT: Final = (USERS, NAMESPACE)
+OUTSIDE_CONTENT: Final = (CACHE_USERS, CACHE_NAMESPACE)
 
 
 def _expected(plan: BucketPlan) -> dict[str, ListExpectation]:

@@ -6,7 +6,13 @@ import json
 
 import pytest
 
-from warmgate.handlers.runner_endpoints import MAX_BYTES, RunnerDocError, depth, parse_doc
+from warmgate.handlers.runner_endpoints import (
+    MAX_BYTES,
+    RunnerDocError,
+    depth,
+    parse_board,
+    parse_doc,
+)
 
 
 def test_a_runner_document_parses() -> None:
@@ -34,3 +40,9 @@ def test_deep_nesting_is_refused_before_json_would_recurse() -> None:
 def test_what_is_no_runner_document_is_refused_with_its_reason(text: bytes, why: str) -> None:
     with pytest.raises(RunnerDocError, match=why):
         parse_doc(text)
+
+
+def test_an_answer_of_no_known_mode_is_no_runners_board() -> None:
+    assert parse_board(json.dumps({"mode": "serve", "unwarmed": ["x"]}).encode()) is not None
+    with pytest.raises(RunnerDocError, match="no known mode"):
+        parse_board(json.dumps({"mode": "train"}).encode())

@@ -27,7 +27,7 @@ def board(*shapes: str) -> RunnerBoard:
 def test_only_a_new_count_wakes_the_object() -> None:
     watch = RunnerWatch()
     watch.note("uid", ("ns", "a"), [(POD, board())])
-    answers = [doc(), doc(SHAPE)]
+    answers = [board(), board(SHAPE)]
     assert watch.changed(lambda pod: answers[0]) == []
     assert watch.changed(lambda pod: answers[1]) == [("ns", "a")]
     watch.note("uid", ("ns", "a"), [(POD, board(SHAPE))])  # the sync that followed
@@ -38,7 +38,7 @@ def test_what_is_no_serve_report_wakes_nothing() -> None:
     watch = RunnerWatch()
     watch.note("uid", ("ns", "a"), [(POD, board())])
     assert watch.changed(lambda pod: None) == []
-    assert watch.changed(lambda pod: {"mode": "warmup"}) == []
+    assert watch.changed(lambda pod: read_board({"mode": "warmup"})) == []
 
     def refuse(pod: Any) -> Any:
         raise ValueError("nested deeper than 8 levels")
@@ -54,7 +54,7 @@ def test_the_poll_wakes_within_its_interval() -> None:
     woken: list[Any] = []
 
     async def poll() -> None:
-        task = asyncio.create_task(watch.run(lambda pod: doc(SHAPE), woken.append, 0.01))
+        task = asyncio.create_task(watch.run(lambda pod: board(SHAPE), woken.append, 0.01))
         while not woken:
             await asyncio.sleep(0.01)
         task.cancel()

@@ -32,7 +32,7 @@ from warmgate.reconcile.planning import evaluate
 from warmgate.reconcile.planning_cache import PlanningCache
 from warmgate.reconcile.progress import progress_of, throttled
 from warmgate.settings import Settings
-from warmgate.warmup.wire.board import ServeBoard, WarmupBoard
+from warmgate.warmup.wire.board import RunnerBoard, ServeBoard, WarmupBoard, read_board
 
 NS, NAME, UID = "llm", "observed", "6f1c2d3e-0000-4000-8000-0000000000bb"
 LOG = logging.getLogger("test_observation")
@@ -46,10 +46,12 @@ class Endpoints:
         self.docs: dict[str, dict[str, Any] | None] = {}
         self.reads: list[str] = []
 
-    def read(self, pod: dict[str, Any]) -> dict[str, Any] | None:
+    def read(self, pod: dict[str, Any]) -> RunnerBoard | None:
+        """The answer as the HTTP reader hands it on (`runner_endpoints.parse_board`)."""
         name = pod["metadata"]["name"]
         self.reads.append(name)
-        return self.docs.get(name)
+        doc = self.docs.get(name)
+        return read_board(doc) if doc is not None else None
 
 
 class World:

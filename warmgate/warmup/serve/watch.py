@@ -145,7 +145,9 @@ def samples(state: dict[str, Any]) -> list[Sample]:
 
 def _publisher(board: Board, state: dict[str, Any], path: Path) -> Callable[[], None]:
     def publish() -> None:
-        board.publish(ServeBoard.from_json(state))  # the state has the board's fields
+        # The state has the board's fields; a deep copy, since the observer goes on changing
+        # the state's nested counters while the status port serialises the board.
+        board.publish(ServeBoard.from_json(json.loads(json.dumps(state))))
         save_state(path, state)
 
     return publish

@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
+from warmgate.warmup.wire import schema
+
 STATUS_PATH: Final = "/warmgate/status"
 METRICS_PATH: Final = "/metrics"
 STATUS_VERSION: Final = 1
@@ -29,22 +31,9 @@ SHAPE_CHARS: Final = 128
 MAX_POSITIONS: Final = 64
 
 
-def _count(value: object) -> int:
-    """A counter: a non-negative int, or 0 for anything else (a bool is no count)."""
-    return value if type(value) is int and value >= 0 else 0
-
-
-def _number(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
 def _rate(value: object) -> float:
-    number = _number(value)
+    number = schema.number(value)
     return 0.0 if number is None else min(1.0, max(0.0, number))
-
-
-def _texts(value: object, chars: int) -> tuple[str, ...]:
-    return tuple(str(v)[:chars] for v in value) if isinstance(value, list) else ()
 
 
 @dataclass(frozen=True)
@@ -79,7 +68,7 @@ class SpecDecodeFigures:
         """None when the engine exported no counters yet (or the field is not the runner's)."""
         if not isinstance(data, dict):
             return None
-        counts = [_number(data.get(k)) for k in ("drafts", "draft_tokens", "accepted_tokens")]
+        counts = [schema.number(data.get(k)) for k in ("drafts", "draft_tokens", "accepted_tokens")]
         drafts, tokens, accepted = (max(0, int(c)) if c is not None else 0 for c in counts)
         rates = data.get("per_position_acceptance_rate")
         positions = rates[:MAX_POSITIONS] if isinstance(rates, list) else []
@@ -88,8 +77,8 @@ class SpecDecodeFigures:
             drafts=drafts,
             draft_tokens=tokens,
             accepted_tokens=accepted,
-            acceptance_rate=_number(data.get("acceptance_rate")),
-            mean_acceptance_length=_number(data.get("mean_acceptance_length")),
+            acceptance_rate=schema.number(data.get("acceptance_rate")),
+            mean_acceptance_length=schema.number(data.get("mean_acceptance_length")),
             per_position_acceptance_rate=tuple(_rate(r) for r in positions),
             scraped_unix=scraped if type(scraped) is int else None,
             error=str(error)[:300] if error is not None else None,
@@ -127,7 +116,7 @@ class WarmupBoard:
             if isinstance(value, list) and len(value) == 2 and all(type(v) is int for v in value):
                 progress[str(what)[:STAGE_CHARS]] = (max(0, value[0]), max(0, value[1]))
         key, plan_hash, stage = doc.get("key"), doc.get("plan_hash"), doc.get("stage")
-        elapsed = _number(doc.get("elapsed_s"))
+        elapsed = schema.number(doc.get("elapsed_s"))
         return cls(
             key=key if isinstance(key, str) else None,
             plan_hash=plan_hash if isinstance(plan_hash, str) else None,
@@ -175,14 +164,14 @@ class ServeBoard:
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> ServeBoard:
         hooks, totals = doc.get("hooks"), doc.get("spec_decode_totals")
-        elapsed = _number(doc.get("elapsed_s"))
+        elapsed = schema.number(doc.get("elapsed_s"))
         return cls(
-            unwarmed=_texts(doc.get("unwarmed"), SHAPE_CHARS),
-            unwarmed_count=_count(doc.get("unwarmed_count")),
-            not_prepared=_texts(doc.get("not_prepared"), SHAPE_CHARS),
-            not_prepared_count=_count(doc.get("not_prepared_count")),
-            engine_starts=_count(doc.get("engine_starts")),
-            dropped_bytes=_count(doc.get("dropped_bytes")),
+            unwarmed=schema.texts(doc.get("unwarmed"), SHAPE_CHARS),
+            unwarmed_count=schema.count(doc.get("unwarmed_count")),
+            not_prepared=schema.texts(doc.get("not_prepared"), SHAPE_CHARS),
+            not_prepared_count=schema.count(doc.get("not_prepared_count")),
+            engine_starts=schema.count(doc.get("engine_starts")),
+            dropped_bytes=schema.count(doc.get("dropped_bytes")),
             spec_decode=SpecDecodeFigures.from_json(doc.get("spec_decode")),
             hooks=hooks if isinstance(hooks, dict) else {},
             spec_decode_totals=totals if isinstance(totals, dict) else {},

@@ -22,6 +22,9 @@ from warmgate.warmup.wire.sweepplan import (
 
 PLAN_FORMAT_VERSION = 1
 DEFAULT_SWEEP_S = 1800.0
+# The cache section's optional keys: who uses the entries, the namespace they were listed in.
+CACHE_USERS = "users"
+CACHE_NAMESPACE = "namespace"
 DIGEST_ALGORITHM = "sha256-canonical-json-v1"
 # A cache key names one folder on the shared volume, so it must never traverse or hide.
 KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -183,9 +186,9 @@ class CacheSpec:
             "retain": self.retain,
         }
         if self.namespace:
-            doc["namespace"] = self.namespace
+            doc[CACHE_NAMESPACE] = self.namespace
         if self.users is not None:
-            doc["users"] = self.users.to_json()
+            doc[CACHE_USERS] = self.users.to_json()
         return doc
 
 
@@ -474,8 +477,8 @@ def _cache(f: Fields) -> CacheSpec:
         reuse_existing=f.boolean("reuse_existing", True),
         owner=f.text("owner", None) or None,
         retain=f.integer("retain", 0, lo=0, hi=1024),
-        users=_users(f.obj("users", required=False)),
-        namespace=f.text("namespace", None) or None,
+        users=_users(f.obj(CACHE_USERS, required=False)),
+        namespace=f.text(CACHE_NAMESPACE, None) or None,
     )
     f.finish()
     return result

@@ -1,4 +1,7 @@
-"""Typed field access over decoded JSON that collects every validation error with its path."""
+"""Reading decoded JSON: strictly, collecting every validation error with its path (`Fields`,
+for the warmup order the runner must refuse when wrong), or leniently (`count`, `number`,
+`text`, `texts`, for the documents the operator reads from Pods anyone who may run one can
+write: a value of the wrong type reads as absent or zero, never as an error or a pass)."""
 
 from __future__ import annotations
 
@@ -153,3 +156,23 @@ class Fields:
             self._bad(key, "a list of objects", value)
             return []
         return [Fields(v, f"{self.path}.{key}[{i}]", self.errors) for i, v in enumerate(value)]
+
+
+def count(value: object) -> int:
+    """A counter: a non-negative int, or 0 for anything else (a bool is no count)."""
+    return value if type(value) is int and value >= 0 else 0
+
+
+def number(value: object) -> float | None:
+    """A number (a bool is none), or None."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def text(value: object) -> str | None:
+    """A string, or None."""
+    return value if isinstance(value, str) else None
+
+
+def texts(value: object, chars: int | None = None) -> tuple[str, ...]:
+    """A list's entries as text (each cut to ``chars``), or none for anything but a list."""
+    return tuple(str(v)[:chars] for v in value) if isinstance(value, list) else ()

@@ -17,6 +17,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final
 
+from warmgate.warmup.wire import schema
+
 SUMMARY_VERSION: Final = 6
 # Kubernetes keeps at most 4096 bytes of a container's termination message.
 SUMMARY_LIMIT: Final = 4096
@@ -30,20 +32,8 @@ _LISTS: Final = ("unwarmed", "mismatches", "unreadable", "known_gaps")
 _DROPPED_LAST: Final = ("report", "key", "plan_hash")
 
 
-def _count(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
-
-
 def _opt_count(value: object) -> int | None:
-    return _count(value) if value is not None else None
-
-
-def _texts(value: object) -> tuple[str, ...]:
-    return tuple(str(v) for v in value) if isinstance(value, list) else ()
-
-
-def _text(value: object) -> str | None:
-    return value if isinstance(value, str) else None
+    return schema.count(value) if value is not None else None
 
 
 @dataclass(frozen=True)
@@ -81,11 +71,11 @@ class DrafterCounts:
         return cls(
             hook=data["hook"],
             verified=verified if isinstance(verified, bool) else None,
-            expected=_count(data.get("expected")),
-            driven=_count(data.get("driven")),
-            missing=_count(data.get("missing")),
-            probe=_count(data.get("probe")),
-            gaps=_count(data.get("gaps")),
+            expected=schema.count(data.get("expected")),
+            driven=schema.count(data.get("driven")),
+            missing=schema.count(data.get("missing")),
+            probe=schema.count(data.get("probe")),
+            gaps=schema.count(data.get("gaps")),
         )
 
 
@@ -108,8 +98,8 @@ class EngineKind:
         kind = data.get("kind")
         return cls(
             kind=kind if kind in ENGINE_KINDS else None,
-            vllm=_text(data.get("vllm")),
-            platform=_text(data.get("platform")),
+            vllm=schema.text(data.get("vllm")),
+            platform=schema.text(data.get("platform")),
         )
 
 
@@ -182,15 +172,15 @@ class TerminationSummary:
             outcome=data["outcome"],
             reason=str(data.get("reason") or ""),
             code=data.get("code") if type(data.get("code")) is int else None,
-            plan_hash=_text(data.get("plan_hash")),
-            key=_text(data.get("key")),
-            unwarmed=_texts(data.get("unwarmed")),
-            known_gaps=_texts(data.get("known_gaps")),
-            mismatches=_texts(data.get("mismatches")),
-            unreadable=_texts(data.get("unreadable")),
+            plan_hash=schema.text(data.get("plan_hash")),
+            key=schema.text(data.get("key")),
+            unwarmed=schema.texts(data.get("unwarmed")),
+            known_gaps=schema.texts(data.get("known_gaps")),
+            mismatches=schema.texts(data.get("mismatches")),
+            unreadable=schema.texts(data.get("unreadable")),
             kv_blocks=kv if isinstance(kv, int) else None,
-            cache=_text(data.get("cache")),
-            report=_text(data.get("report")),
+            cache=schema.text(data.get("cache")),
+            report=schema.text(data.get("report")),
             drafter=DrafterCounts.from_json(data.get("drafter")),
             engine=EngineKind.from_json(data.get("engine")),
             unwarmed_count=_opt_count(data.get("unwarmed_count")),
