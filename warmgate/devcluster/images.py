@@ -302,7 +302,9 @@ def _pause_source() -> Path:
 
 
 def import_into_containerd(ctr: list[str], images: Iterable[Image], progress: Progress) -> None:
-    """`ctr -n k8s.io images import` each archive not imported yet (names carry the hash)."""
+    """`ctr -n k8s.io images import` each archive not imported yet (names carry the hash), then
+    remove the older builds of that image from containerd's store, which is kept under .cache
+    between runs (each real-engine build is about 13 GB there: the layers and their snapshot)."""
     present = set(_run([*ctr, "images", "list", "-q"]).split())
     for image in images:
         if image.ref in present:
@@ -310,6 +312,28 @@ def import_into_containerd(ctr: list[str], images: Iterable[Image], progress: Pr
         began = time.monotonic()
         _run([*ctr, "images", "import", str(image.archive)])
         progress(f"imported {image.ref} into containerd in {time.monotonic() - began:.0f} s")
+        old = superseded(_run([*ctr, "images", "list"]), image.ref)
+        if old:
+            # --sync: the content and snapshots go now; a container still running an old
+            # build keeps its snapshot until it is removed.
+            _run([*ctr, "images", "rm", "--sync", *old])
+            name = image.ref.rpartition(":")[0]
+            progress(f"removed {len(old)} reference(s) of older {name} builds from containerd")
+
+
+def superseded(listing: str, current: str) -> list[str]:
+    """The references in ``ctr images list`` (REF TYPE DIGEST ...) of older builds of
+    ``current``'s image: its other tags, and the image-ID references (``sha256:...``) the
+    kubelet's CRI added for them, matched by manifest digest. A digest that an image kept also
+    carries is never dropped."""
+    rows = [line.split() for line in listing.splitlines()[1:]]
+    digest = {row[0]: row[2] for row in rows if len(row) >= 3}
+    name = current.rpartition(":")[0]
+    old = {ref for ref in digest if ref != current and ref.rpartition(":")[0] == name}
+    kept = {d for ref, d in digest.items() if ref not in old and not ref.startswith("sha256:")}
+    gone = {digest[ref] for ref in old} - kept
+    ids = {ref for ref, d in digest.items() if ref.startswith("sha256:") and d in gone}
+    return sorted((old - {r for r in old if digest[r] in kept}) | ids)
 
 
 def unavailable() -> str | None:

@@ -129,12 +129,16 @@ def test_a_new_archive_replaces_only_its_own_older_archives(
     assert new.read_text() == "new"
 
 
-def test_the_real_engine_on_the_node_is_opt_in_and_needs_the_disk(
+def test_the_real_engine_on_the_node_runs_unless_turned_off_and_needs_the_disk(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.delenv(engine_image.OPT_IN, raising=False)
-    assert "opt-in" in (engine_image.node_reason() or "")
-    monkeypatch.setenv(engine_image.OPT_IN, "1")
+    monkeypatch.setenv(engine_image.OPT_OUT, "0")
+    assert f"turned off ({engine_image.OPT_OUT}=0)" in (engine_image.node_reason() or "")
+    monkeypatch.setattr(engine_image, "unavailable_reason", lambda: "not installed")
+    monkeypatch.delenv(engine_image.OPT_OUT)
+    assert engine_image.node_reason() == "not installed"
+    monkeypatch.setenv(engine_image.OPT_OUT, "1")  # the old opt-in value: still on
+    assert engine_image.node_reason() == "not installed"
     monkeypatch.setattr(engine_image, "unavailable_reason", lambda: None)
     monkeypatch.setattr(engine_image, "IMAGES", tmp_path)
     free = shutil.disk_usage(tmp_path).free / 1e9
@@ -144,3 +148,31 @@ def test_the_real_engine_on_the_node_is_opt_in_and_needs_the_disk(
     expected = None if free >= need else "GB free"  # an archive already built needs less
     found = engine_image.node_reason(archive_ready=True)
     assert found is None if expected is None else expected in (found or "")
+
+
+def test_an_import_drops_only_the_older_builds_of_its_own_image() -> None:
+    """`ctr images list` as containerd 1.6 prints it: named refs and the CRI's image-ID refs
+    (sha256:<config>) pointing at the same manifests."""
+    t = "application/vnd.docker.distribution.manifest.v2+json"
+    rows = [
+        ("localhost/warmgate-vllm-cpu:1111111111111111", "sha256:aa"),
+        ("localhost/warmgate-vllm-cpu:2222222222222222", "sha256:bb"),
+        ("localhost/warmgate:3333333333333333", "sha256:cc"),
+        ("localhost/warmgate-vllm-cpu-extra:4444444444444444", "sha256:dd"),
+        ("sha256:0a0a", "sha256:aa"),  # the old build's image ID
+        ("sha256:0b0b", "sha256:bb"),  # the new build's
+        ("sha256:0c0c", "sha256:cc"),
+    ]
+    listing = "REF TYPE DIGEST SIZE PLATFORMS LABELS\n" + "".join(
+        f"{ref} {t} {digest} 6.3 GiB linux/amd64 io.cri-containerd.image=managed\n"
+        for ref, digest in rows
+    )
+    new = "localhost/warmgate-vllm-cpu:2222222222222222"
+    assert images.superseded(listing, new) == [
+        "localhost/warmgate-vllm-cpu:1111111111111111",
+        "sha256:0a0a",
+    ]
+    assert images.superseded(listing, "localhost/warmgate:3333333333333333") == []
+    # an old tag whose manifest a kept image also carries: its content is in use, kept
+    shared = listing + f"localhost/warmgate:5555555555555555 {t} sha256:cc 1 KiB x -\n"
+    assert images.superseded(shared, "localhost/warmgate:3333333333333333") == []
