@@ -24,13 +24,18 @@ ASSET_PARTS := $(if $(KUBEBUILDER_ASSETS),,packages etcd kubectl kube helm)
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-19s %s\n", $$1, $$2}'
 
+# `make run` shows one example on the real vLLM CPU engine when that engine is provisioned
+# (`make vllm-engine`, which `make test` runs too); WARMGATE_REAL_ENGINE_NODE=1 provisions it
+# here, =0 leaves the example out.
+RUN_PARTS := venv assets images $(if $(filter 1,$(WARMGATE_REAL_ENGINE_NODE)),vllm-engine)
+
 run: ## The main job on a local single-node cluster; KEEP=1 keeps it up until Ctrl-C
-	@$(PROVISION) venv assets images
+	@$(PROVISION) $(RUN_PARTS)
 	@$(VENV)/bin/warmgate demo $(if $(KEEP),--keep)
 
-test: ## Everything: install, provision and lint side by side, then all test tiers
+test: ## Everything: provision and lint side by side, then all tiers (two pytest runs at once)
 	@$(PROVISION) venv assets monitoring-tools vllm-engine lint
-	$(PY) -m pytest tests
+	@PY=$(PY) bash hack/run-tests.sh
 
 $(STAMP): pyproject.toml
 	@STEP_ABOUT="1 to 5 min" $(STEP) venv "$(VENV) with warmgate and its dev tools, pip" \
@@ -84,7 +89,7 @@ unit: venv ## Unit tests only (pure, fast)
 integration: venv assets monitoring-tools ## Integration tests against the real apiserver
 	$(PY) -m pytest tests -m integration
 
-e2e: venv assets ## End-to-end tests on the local single-node cluster (root, containerd, kubelet)
+e2e: venv assets vllm-engine ## End-to-end tests on the local single-node cluster (root, containerd, kubelet)
 	$(PY) -m pytest tests -m e2e
 
 realengine: venv vllm-engine ## The real-engine tier: warmgate against a real vLLM CPU process

@@ -26,14 +26,7 @@ from warmgate.devcluster import client, engine_image
 from warmgate.devcluster.images import Builder, Image
 
 # A cold image build (about 6.6 GB) and two engines on 2 shared cores take long.
-pytestmark = [
-    pytest.mark.timeout(3600),
-    # Opt-in (docs/testing.md, "The real engine on the node"): without it no cluster starts.
-    pytest.mark.skipif(
-        os.environ.get(engine_image.OPT_IN) != "1",
-        reason=f"the real engine on the node is opt-in: set {engine_image.OPT_IN}=1",
-    ),
-]
+pytestmark = pytest.mark.timeout(3600)
 METHODS = {"ngram": "real-ngram", "eagle": "real-eagle"}
 K = 2
 PROMPT = "gate warm shape bucket graph engine draft token step batch"
