@@ -27,7 +27,8 @@ LOG_DIR="${STEPS_LOG_DIR:-$ROOT/.cache/logs}"
 NODE_LOG="$LOG_DIR/pytest-node-and-engines.log"
 mkdir -p "$LOG_DIR"
 # shellcheck source=hack/lib/steps.sh
-STEPS_PREFIX=tests source "$ROOT/hack/lib/steps.sh"
+STEPS_PREFIX=tests
+source "$ROOT/hack/lib/steps.sh"
 
 began=$SECONDS
 # The node run keeps no .pytest_cache (the other run writes it; two writers would race).
@@ -35,8 +36,11 @@ began=$SECONDS
 node=$!
 # SIGTERM: a background job of a script ignores SIGINT. The dev cluster's reaper tears the node down
 # when its test run dies (warmgate/devcluster/reaper.py).
+# EXIT too: however this script ends, the node run never outlives it (an orphan would hold the
+# machine's node lock and make the next run wait).
 stop() { kill -TERM "$node" 2>/dev/null; wait "$node"; exit 130; }
 trap stop INT TERM
+trap 'kill -TERM "$node" 2>/dev/null' EXIT
 say "the e2e tier and the real engines run beside the other tiers; their output: $(shown "$NODE_LOG") (printed whole when they end)"
 
 "$PY" -m pytest tests -m "not ($NODE_MARKS)" "$@"
