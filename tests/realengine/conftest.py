@@ -83,16 +83,6 @@ RUNS: dict[str, dict[str, Any]] = {
 }
 
 
-# The engine of these runs computes on one OpenMP thread. A Gaudi engine computes on its card
-# and leaves the host's cores to its API server, which turns the sweep's burst into requests; a
-# CPU engine computing on both of this machine's 2 cores starves that server while it steps,
-# and a burst then reached the scheduler over 3 to 7 engine steps
-# instead of the 2 the sweep allows (a full `make test` run, 2026-12-02: 7 of 9 steps formed).
-# One thread leaves a core to the server, as the card does; the engine's steps get slower, which
-# only makes arrival easier to read, never harder.
-SWEEP_ENGINE_ENV: dict[str, str] = {"OMP_NUM_THREADS": "1"}
-
-
 class RunnerRuns:
     """The runner's runs on the real engine (RUNS), each made once per session when first
     asked for; the CPU engine accepted but in ``refused``, the scheduler recorder loaded."""
@@ -111,7 +101,7 @@ class RunnerRuns:
         tmp = self.factory.mktemp(name)
         sdd = tiny.tiny_sdd(**RUNS[name])
         plan = tiny.local_plan(tiny.operator_plan(sdd), self.models, tmp)
-        return runs.run(plan, tmp, record=name != "refused", env=SWEEP_ENGINE_ENV)
+        return runs.run(plan, tmp, record=name != "refused")
 
 
 @pytest.fixture(scope="session")

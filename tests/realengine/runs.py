@@ -53,15 +53,12 @@ class RunnerRun:
         return lines
 
 
-def run(
-    plan: dict[str, Any], tmp: Path, *, record: bool = False, env: dict[str, str] | None = None
-) -> RunnerRun:
-    """Run the runner on ``plan`` to its end; with ``record`` the scheduler recorder too;
-    ``env`` is added to the runner's (and so the engine's) environment."""
+def run(plan: dict[str, Any], tmp: Path, *, record: bool = False) -> RunnerRun:
+    """Run the runner on ``plan`` to its end; with ``record`` the scheduler recorder too."""
     tree = runner_harness.stdlib_tree(tmp / "runner-tree")
     plan_path = tmp / "plan.json"
     plan_path.write_text(json.dumps(plan))
-    extra: dict[str, str] = dict(env or {})
+    extra: dict[str, str] = {}
     sched_log = None
     if record:
         sched_log = tmp / "scheduler.jsonl"
