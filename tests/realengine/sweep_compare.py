@@ -57,8 +57,12 @@ class StepCheck:
         """Not formed only because the burst reached the scheduler late: every other assumption
         held, every expected graph ran, and the prefill (counted from the first request's
         arrival) took no more than F plus the lateness."""
-        others = [f for f in self.failures if not f.startswith(("arrival took", "prefill took"))]
-        return self.late_by > 0 and not others and self.prefill_over <= self.late_by
+        late_failures = 1 + (self.prefill_over > 0)  # the arrival's, and the prefill's if any
+        return (
+            self.late_by > 0
+            and len(self.failures) == late_failures
+            and self.prefill_over <= self.late_by
+        )
 
     @property
     def missing(self) -> list[Graph]:
@@ -67,12 +71,10 @@ class StepCheck:
 
     def line(self) -> str:
         """One line for the figures."""
-        late = "late arrival only, " if self.late_only else ""
-        verdict = (
-            "as planned"
-            if self.formed
-            else f"NOT as planned ({late}" + "; ".join(self.failures) + ")"
-        )
+        verdict = "as planned"
+        if not self.formed:
+            late = "late arrival only, " if self.late_only else ""
+            verdict = f"NOT as planned ({late}{'; '.join(self.failures)})"
         return (
             f"{self.name}: {self.engine_steps} engine steps, arrival {self.arrival}, prefill "
             f"{self.prefill}, S {self.s_seen[:1]}..{self.s_seen[-1:]}, "

@@ -193,7 +193,7 @@ def build(builder: Builder, base: Image) -> Image:
         str(ENGINE_ENV),
     )
     digest = _digest([*MODEL_MAKER_FILES, AMX_PERMISSION], base.ref, engine.stamp, *recipe)
-    how = ("the real vLLM CPU engine and its tiny models", "about 15 min and 7 GB")
+    how = ("the real vLLM CPU engine and its tiny models", "3 to 15 min and 7 GB")
     return builder.archived(
         IMAGE_NAME, digest, lambda ref, dest, step: _build(step, dest, base.ref, engine), how
     )

@@ -329,11 +329,11 @@ def superseded(listing: str, current: str) -> list[str]:
     rows = [line.split() for line in listing.splitlines()[1:]]
     digest = {row[0]: row[2] for row in rows if len(row) >= 3}
     name = current.rpartition(":")[0]
-    old = {ref for ref in digest if ref != current and ref.rpartition(":")[0] == name}
-    kept = {d for ref, d in digest.items() if ref not in old and not ref.startswith("sha256:")}
-    gone = {digest[ref] for ref in old} - kept
-    ids = {ref for ref, d in digest.items() if ref.startswith("sha256:") and d in gone}
-    return sorted((old - {r for r in old if digest[r] in kept}) | ids)
+    older = {ref for ref in digest if ref != current and ref.rpartition(":")[0] == name}
+    kept = {d for ref, d in digest.items() if ref not in older and not ref.startswith("sha256:")}
+    gone = {digest[ref] for ref in older} - kept
+    ids = {ref for ref, d in digest.items() if ref.startswith("sha256:")}
+    return sorted(ref for ref in older | ids if digest[ref] in gone)
 
 
 def unavailable() -> str | None:

@@ -115,11 +115,11 @@ class WarmupBoard:
         for what, value in found.items() if isinstance(found, dict) else ():
             if isinstance(value, list) and len(value) == 2 and all(type(v) is int for v in value):
                 progress[str(what)[:STAGE_CHARS]] = (max(0, value[0]), max(0, value[1]))
-        key, plan_hash, stage = doc.get("key"), doc.get("plan_hash"), doc.get("stage")
+        stage = doc.get("stage")
         elapsed = schema.number(doc.get("elapsed_s"))
         return cls(
-            key=key if isinstance(key, str) else None,
-            plan_hash=plan_hash if isinstance(plan_hash, str) else None,
+            key=schema.text(doc.get("key")),
+            plan_hash=schema.text(doc.get("plan_hash")),
             stage=str(stage)[:STAGE_CHARS] if stage else None,
             progress=progress,
             elapsed_s=elapsed if elapsed is not None and elapsed >= 0 else 0.0,
