@@ -74,7 +74,8 @@ HOW: Final = {
 
 @dataclass(frozen=True)
 class Image:
-    """A built image: its reference and the docker-archive holding it."""
+    """A built image: its reference and the archive holding it (a docker-archive, or for the
+    real engine's image a gzip-compressed oci-archive)."""
 
     ref: str
     archive: Path
@@ -190,8 +191,10 @@ class Builder:
 
     def archived(self, name: str, digest: str, build: Archive, how: tuple[str, str]) -> Image:
         """Like ``_cached``, for an image committed straight into its archive: ``build(ref,
-        destination, step)`` gets the `docker-archive:` destination. It never enters buildah's
-        store, where a commit and a push would write a multi-GB image twice more."""
+        destination, step)`` gets the `oci-archive:` destination. It never enters buildah's
+        store, where a commit and a push would write a multi-GB image twice more. OCI, not
+        docker-archive, because a docker-archive always holds its layers uncompressed: the
+        archive and containerd's copy of the layers would be the image's full size twice."""
         ref = f"localhost/{name}:{digest}"
         archive = IMAGES / f"{name}-{digest}.tar"
         if archive.is_file():
@@ -199,7 +202,7 @@ class Builder:
         with self.steps.step(f"image-{name}", f"image {ref}, {how[0]}", how[1]) as step:
             tmp = archive.with_suffix(".partial")
             tmp.unlink(missing_ok=True)
-            build(ref, f"docker-archive:{tmp}:{ref}", step)
+            build(ref, f"oci-archive:{tmp}:{ref}", step)
             tmp.rename(archive)
         _drop_older(name, archive)
         return Image(ref, archive)
@@ -304,20 +307,22 @@ def _pause_source() -> Path:
 def import_into_containerd(ctr: list[str], images: Iterable[Image], progress: Progress) -> None:
     """`ctr -n k8s.io images import` each archive not imported yet (names carry the hash), then
     remove the older builds of that image from containerd's store, which is kept under .cache
-    between runs (each real-engine build is about 13 GB there: the layers and their snapshot)."""
+    between runs (each real-engine build is about 8 GB there: the layers and their snapshot)."""
     present = set(_run([*ctr, "images", "list", "-q"]).split())
     for image in images:
         if image.ref in present:
             continue
         began = time.monotonic()
-        _run([*ctr, "images", "import", str(image.archive)])
+        # --base-name: an oci-archive names its image in an annotation that ctr reads only with
+        # it (else "import-<date>@sha256:..."); a docker-archive's tags match it as they are.
+        name = image.ref.rpartition(":")[0]
+        _run([*ctr, "images", "import", "--base-name", name, str(image.archive)])
         progress(f"imported {image.ref} into containerd in {time.monotonic() - began:.0f} s")
         old = superseded(_run([*ctr, "images", "list"]), image.ref)
         if old:
             # --sync: the content and snapshots go now; a container still running an old
             # build keeps its snapshot until it is removed.
             _run([*ctr, "images", "rm", "--sync", *old])
-            name = image.ref.rpartition(":")[0]
             progress(f"removed {len(old)} reference(s) of older {name} builds from containerd")
 
 

@@ -142,12 +142,17 @@ def test_the_real_engine_on_the_node_runs_unless_turned_off_and_needs_the_disk(
     monkeypatch.setattr(engine_image, "unavailable_reason", lambda: None)
     monkeypatch.setattr(engine_image, "IMAGES", tmp_path)
     free = shutil.disk_usage(tmp_path).free / 1e9
-    need = engine_image.IMPORT_GB + engine_image.MARGIN_GB
-    monkeypatch.setattr(engine_image, "ARCHIVE_GB", free)  # a build cannot fit any more
+    monkeypatch.setattr(engine_image, "MARGIN_GB", 0.0)
+    monkeypatch.setattr(engine_image, "IMPORT_GB", free / 2)
+    monkeypatch.setattr(engine_image, "ARCHIVE_GB", free / 4)
+    monkeypatch.setattr(engine_image, "BUILD_PEAK_GB", free * 2)  # a build cannot fit
     assert "GB free" in (engine_image.node_reason(archive_ready=False) or "")
-    expected = None if free >= need else "GB free"  # an archive already built needs less
-    found = engine_image.node_reason(archive_ready=True)
-    assert found is None if expected is None else expected in (found or "")
+    assert engine_image.node_reason(archive_ready=True) is None  # a built archive needs less
+    monkeypatch.setattr(engine_image, "BUILD_PEAK_GB", free / 2)  # nor can archive + import
+    monkeypatch.setattr(engine_image, "ARCHIVE_GB", free * 0.6)
+    assert "GB free" in (engine_image.node_reason(archive_ready=False) or "")
+    monkeypatch.setattr(engine_image, "ARCHIVE_GB", free / 4)  # now both fit
+    assert engine_image.node_reason(archive_ready=False) is None
 
 
 def test_an_import_drops_only_the_older_builds_of_its_own_image() -> None:
