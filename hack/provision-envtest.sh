@@ -33,6 +33,8 @@ mkdir -p "$DEST" "$WORK"
 STEPS_PREFIX=provision-envtest
 # shellcheck source=hack/lib/steps.sh
 source "$ROOT/hack/lib/steps.sh"
+# shellcheck source=hack/lib/gobuild.sh
+source "$ROOT/hack/lib/gobuild.sh"   # GO_BUILD_FLAGS
 
 # kube-apiserver first: the integration tier needs only it, the node the other four.
 KUBE_BINARIES=(kube-apiserver kubelet kube-controller-manager kube-scheduler kube-proxy)
@@ -78,7 +80,7 @@ kube_compile() {
   cd "$WORK"
   rm -rf "$WORK/out" && mkdir -p "$WORK/out"
   # -o DIR/ writes one executable per main package.
-  CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "$WORK/out/" "${KUBE_PACKAGES[@]}"
+  CGO_ENABLED=0 go build "${GO_BUILD_FLAGS[@]}" -ldflags "$ld" -o "$WORK/out/" "${KUBE_PACKAGES[@]}"
   for b in "${KUBE_BINARIES[@]}"; do mv "$WORK/out/$b" "$DEST/$b"; done
 }
 
@@ -154,7 +156,7 @@ install_helm() {
 }
 
 helm_install() {
-  GOBIN="$WORK/gobin" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+  GOBIN="$WORK/gobin" CGO_ENABLED=0 go install "${GO_BUILD_FLAGS[@]}" -ldflags "-s -w" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
   cp "$WORK/gobin/helm" "$DEST/helm"
 }
 

@@ -1,0 +1,13 @@
+# shellcheck shell=bash
+# One job: the flags every Go build of the provisioning scripts shares (the Kubernetes binaries,
+# helm, kube-state-metrics, promtool and prometheus). Sourced by hack/provision-*.sh:
+#
+#   source "$ROOT/hack/lib/gobuild.sh"
+#   CGO_ENABLED=0 go build "${GO_BUILD_FLAGS[@]}" -ldflags "-s -w ..." -o OUT PACKAGE...
+#
+# Every one of them links with -s -w (no symbol table, no DWARF), which throws away the DWARF
+# the compiler made for each of their packages: -dwarf=false has the compiler not make it.
+# Measured on helm's 730 non-standard packages, cold build cache, two runs each: 11 to 14 %
+# less compile CPU, a binary of the same size (docs/testing.md, "Cold times").
+# shellcheck disable=SC2034 # used by the scripts that source this file
+GO_BUILD_FLAGS=(-trimpath "-gcflags=all=-dwarf=false")
