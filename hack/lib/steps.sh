@@ -16,7 +16,7 @@
 #
 #   provision-envtest: etcd from Debian's etcd-server (about 20 s) ... (log: .cache/logs/provision-envtest.etcd.log)
 #   provision-envtest: etcd from Debian's etcd-server: 18 s
-#   provision-envtest: helm v3.22.0, go install: FAILED after 41 s (exit 1); the last lines of .cache/logs/...:
+#   provision-envtest: helm v3.21.4, go install: FAILED after 41 s (exit 1); the last lines of .cache/logs/...:
 #       (the log's last 25 lines)
 #   provision-envtest: the whole output: /path/to/.cache/logs/provision-envtest.helm.log
 #
