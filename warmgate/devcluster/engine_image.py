@@ -9,7 +9,7 @@ user's would be: python3 and ``vllm`` on PATH; the runner is copied in by the op
 container as for any image. No Gaudi: the engine runs on the node's CPU and says so.
 
 Built only when asked (the real-engine e2e scenario, ``make run``), not with the other images:
-it is the largest of them (docs/testing.md, "Images").
+it is the largest of them (docs/testing.md, "The real engine on the node").
 """
 
 from __future__ import annotations
@@ -152,11 +152,11 @@ def unavailable_reason() -> str | None:
 # has room (docs/testing.md, "The real engine on the node"); this set to 0 turns them off (a
 # quick local run; under CI the e2e tier refuses it: CI runs every tier).
 OPT_OUT: Final = "WARMGATE_REAL_ENGINE_NODE"
-# Disk the image takes, in GB, measured (2026-12-02, docs/testing.md "Images"): the build's
-# peak is its container (the venv copy) and the archive being written; the archive (gzip
-# layers) is kept; its import adds containerd's copy of the layers and their unpacked
-# snapshot. A margin is left for the machine's other users: a build that filled the disk would
-# break them too.
+# Disk the image takes, in GB, measured (2026-12-02, docs/testing.md "The real engine on the
+# node"): the build's peak is its container (the venv copy) and the archive being written; the
+# archive (gzip layers) is kept; its import adds containerd's copy of the layers and their
+# unpacked snapshot. A margin is left for the machine's other users: a build that filled the
+# disk would break them too.
 ARCHIVE_FORMAT: Final = "oci-archive, gzip layers"  # in the image's digest
 BUILD_PEAK_GB: Final = 13.5
 ARCHIVE_GB: Final = 3.5
@@ -228,7 +228,8 @@ def _build(step: Step, dest: str, base: str, engine: EngineInstall) -> None:
             step.run(buildah(*chroot, ctr, "--", "sh", "-c", _EMPTY_HOME))
             step.run(buildah(*chroot, "--user", ENGINE_UID, ctr, "--", "sh", "-c", _MODELS_CHECK))
             # Compressed (gzip): the archive, and containerd's copy of the layers, shrink from
-            # the image's full size (6.8 GB) to about half (3.5 GB; docs/testing.md, "Images").
+            # the image's full size (6.8 GB) to about half (3.5 GB; docs/testing.md, "The real
+            # engine on the node").
             step.run(buildah("commit", "--quiet", "--disable-compression=false", ctr, dest))
         finally:
             subprocess.run(buildah("rm", ctr), capture_output=True, check=False)
