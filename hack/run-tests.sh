@@ -30,9 +30,15 @@ mkdir -p "$LOG_DIR"
 STEPS_PREFIX=tests
 source "$ROOT/hack/lib/steps.sh"
 
+# Each run writes its tiers' figures (tests/support/tier_report.py); the closing table joins them.
+NODE_TIERS="$LOG_DIR/tiers-node-and-engines.json"
+REST_TIERS="$LOG_DIR/tiers-rest.json"
+rm -f "$NODE_TIERS" "$REST_TIERS"
+
 began=$SECONDS
 # The node run keeps no .pytest_cache (the other run writes it; two writers would race).
-"$PY" -m pytest tests -m "$NODE_MARKS" -p no:cacheprovider "$@" >"$NODE_LOG" 2>&1 </dev/null &
+WARMGATE_TIER_REPORT="$NODE_TIERS" \
+  "$PY" -m pytest tests -m "$NODE_MARKS" -p no:cacheprovider "$@" >"$NODE_LOG" 2>&1 </dev/null &
 node=$!
 # SIGTERM: a background job of a script ignores SIGINT. The dev cluster's reaper tears the node down
 # when its test run dies (warmgate/devcluster/reaper.py).
@@ -43,7 +49,7 @@ trap stop INT TERM
 trap 'kill -TERM "$node" 2>/dev/null' EXIT
 say "the e2e tier and the real engines run beside the other tiers; their output: $(shown "$NODE_LOG") (printed whole when they end)"
 
-"$PY" -m pytest tests -m "not ($NODE_MARKS)" "$@"
+WARMGATE_TIER_REPORT="$REST_TIERS" "$PY" -m pytest tests -m "not ($NODE_MARKS)" "$@"
 rest=$?
 rest_took=$((SECONDS - began))
 if kill -0 "$node" 2>/dev/null; then
@@ -58,5 +64,8 @@ cat "$NODE_LOG"
 echo
 status() { if [ "$1" -eq 0 ]; then echo passed; else echo "FAILED (pytest exit $1)"; fi; }
 node_summary="$(grep -E '^=+ .*(passed|failed|error).* in [0-9.]+s' "$NODE_LOG" | tail -1 | tr -d '=' | xargs)"
+echo
+echo "==================== the tiers of both runs (minutes: each tier's tests one after the other) ===================="
+"$PY" hack/tier-table.py "$REST_TIERS" "$NODE_TIERS"
 say "unit, runner and integration: $(status "$rest") in $(duration "$rest_took"); e2e and real engines: $(status "$node_rc") (${node_summary:-no summary}); $(duration $((SECONDS - began))) in all"
 [ "$rest" -eq 0 ] && [ "$node_rc" -eq 0 ]

@@ -1,10 +1,12 @@
-"""Shared pytest configuration: hypothesis profiles (CI runs more examples)."""
+"""Shared pytest configuration: hypothesis profiles (CI runs more examples), the tiers' table."""
 
 from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
+from support import tier_report
 
 # Timing is never a verdict here (benchmarks measure speed); a loaded 2-core machine must not
 # turn a slow example into a failure.
@@ -15,3 +17,8 @@ settings.register_profile(
     "ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile("ci" if os.environ.get("CI", "").lower() == "true" else "dev")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every run closes with a table of its tiers (tests/support/tier_report.py)."""
+    tier_report.register(config)
