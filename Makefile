@@ -19,7 +19,7 @@ PROVISION := $(MAKE) --no-print-directory -j$(JOBS)
 ASSET_PARTS := $(if $(KUBEBUILDER_ASSETS),,packages etcd kubectl kube helm)
 
 .PHONY: help run test venv assets packages etcd kubectl kube helm images monitoring-tools \
-	kube-state-metrics promtool vllm-engine lint unit integration e2e realengine bench crd clean
+	kube-state-metrics promtool vllm-engine engine-image lint unit integration e2e realengine bench crd clean
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-19s %s\n", $$1, $$2}'
@@ -34,7 +34,7 @@ run: ## The main job on a local single-node cluster; KEEP=1 keeps it up until Ct
 	@$(VENV)/bin/warmgate demo $(if $(KEEP),--keep)
 
 test: ## Everything: provision and lint side by side, then all tiers (two pytest runs at once)
-	@$(PROVISION) venv assets monitoring-tools vllm-engine lint
+	@$(PROVISION) venv assets monitoring-tools vllm-engine engine-image lint
 	@PY=$(PY) bash hack/run-tests.sh
 
 $(STAMP): pyproject.toml
@@ -76,6 +76,10 @@ promtool: ## promtool and prometheus from the Prometheus Go module (one build)
 
 vllm-engine: ## The pinned vLLM CPU engine of the real-engine tier, in its own venv (.cache/vllm)
 	@bash $(VLLM_CMD) install >/dev/null
+
+# `make test` builds it while it provisions, so the node run (the critical path) only imports it.
+engine-image: images vllm-engine ## The real engine's image for scenario l, into .cache/devcluster (root)
+	@$(PY) -m warmgate.devcluster.engine_image
 
 lint: venv ## ruff lint + format check, mypy --strict, import contracts
 	$(VENV)/bin/ruff check .

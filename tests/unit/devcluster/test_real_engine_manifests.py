@@ -40,3 +40,19 @@ def test_the_closing_text_says_which_engine_ran_what(real: bool) -> None:
     else:
         assert "did not run here (not installed)" in text
     assert json.dumps(text)  # printable as is
+
+
+def test_make_engine_image_builds_nothing_and_says_why_where_scenario_l_cannot_run(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`make test` provisions the image; turned off, it must not start a multi-GB build."""
+    monkeypatch.setenv(engine_image.OPT_OUT, "0")
+
+    def no_build(*_: object) -> None:
+        raise AssertionError("built the image although scenario l cannot run")
+
+    monkeypatch.setattr(engine_image, "build", no_build)
+    assert engine_image.main() == 0
+    said = capsys.readouterr().out
+    assert "is not built here" in said
+    assert "not root" in said or engine_image.OPT_OUT in said
