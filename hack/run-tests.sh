@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
-# The test tiers of `make test`: two pytest runs side by side, every test run once.
+# The test tiers of `make test`: three pytest runs side by side, every test run once.
 #
-#   the node and the engines   -m "e2e or realengine": the e2e tier on the local node (one cluster
-#                              per machine: warmgate/devcluster/lock.py) and every test that runs
-#                              the real vLLM CPU engine. Mostly waiting (the kubelet, Jobs,
-#                              rollouts, engine starts), and the memory-heavy part: a CPU engine
-#                              takes 3 to 4.5 GB, so the engines stay in this one run and never
-#                              meet another run's engines on the 24 GB machine.
+#   the node's owner           -m "realengine or (e2e and (node_alone or node_owner))": starts
+#                              the local node (one cluster per machine: warmgate/devcluster/lock.py),
+#                              runs the e2e scenarios that need the node alone or its own
+#                              processes, then every test that runs the real vLLM CPU engine (a
+#                              CPU engine takes 3 to 4.5 GB: the engines stay in this one run and
+#                              never meet on the 24 GB machine).
+#   the node's guest           -m "e2e and not (realengine or node_alone or node_owner)": the other
+#                              scenarios, each in its own namespace, on the owner's cluster
+#                              (tests/support/node_share.py: a module marked node_alone waits until
+#                              no other scenario runs, and the others wait for it).
 #   the rest                   -m "not (e2e or realengine)": unit, runner and integration tiers
 #                              (CPU-bound, each integration module with its own control plane on
 #                              free loopback ports).
 #
-# One after the other they took 26 min (docs/testing.md, "Cold times"); side by side the
-# waiting of the first overlaps the compute of the second. The rest's output streams here; the
-# node run writes to a log that is printed whole when it ends (two live streams would
-# interleave line by line). Extra arguments go to both runs. Exit status: 0 when both passed.
+# The node's runs are mostly waiting (the kubelet, Jobs, rollouts, engine starts): side by side
+# their waiting overlaps, and the rest's compute fills it. The rest's output streams here; the
+# node's runs write to logs printed whole when they end (live streams would interleave line by
+# line). WARMGATE_E2E_SHARED_NODE=0 runs the node's tests in one run, one after the other, as
+# before. Extra arguments go to every run. Exit status: 0 when every run passed.
 #
 #   hack/run-tests.sh                 # what `make test` runs after provisioning
 #   hack/run-tests.sh -x --timeout 600
@@ -24,48 +29,74 @@ cd "$ROOT"
 PY="${PY:-.venv/bin/python}"
 NODE_MARKS="e2e or realengine"
 LOG_DIR="${STEPS_LOG_DIR:-$ROOT/.cache/logs}"
-NODE_LOG="$LOG_DIR/pytest-node-and-engines.log"
 mkdir -p "$LOG_DIR"
 # shellcheck source=hack/lib/steps.sh
 STEPS_PREFIX=tests
 source "$ROOT/hack/lib/steps.sh"
 
+# name|marker expression|role for tests/support/node_share.py
+if [ "${WARMGATE_E2E_SHARED_NODE:-1}" = 0 ]; then
+  NODE_RUNS=("node-and-engines|$NODE_MARKS|")
+else
+  NODE_RUNS=(
+    "node-owner-and-engines|realengine or (e2e and (node_alone or node_owner))|owner"
+    "node-guest|e2e and not (realengine or node_alone or node_owner)|guest"
+  )
+fi
+SHARE="$(mktemp -d "${TMPDIR:-/tmp}/warmgate-node-share.XXXXXX")"
 # Each run writes its tiers' figures (tests/support/tier_report.py); the closing table joins them.
-NODE_TIERS="$LOG_DIR/tiers-node-and-engines.json"
 REST_TIERS="$LOG_DIR/tiers-rest.json"
-rm -f "$NODE_TIERS" "$REST_TIERS"
+rm -f "$LOG_DIR"/tiers-*.json
 
 began=$SECONDS
-# The node run keeps no .pytest_cache (the other run writes it; two writers would race).
-WARMGATE_TIER_REPORT="$NODE_TIERS" \
-  "$PY" -m pytest tests -m "$NODE_MARKS" -p no:cacheprovider "$@" >"$NODE_LOG" 2>&1 </dev/null &
-node=$!
+pids=() names=()
+for run in "${NODE_RUNS[@]}"; do
+  IFS='|' read -r name marks role <<<"$run"
+  # No .pytest_cache in the node's runs (the rest writes it; two writers would race).
+  WARMGATE_TIER_REPORT="$LOG_DIR/tiers-$name.json" WARMGATE_E2E_ROLE="$role" \
+    WARMGATE_E2E_SHARE="$SHARE" \
+    "$PY" -m pytest tests -m "$marks" -p no:cacheprovider "$@" \
+    >"$LOG_DIR/pytest-$name.log" 2>&1 </dev/null &
+  pids+=("$!") names+=("$name")
+done
 # SIGTERM: a background job of a script ignores SIGINT. The dev cluster's reaper tears the node down
 # when its test run dies (warmgate/devcluster/reaper.py).
-# EXIT too: however this script ends, the node run never outlives it (an orphan would hold the
+# EXIT too: however this script ends, the node's runs never outlive it (an orphan would hold the
 # machine's node lock and make the next run wait).
-stop() { kill -TERM "$node" 2>/dev/null; wait "$node"; exit 130; }
+stop() { kill -TERM "${pids[@]}" 2>/dev/null; wait "${pids[@]}"; exit 130; }
 trap stop INT TERM
-trap 'kill -TERM "$node" 2>/dev/null' EXIT
-say "the e2e tier and the real engines run beside the other tiers; their output: $(shown "$NODE_LOG") (printed whole when they end)"
+trap 'kill -TERM "${pids[@]}" 2>/dev/null; rm -rf "$SHARE"' EXIT
+say "the e2e tier and the real engines run beside the other tiers, in ${#pids[@]} run(s); their output: $(shown "$LOG_DIR")/pytest-node-*.log (printed whole when they end)"
 
 WARMGATE_TIER_REPORT="$REST_TIERS" "$PY" -m pytest tests -m "not ($NODE_MARKS)" "$@"
 rest=$?
 rest_took=$((SECONDS - began))
-if kill -0 "$node" 2>/dev/null; then
-  say "unit, runner and integration tiers done in $(duration "$rest_took"); waiting for the e2e tier and the real engines (tail -f $(shown "$NODE_LOG"))"
-fi
-wait "$node"
-node_rc=$?
-trap - INT TERM
-echo
-echo "==================== the e2e tier and the real engines ($(shown "$NODE_LOG")) ===================="
-cat "$NODE_LOG"
-echo
+say "unit, runner and integration tiers done in $(duration "$rest_took"); waiting for the node's runs (tail -f $(shown "$LOG_DIR")/pytest-node-*.log)"
+
 status() { if [ "$1" -eq 0 ]; then echo passed; else echo "FAILED (pytest exit $1)"; fi; }
-node_summary="$(grep -E '^=+ .*(passed|failed|error).* in [0-9.]+s' "$NODE_LOG" | tail -1 | tr -d '=' | xargs)"
+summaries=() all_rc=$rest
+for i in "${!pids[@]}"; do
+  wait "${pids[$i]}"
+  rc=$?
+  took=$((SECONDS - began))
+  log="$LOG_DIR/pytest-${names[$i]}.log"
+  summary="$(grep -E '^=+ .*(passed|failed|error|skipped|deselected).* in [0-9.]+s' "$log" | tail -1 | tr -d '=' | xargs)"
+  summaries+=("${names[$i]}: $(status "$rc") after $(duration "$took") (${summary:-no summary})")
+  [ "$rc" -eq 0 ] || all_rc=$rc
+done
+trap - INT TERM
+for i in "${!names[@]}"; do
+  echo
+  echo "==================== ${names[$i]} ($(shown "$LOG_DIR/pytest-${names[$i]}.log")) ===================="
+  cat "$LOG_DIR/pytest-${names[$i]}.log"
+done
 echo
-echo "==================== the tiers of both runs (minutes: each tier's tests one after the other) ===================="
-"$PY" hack/tier-table.py "$REST_TIERS" "$NODE_TIERS"
-say "unit, runner and integration: $(status "$rest") in $(duration "$rest_took"); e2e and real engines: $(status "$node_rc") (${node_summary:-no summary}); $(duration $((SECONDS - began))) in all"
-[ "$rest" -eq 0 ] && [ "$node_rc" -eq 0 ]
+echo "==================== the tiers of every run (minutes: each tier's tests one after the other, per run) ===================="
+reports=("$REST_TIERS")
+for name in "${names[@]}"; do reports+=("$LOG_DIR/tiers-$name.json"); done
+"$PY" hack/tier-table.py "${reports[@]}"
+echo
+say "unit, runner and integration: $(status "$rest") in $(duration "$rest_took")"
+for line in "${summaries[@]}"; do say "$line"; done
+say "$(duration $((SECONDS - began))) in all"
+[ "$all_rc" -eq 0 ]

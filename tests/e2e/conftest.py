@@ -1,9 +1,11 @@
 """The e2e tier: a real single-node cluster (warmgate/devcluster), the operator installed with
 its Helm chart, and the stand-in engine image. Skipped with the reason where the node cannot
-start (no root, no containerd); under CI=true that fails the run instead."""
+start (no root, no containerd); under CI=true that fails the run instead. ``make test`` runs
+the scenarios in two runs that share the node (tests/support/node_share.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import uuid
@@ -11,6 +13,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from e2e_support import E2ECluster
+from support import node_share
 
 from warmgate.devcluster import operator
 from warmgate.devcluster.assets import node_assets, unavailable_reason
@@ -28,6 +31,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.e2e)
             if item.get_closest_marker("timeout") is None:
                 item.add_marker(pytest.mark.timeout(900))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A guest run holds its session lock from the start: the owner's cluster outlives it."""
+    if node_share.role() == node_share.GUEST:
+        stack = contextlib.ExitStack()
+        stack.enter_context(node_share.guest_session())
+        config.add_cleanup(stack.close)
 
 
 def _progress(config: pytest.Config) -> Callable[[str], None]:
@@ -50,20 +61,62 @@ def progress(request: pytest.FixtureRequest) -> Callable[[str], None]:
     return _progress(request.config)
 
 
+def _no_node(reason: str) -> None:
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"the e2e tier needs the local node under CI: {reason}")
+    pytest.skip(f"no local node: {reason}")
+
+
 @pytest.fixture(scope="session")
 def e2e(request: pytest.FixtureRequest) -> Iterator[E2ECluster]:
-    """The cluster with the operator running; skipped (or failed under CI) where it cannot run."""
+    """The cluster with the operator running; skipped (or failed under CI) where it cannot run.
+    A guest run uses the owner run's cluster (tests/support/node_share.py)."""
+    role = node_share.role()
+    if role == node_share.GUEST:
+        doc = node_share.wait_for_cluster()
+        if "unavailable" in doc:
+            _no_node(doc["unavailable"])
+        yield E2ECluster(node_share.guest_cluster(doc), node_share.images_of(doc))  # type: ignore[arg-type]
+        return
     reason = unavailable_reason()
     if reason is not None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"the e2e tier needs the local node under CI: {reason}")
-        pytest.skip(f"no local node: {reason}")
+        if role == node_share.OWNER:
+            node_share.publish({"unavailable": reason})
+        _no_node(reason)
     say = _progress(request.config)
-    images = Builder(say).ensure()
-    with DevCluster(node_assets(), images, say) as cluster:
+    try:
+        images = Builder(say).ensure()
+        cluster = DevCluster(node_assets(), images, say).start()
+    except BaseException as err:
+        if role == node_share.OWNER:
+            node_share.publish({"unavailable": f"the owner run could not start it: {err}"})
+        raise
+    try:
         operator.install(cluster.assets, cluster.kubeconfig, images.operator.ref)
         say(f"installed the operator chart with image {images.operator.ref}")
+        if role == node_share.OWNER:
+            assert cluster.cp is not None
+            node_share.publish(
+                node_share.cluster_doc(
+                    cluster.cp.assets / "kubectl", cluster.kubeconfig, cluster.ctr, images
+                )
+            )
         yield E2ECluster(cluster, images)
+        if role == node_share.OWNER:
+            say("waiting for the guest run's scenarios to end before the cluster stops")
+            with node_share.owner_waits_for_guest():
+                pass
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def node_lock(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The node for the module's whole run: exclusive for a module marked ``node_alone``,
+    shared otherwise (only when two runs share it)."""
+    alone = request.node.get_closest_marker("node_alone") is not None
+    with node_share.node_lock(alone):
+        yield
 
 
 @pytest.fixture(scope="module")

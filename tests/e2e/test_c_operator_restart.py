@@ -10,6 +10,9 @@ from e2e_support import E2ECluster, is_true, sdd, wait_for
 
 from warmgate.devcluster.operator import NAMESPACE
 
+# It deletes the operator's Pod: every other object's sync pauses (tests/support/node_share.py).
+pytestmark = pytest.mark.node_alone
+
 NAME = "restart"
 
 

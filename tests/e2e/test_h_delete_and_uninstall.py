@@ -10,6 +10,9 @@ from e2e_support import E2ECluster, sdd, wait_for
 
 from warmgate.devcluster import operator
 
+# It uninstalls the operator (tests/support/node_share.py).
+pytestmark = pytest.mark.node_alone
+
 NAME, KEPT = "deleted", "kept"
 KINDS = "jobs,configmaps,deployments,services,pods,pvc"
 

@@ -26,7 +26,9 @@ from warmgate.devcluster import client, engine_image
 from warmgate.devcluster.images import Builder, Image
 
 # A cold image build (about 6.6 GB) and two engines on 2 shared cores take long.
-pytestmark = pytest.mark.timeout(3600)
+# node_owner: it imports its image into the owner's containerd, and in the owner's run it never
+# meets the real-engine tier's engines (tests/support/node_share.py).
+pytestmark = [pytest.mark.timeout(3600), pytest.mark.node_owner]
 METHODS = {"ngram": "real-ngram", "eagle": "real-eagle"}
 K = 2
 PROMPT = "gate warm shape bucket graph engine draft token step batch"

@@ -37,6 +37,9 @@ from support.prometheus import Prometheus, pod_monitor_job, service_monitor_job
 
 from warmgate.devcluster import operator
 
+# Its alerts and dashboards read every object's metrics (tests/support/node_share.py).
+pytestmark = pytest.mark.node_alone
+
 READY, FAILED = "watched", "failing"
 SHAPE = ["decode", 3, 1, 40]
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))

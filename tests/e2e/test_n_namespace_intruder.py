@@ -49,6 +49,9 @@ from warmgate.reconcile.planning import evaluate
 from warmgate.resources import desired_children
 from warmgate.settings import Settings
 
+# It reads the owner's controller-manager log (tests/support/node_share.py).
+pytestmark = pytest.mark.node_owner
+
 TAKEN, FORGERY = "taken", "forgery"
 MARKER_KV_BLOCKS = 4242
 CONTROLLER_UID = "batch.kubernetes.io/controller-uid"

@@ -40,6 +40,9 @@ from e2e_support import (
 
 from warmgate.devcluster.layout import NODE_NAME
 
+# It stops the kubelet (tests/support/node_share.py).
+pytestmark = pytest.mark.node_alone
+
 EVICTED, HANDGONE, SERVING = "evicted", "handgone", "serving"
 WARMING = (EVICTED, HANDGONE)
 TAINTS = ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready")

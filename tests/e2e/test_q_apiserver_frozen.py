@@ -23,6 +23,9 @@ from e2e_support import E2ECluster, is_true, sdd, wait_for
 
 from warmgate.devcluster.operator import NAMESPACE
 
+# It freezes the API server (tests/support/node_share.py).
+pytestmark = pytest.mark.node_alone
+
 FREEZE_S = 30
 SERVING = "before-freeze"
 NAMES = ("frozen-0", "frozen-1", "frozen-2")

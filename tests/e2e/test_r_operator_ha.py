@@ -19,6 +19,9 @@ from e2e_support import E2ECluster, is_true, sdd, wait_for
 from warmgate.devcluster import operator
 from warmgate.devcluster.operator import NAMESPACE, RELEASE
 
+# It reinstalls the operator with two replicas (tests/support/node_share.py).
+pytestmark = pytest.mark.node_alone
+
 LEASE = RELEASE  # the chart's full name: the release's, which contains the chart's name
 LEASE_DURATION_S = 10
 

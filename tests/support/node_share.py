@@ -1,0 +1,158 @@
+"""One node, two pytest runs: the e2e scenarios that only need their own namespace run beside
+the others, and those that need the node alone wait for it (docs/testing.md, "The node shared").
+
+``make test`` (hack/run-tests.sh) starts two runs of the node's tests with ``WARMGATE_E2E_ROLE``:
+
+- ``owner`` starts the cluster and installs the operator as a lone run does, writes where it is
+  (``cluster.json`` in ``WARMGATE_E2E_SHARE``), runs the scenarios marked ``node_alone`` (they
+  stop the kubelet, freeze the API server, restart or uninstall the operator, read every
+  object's metrics) or ``node_owner`` (they need the owner's processes or files), and the
+  real-engine tier; it stops the cluster only once the guest has ended;
+- ``guest`` waits for ``cluster.json``, then runs every other scenario against that cluster
+  with kubectl.
+
+Each scenario module holds the node lock for its whole run: shared by default, exclusive when
+it is marked ``node_alone``. A turnstile makes a waiting exclusive module block new shared ones,
+so neither run starves. With no role (``make e2e``, ``pytest tests/e2e``) one run does it all,
+one scenario after the other, as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from warmgate.devcluster.images import Image, ImageSet
+
+ROLE_ENV = "WARMGATE_E2E_ROLE"
+SHARE_ENV = "WARMGATE_E2E_SHARE"
+OWNER, GUEST = "owner", "guest"
+CLUSTER_FILE = "cluster.json"
+# How long the guest waits for the owner's cluster: the owner may still build images.
+CLUSTER_WAIT_S = 1800.0
+
+
+def role() -> str | None:
+    """``owner``, ``guest`` or None (a lone run)."""
+    value = os.environ.get(ROLE_ENV) or None
+    if value not in (None, OWNER, GUEST):
+        raise ValueError(f"{ROLE_ENV}={value!r}: expected {OWNER!r} or {GUEST!r}")
+    return value
+
+
+def share_dir() -> Path:
+    folder = os.environ.get(SHARE_ENV)
+    if not folder:
+        raise ValueError(f"{ROLE_ENV} is set but {SHARE_ENV} names no folder")
+    return Path(folder)
+
+
+@contextlib.contextmanager
+def _flock(path: Path, mode: int) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, mode)
+        yield
+    finally:
+        os.close(fd)  # closing the file releases the lock
+
+
+@contextlib.contextmanager
+def node_lock(alone: bool) -> Iterator[None]:
+    """The node for one scenario module: exclusive when ``alone``, else shared. A no-op in a
+    lone run. The turnstile is taken exclusively on the way in by everyone and held while an
+    exclusive module waits, so shared modules queue behind a waiting exclusive one."""
+    if role() is None:
+        yield
+        return
+    folder = share_dir()
+    with contextlib.ExitStack() as stack:
+        with _flock(folder / "turnstile.lock", fcntl.LOCK_EX):
+            stack.enter_context(
+                _flock(folder / "node.lock", fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+            )
+        yield
+
+
+def publish(doc: dict[str, Any]) -> None:
+    """The owner says where the cluster is (or why there is none), atomically."""
+    folder = share_dir()
+    tmp = folder / f".{CLUSTER_FILE}.partial"
+    tmp.write_text(json.dumps(doc), encoding="utf-8")
+    tmp.rename(folder / CLUSTER_FILE)
+
+
+def cluster_doc(
+    kubectl: Path, kubeconfig: Path, ctr: list[str], images: ImageSet
+) -> dict[str, Any]:
+    return {
+        "kubectl": str(kubectl),
+        "kubeconfig": str(kubeconfig),
+        "ctr": ctr,
+        "images": {name: [i.ref, str(i.archive)] for name, i in _images(images).items()},
+    }
+
+
+def _images(images: ImageSet) -> dict[str, Image]:
+    return {"pause": images.pause, "operator": images.operator, "engine": images.engine}
+
+
+def wait_for_cluster(timeout_s: float = CLUSTER_WAIT_S) -> dict[str, Any]:
+    """The owner's ``cluster.json``; an owner that could not start one says why in it."""
+    path = share_dir() / CLUSTER_FILE
+    deadline = time.monotonic() + timeout_s
+    while not path.is_file():
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"no {path} after {timeout_s:.0f} s: the owner run never started a cluster"
+            )
+        time.sleep(1)
+    doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return doc
+
+
+def images_of(doc: dict[str, Any]) -> ImageSet:
+    got = {name: Image(ref, Path(archive)) for name, (ref, archive) in doc["images"].items()}
+    return ImageSet(pause=got["pause"], operator=got["operator"], engine=got["engine"])
+
+
+@dataclass
+class GuestCluster:
+    """The owner's cluster as the guest reaches it: kubectl with its kubeconfig."""
+
+    kubectl_path: Path
+    kubeconfig: Path
+    ctr: list[str]
+
+    def kubectl(
+        self, *args: str, stdin: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        cmd = [str(self.kubectl_path), f"--kubeconfig={self.kubeconfig}", *args]
+        return subprocess.run(cmd, input=stdin, capture_output=True, text=True, check=check)
+
+
+def guest_cluster(doc: dict[str, Any]) -> GuestCluster:
+    return GuestCluster(Path(doc["kubectl"]), Path(doc["kubeconfig"]), list(doc["ctr"]))
+
+
+@contextlib.contextmanager
+def guest_session() -> Iterator[None]:
+    """Held by the guest for its whole run: the owner stops the cluster only after it."""
+    with _flock(share_dir() / "guest.lock", fcntl.LOCK_SH):
+        yield
+
+
+@contextlib.contextmanager
+def owner_waits_for_guest() -> Iterator[None]:
+    """The owner's teardown: wait until no guest holds its session lock."""
+    with _flock(share_dir() / "guest.lock", fcntl.LOCK_EX):
+        yield

@@ -1,0 +1,92 @@
+"""The node lock of two runs sharing one node (tests/support/node_share.py): shared scenarios
+overlap, an exclusive one runs alone, and a waiting exclusive one is not starved."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support import node_share
+
+
+@pytest.fixture
+def shared_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.setenv(node_share.ROLE_ENV, node_share.GUEST)
+    monkeypatch.setenv(node_share.SHARE_ENV, str(tmp_path))
+    return tmp_path
+
+
+def _hold(alone: bool, seconds: float, log: list[tuple[str, float]], name: str) -> threading.Thread:
+    """A scenario in a thread: the lock, ``seconds`` of work, the release (flock locks belong to
+    the open file, so two threads with their own open file conflict like two processes)."""
+
+    def run() -> None:
+        with node_share.node_lock(alone):
+            log.append((f"{name} in", time.monotonic()))
+            time.sleep(seconds)
+            log.append((f"{name} out", time.monotonic()))
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def _at(log: list[tuple[str, float]], what: str) -> float:
+    return next(t for w, t in log if w == what)
+
+
+def test_shared_scenarios_overlap(shared_node: Path) -> None:
+    log: list[tuple[str, float]] = []
+    threads = [_hold(False, 0.5, log, n) for n in ("a", "b")]
+    for t in threads:
+        t.join()
+    assert _at(log, "b in") < _at(log, "a out")
+    assert _at(log, "a in") < _at(log, "b out")
+
+
+def test_an_alone_scenario_waits_for_shared_ones_and_new_shared_ones_wait_for_it(
+    shared_node: Path,
+) -> None:
+    log: list[tuple[str, float]] = []
+    first = _hold(False, 0.6, log, "shared1")
+    time.sleep(0.1)
+    alone = _hold(True, 0.3, log, "alone")
+    time.sleep(0.1)
+    late = _hold(False, 0.1, log, "shared2")  # arrives while the alone one waits: the turnstile
+    for t in (first, alone, late):
+        t.join()
+    assert _at(log, "alone in") >= _at(log, "shared1 out")
+    assert _at(log, "shared2 in") >= _at(log, "alone out")
+
+
+def test_a_lone_run_takes_no_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(node_share.ROLE_ENV, raising=False)
+    monkeypatch.setenv(node_share.SHARE_ENV, str(tmp_path))
+    with node_share.node_lock(True), node_share.node_lock(True):  # would deadlock if it locked
+        pass
+    assert not list(tmp_path.iterdir())
+
+
+def test_the_guest_reads_the_owners_cluster(shared_node: Path) -> None:
+    from warmgate.devcluster.images import Image, ImageSet
+
+    images = ImageSet(*(Image(f"localhost/{n}:1", Path(f"/x/{n}.tar")) for n in ("p", "o", "e")))
+    node_share.publish(
+        node_share.cluster_doc(Path("/bin/kubectl"), Path("/k/config"), ["ctr", "-a"], images)
+    )
+    doc = node_share.wait_for_cluster(timeout_s=1)
+    assert node_share.images_of(doc) == images
+    guest = node_share.guest_cluster(doc)
+    assert (guest.kubectl_path, guest.kubeconfig, guest.ctr) == (
+        Path("/bin/kubectl"),
+        Path("/k/config"),
+        ["ctr", "-a"],
+    )
+
+
+def test_a_guest_without_an_owner_gives_up_with_the_reason(shared_node: Path) -> None:
+    with pytest.raises(TimeoutError, match="never started a cluster"):
+        node_share.wait_for_cluster(timeout_s=0.2)
