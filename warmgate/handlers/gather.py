@@ -91,9 +91,11 @@ class Gatherer:
         never a failed sync (issue 23 item 4)."""
         try:
             return self.endpoints.read(pod)
-        except ValueError as exc:
+        except Exception as exc:  # whatever a Pod answers is no failed sync
             name = (pod.get("metadata") or {}).get("name")
-            self.log.warning(f"Ignored the runner status of Pod {name}: {exc}")
+            why = " ".join(str(exc).split())[:200]
+            why = why if isinstance(exc, ValueError) else f"{type(exc).__name__} {why}".strip()
+            self.log.warning(f"Ignored the runner status of Pod {name}: {why}")
             return None
 
     def one(self, part: Part, what: str, call: Callable[[], Manifest | None]) -> Manifest | None:

@@ -7,7 +7,6 @@ reach the operator"). A Pod that does not answer within the timeout is skipped t
 
 from __future__ import annotations
 
-import json
 import urllib.error
 import urllib.request
 from typing import Any, Final
@@ -15,6 +14,9 @@ from typing import Any, Final
 from warmgate.api import Manifest
 from warmgate.reconcile.progress import STATUS_PORT_NAME
 from warmgate.warmup.wire.board import STATUS_PATH, RunnerBoard, read_board
+from warmgate.warmup.wire.schema import DocumentError, decode, depth
+
+__all__ = ["RunnerDocError", "depth", "parse_board", "parse_doc", "status_url"]
 
 TIMEOUT_S: Final = 2.0
 # A runner's document is a few KiB: more, or deeper nesting, is not a runner's.
@@ -35,43 +37,13 @@ def status_url(pod: Manifest) -> str | None:
     return None
 
 
-class RunnerDocError(ValueError):
-    """A runner's answer that is no runner document: too large, too deep, not a JSON object."""
-
-
-def depth(text: bytes) -> int:
-    """The deepest nesting of JSON arrays and objects in ``text`` (strings skipped), counted
-    before parsing: json.loads would recurse once per level, and a RecursionError is no
-    ValueError."""
-    deepest = level = 0
-    in_string = escaped = False
-    for byte in text:
-        if in_string:
-            escaped = not escaped and byte == 0x5C  # backslash
-            in_string = escaped or byte != 0x22  # quote
-        elif byte == 0x22:
-            in_string = True
-        elif byte in (0x5B, 0x7B):  # [ {
-            level += 1
-            deepest = max(deepest, level)
-        elif byte in (0x5D, 0x7D):  # ] }
-            level -= 1
-    return deepest
+RunnerDocError = DocumentError  # a runner's answer that is no runner document
 
 
 def parse_doc(text: bytes) -> dict[str, Any]:
-    """A runner's status document, bounded in size and depth; RunnerDocError otherwise."""
-    if len(text) > MAX_BYTES:
-        raise RunnerDocError(f"larger than {MAX_BYTES} bytes")
-    if depth(text) > MAX_DEPTH:
-        raise RunnerDocError(f"nested deeper than {MAX_DEPTH} levels")
-    try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise RunnerDocError(f"not JSON: {exc}") from exc
-    if not isinstance(doc, dict):
-        raise RunnerDocError(f"not a JSON object: {type(doc).__name__}")
-    return doc
+    """A runner's status document, bounded in size, depth and numbers; RunnerDocError
+    otherwise (`schema.decode`)."""
+    return decode(text, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH)
 
 
 def parse_board(text: bytes) -> RunnerBoard:

@@ -12,6 +12,7 @@ docs/operator.md, "How progress and drift reach the operator").
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Callable
 from typing import Final
@@ -21,6 +22,7 @@ from warmgate.handlers.children import ParentKey
 from warmgate.warmup.wire.board import RunnerBoard, ServeBoard
 
 POLL_SECONDS: Final = 30.0
+LOG = logging.getLogger(__name__)
 # A reading of what a runner counted so far: its distinct unwarmed shapes and its misses.
 Reading = tuple[tuple[str, ...], int]
 Read = Callable[[Manifest], RunnerBoard | None]
@@ -77,16 +79,22 @@ class RunnerWatch:
                 continue
             try:
                 now = reading(read(pod))
-            except ValueError:  # not a runner's document: the sync says so
+            except Exception:  # no runner's document, whatever raised: the sync says so
                 continue
             if now is not None and now != before:
                 woken.append(key)
         return woken
 
     async def run(self, read: Read, wake: Wake, interval: float = POLL_SECONDS) -> None:
-        """Poll until cancelled."""
+        """Poll until cancelled; nothing a Pod answers ends the task (issue 34 case 6)."""
         while True:
             await asyncio.sleep(interval)
-            if len(self):
-                for key in await asyncio.to_thread(self.changed, read):
-                    wake(key)
+            if not len(self):
+                continue
+            try:
+                woken = await asyncio.to_thread(self.changed, read)
+            except Exception:  # a bug, never a Pod's answer (`changed` takes those)
+                LOG.exception("The poll of the serving runners failed; polling again")
+                continue
+            for key in woken:
+                wake(key)
