@@ -21,7 +21,7 @@ edit, another replica) makes it a 409, retried after the backoff from the newer 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Final
 
@@ -45,12 +45,14 @@ from warmgate.handlers.gather import (
 from warmgate.handlers.runner_watch import RunnerWatch
 from warmgate.reconcile.actions import Decision
 from warmgate.reconcile.decide import decide
-from warmgate.reconcile.decide_serving import open_gates
+from warmgate.reconcile.decide_serving import open_gates, serving_template
 from warmgate.reconcile.observed import Observed, controlled_by
 from warmgate.reconcile.planning import PlanningResult
 from warmgate.reconcile.planning_cache import PlanningCache
+from warmgate.reconcile.served import served_record
 from warmgate.reconcile.status_builder import planning_notice, status_patch
 from warmgate.reconcile.verdict import MESSAGE_LIMIT
+from warmgate.resources.served_record import served_record_name
 from warmgate.settings import Settings
 
 # A claim, then the warmup's children, then one look at what the server stored: three rounds
@@ -211,17 +213,29 @@ def keep_serving(
     keeps serving: the gates of the Deployment's Pods of the verified plan keep opening, so a
     replaced serving Pod is not left unready. Nothing else is read or written."""
     meta = ObjectMeta.model_validate(raw.get("metadata") or {})
-    # Only its names are used (the children's names and selectors come from metadata alone).
-    shell = SpecDecodeDeployment.model_construct(metadata=meta, spec=None)  # type: ignore[arg-type]
     try:
         old = SpecDecodeDeploymentStatus.model_validate(raw.get("status") or {})
     except ValidationError:
         old = SpecDecodeDeploymentStatus()
+    # Only its names and status are used (the children's names and selectors come from
+    # metadata alone, the served record's digest from the status).
+    shell = SpecDecodeDeployment.model_construct(metadata=meta, spec=None, status=old)  # type: ignore[arg-type]
     at = now()
     reads = Gatherer(runtime.cluster, NoEndpoints(), log)
-    seen = serving_snapshot(shell, reads, Observed(at=at), meta.namespace or "default")
+    namespace = meta.namespace or "default"
+    seen = serving_snapshot(shell, reads, Observed(at=at), namespace)
     if seen.deployment is not None and controlled_by(seen.deployment, meta.uid or ""):
-        apply(open_gates(seen, seen.deployment), runtime.cluster, events, meta.uid or "", log)
+        # The Pods' template as the operator derived it: its served record, bound to the
+        # status' digest (no spec to derive it from); without one, no gate opens.
+        name = served_record_name(shell)
+        what = f"the served record {name}"
+        found = reads.one(
+            "serving", what, lambda: runtime.cluster.read("ConfigMap", namespace, name)
+        )
+        record = served_record(shell, replace(seen, configmaps=(found,) if found else ()))
+        template = serving_template(None, record)
+        gates = open_gates(seen, seen.deployment, template)
+        apply(gates, runtime.cluster, events, meta.uid or "", log)
     message = (
         f"This operator cannot read the spec (stored under other validation rules?): "
         f"{' '.join(problem.split())}; the last verified plan keeps serving"

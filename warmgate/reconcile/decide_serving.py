@@ -37,6 +37,7 @@ from warmgate.reconcile.actions import (
 from warmgate.reconcile.hand_edits import first_difference
 from warmgate.reconcile.observed import Observed, controlled_by, name_of, uid_of
 from warmgate.reconcile.planning import PlanningResult
+from warmgate.reconcile.pod_template import template_mismatch
 from warmgate.reconcile.served import (
     ServedRecord,
     kept_digest,
@@ -58,6 +59,9 @@ class ServingDecision:
 
     state: ServingState | None
     actions: tuple[Action, ...] = ()
+    # The UIDs of the serving Pods the operator can prove it created (`proven_pods`): the only
+    # ones whose gate opens and whose runner's board counts.
+    proven: frozenset[str] = frozenset()
 
 
 def decide_serving(
@@ -126,11 +130,13 @@ def _decide_serving(
         if taken is not None:
             return ServingDecision(taken, tuple(actions))
         actions += _service(service, seen.service)
+    template = serving_template(verified, record)
     if deployment is not None:
-        actions += open_gates(seen, deployment)
+        actions += open_gates(seen, deployment, template)
+    proven = frozenset(uid_of(p) for p in proven_pods(seen, deployment, template))
     state = evaluate_serving(deployment, _asked(sdd, result))
     summary = state.summary.model_copy(update={"record_digest": digest})
-    return ServingDecision(replace(state, summary=summary), tuple(actions))
+    return ServingDecision(replace(state, summary=summary), tuple(actions), proven)
 
 
 def _record(
@@ -319,18 +325,57 @@ def gate_candidates(deployment: Manifest | None, pods: tuple[Manifest, ...]) -> 
     ]
 
 
-def open_gates(seen: Observed, deployment: Manifest) -> list[Action]:
+def serving_template(verified: Children | None, record: ServedRecord | None) -> Manifest | None:
+    """The serving Pod template the operator derived itself: the verified plan's, else the
+    one of the plan serving now as its bound record keeps it (None: neither is known)."""
+    if verified is not None:
+        return dict(verified.serving_deployment["spec"]["template"])
+    if record is not None:
+        return dict((record.deployment.get("spec") or {}).get("template") or {})
+    return None
+
+
+def proven_pods(
+    seen: Observed, deployment: Manifest | None, template: Manifest | None
+) -> list[Manifest]:
+    """The serving Pods the operator can prove it created (issue 34 case 3): controlled by a
+    ReplicaSet that its Deployment controls, whose template carries the served plan and key
+    and runs the ``template`` the operator derived, and running that template themselves. An
+    owner reference and labels are anyone's to write who may create Pods; running the
+    operator's containers on the operator's volumes is the runner's and engine's, whoever
+    created the Pod (`pod_template.template_mismatch`, as for the warmup Pods)."""
+    if deployment is None or template is None:
+        return []
+    trusted = [
+        rs
+        for rs in _trusted_replicasets(seen, deployment)
+        if template_mismatch({"spec": _rs_template(rs).get("spec")}, template) is None
+    ]
+    return [
+        pod
+        for pod in seen.serving_pods
+        if any(controlled_by(pod, uid_of(rs)) for rs in trusted)
+        and template_mismatch(pod, template) is None
+    ]
+
+
+def _rs_template(rs: Manifest) -> Manifest:
+    return dict((rs.get("spec") or {}).get("template") or {})
+
+
+def open_gates(seen: Observed, deployment: Manifest, template: Manifest | None) -> list[Action]:
     """Open the `warmgate.dev/warmed` readiness gate of Pods that run the served, verified plan
-    and that the Deployment owns (through a trusted ReplicaSet)."""
+    and that the operator can prove it created (`proven_pods`)."""
     candidates = gate_candidates(deployment, seen.serving_pods)
     if not candidates:
         return []
     served = served_pair(deployment)[0] or ""
+    proven = {uid_of(p) for p in proven_pods(seen, deployment, template)}
     trusted = _trusted_replicasets(seen, deployment)
     actions: list[Action] = []
     for pod in candidates:
         owner = next((rs for rs in trusted if controlled_by(pod, uid_of(rs))), None)
-        if owner is None:
+        if owner is None or uid_of(pod) not in proven:
             continue
         condition = {
             "type": READINESS_GATE,
