@@ -15,6 +15,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Final
 
 from warmgate.api import Manifest
@@ -22,6 +23,8 @@ from warmgate.handlers.children import ParentKey
 from warmgate.warmup.wire.board import RunnerBoard, ServeBoard
 
 POLL_SECONDS: Final = 30.0
+# Runners asked at once by one poll.
+POLL_WORKERS: Final = 8
 LOG = logging.getLogger(__name__)
 # A reading of what a runner counted so far: its distinct unwarmed shapes and its misses.
 Reading = tuple[tuple[str, ...], int]
@@ -73,15 +76,22 @@ class RunnerWatch:
                 for key, pods in self._pods.values()
                 for pod, before in pods.values()
             ]
-        woken: list[ParentKey] = []
-        for key, pod, before in noted:
-            if key in woken:
-                continue
+
+        def ask(pod: Manifest) -> Reading | None:
             try:
-                now = reading(read(pod))
+                return reading(read(pod))
             except Exception:  # no runner's document, whatever raised: the sync says so
-                continue
-            if now is not None and now != before:
+                return None
+
+        # Every runner at once (a bounded pool): one slow Pod holds one worker for at most its
+        # read's deadline, never the others' answers (issue 34 case 4).
+        woken: list[ParentKey] = []
+        if not noted:
+            return woken
+        with ThreadPoolExecutor(min(POLL_WORKERS, len(noted)), "warmgate-runner-poll") as pool:
+            answers = list(pool.map(ask, [pod for _, pod, _ in noted]))
+        for (key, _, before), now in zip(noted, answers, strict=True):
+            if now is not None and now != before and key not in woken:
                 woken.append(key)
         return woken
 
