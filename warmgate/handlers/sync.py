@@ -53,7 +53,7 @@ from warmgate.reconcile.served import served_record
 from warmgate.reconcile.status_builder import planning_notice, status_patch
 from warmgate.reconcile.verdict import MESSAGE_LIMIT
 from warmgate.resources.served_record import served_record_name
-from warmgate.settings import Settings
+from warmgate.settings import ALLOW_OPERATOR_NAMESPACE_ENV, Settings
 
 # A claim, then the warmup's children, then one look at what the server stored: three rounds
 # do the work of an object's first sync; a fourth is a margin, never a loop.
@@ -203,6 +203,46 @@ def _unwritten(error: ClusterError, log: Logger) -> None:
         log.info("Did not write the status: the object changed since it was read; resyncing")
     else:
         log.error(f"Could not write the status, retrying: {error}")
+
+
+def refused_namespace(sdd: SpecDecodeDeployment, settings: Settings) -> bool:
+    """The object lives in the operator's own namespace, which serves none by default."""
+    own = settings.operator_namespace
+    return (
+        own is not None and not settings.allow_operator_namespace and sdd.metadata.namespace == own
+    )
+
+
+def refuse_namespace(
+    sdd: SpecDecodeDeployment, runtime: Runtime, log: Logger, version: str | None = None
+) -> None:
+    """An object in the operator's own namespace (issue 34 case 9): there `edit` grants
+    `pods/exec` into the operator (its token writes every status) and its Lease, so its users
+    would hold the operator. Stalled, reason OperatorNamespace, saying where to put it and
+    how to allow it; nothing is read, planned, created or written but the status."""
+    old = sdd.status or SpecDecodeDeploymentStatus()
+    message = (
+        f"SpecDecodeDeployments are not served in the operator's own namespace "
+        f"{sdd.metadata.namespace}: whoever may edit there can exec into the operator; create "
+        f"it in a namespace the operator watches, or set {ALLOW_OPERATOR_NAMESPACE_ENV}=true "
+        "(the chart's allowOperatorNamespace)"
+    )
+    conditions = set_condition(
+        old.conditions,
+        STALLED,
+        "True",
+        Reason.OPERATOR_NAMESPACE,
+        message,
+        generation=sdd.metadata.generation,
+        at=now(),
+    )
+    status = old.model_copy(update={"conditions": conditions, "phase": derive_phase(conditions)})
+    patch = status_patch(old, status)
+    if patch:
+        namespace, name = sdd.metadata.namespace or "", sdd.metadata.name or ""
+        error = write_status(runtime.cluster, namespace, name, patch, StatusVersion(version))
+        if error is not None:
+            log.error(f"Could not write the status, retrying: {error}")
 
 
 def keep_serving(

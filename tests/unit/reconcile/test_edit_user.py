@@ -9,10 +9,14 @@ ServiceAccount: tests/integration/test_edit_user.py).
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
-from sync_world import NAME, NS, World, verified
+from sync_world import LOG, NAME, NS, World, verified
+
+from warmgate.handlers.sync import refuse_namespace, refused_namespace
+from warmgate.settings import Settings, SettingsError
 
 NEW_PLAN = {"speculative": {"method": "ngram", "numSpeculativeTokens": 3}}
 
@@ -113,3 +117,34 @@ def test_an_untouched_record_still_restores_the_served_plan(world: World) -> Non
     world.sync()
     assert world.deployment()["spec"]["template"] == served["spec"]["template"]
     assert "RecordNotVerified" not in world.events.reasons()
+
+
+def test_an_object_in_the_operators_own_namespace_is_refused() -> None:
+    """Case 9: where the operator runs, `edit` reaches its Pod (pods/exec) and its Lease; an
+    object there is Stalled (OperatorNamespace) and nothing is created, unless allowed."""
+    world = World()
+    settings = replace(world.runtime.settings, operator_namespace=NS)
+    world.runtime = replace(world.runtime, settings=settings)
+    assert refused_namespace(world.sdd, settings)
+    refuse_namespace(world.sdd, world.runtime, LOG)
+    (status,) = world.cluster.status_writes
+    stalled = next(c for c in status["conditions"] if c["type"] == "Stalled")
+    assert (stalled["status"], stalled["reason"]) == ("True", "OperatorNamespace")
+    assert "allowOperatorNamespace" in stalled["message"]
+    assert world.cluster.of_kind("Job") == []
+    allowed = replace(settings, allow_operator_namespace=True)
+    assert not refused_namespace(world.sdd, allowed)
+    assert not refused_namespace(world.sdd, replace(settings, operator_namespace="elsewhere"))
+
+
+def test_the_operator_learns_its_namespace_and_the_opt_in_from_its_environment() -> None:
+    env = {"WARMGATE_OPERATOR_NAMESPACE": "warmgate-system"}
+    settings = Settings.from_environment(env)
+    assert (settings.operator_namespace, settings.allow_operator_namespace) == (
+        "warmgate-system",
+        False,
+    )
+    allowed = {**env, "WARMGATE_ALLOW_OPERATOR_NAMESPACE": "true"}
+    assert Settings.from_environment(allowed).allow_operator_namespace
+    with pytest.raises(SettingsError, match="WARMGATE_ALLOW_OPERATOR_NAMESPACE"):
+        Settings.from_environment({**env, "WARMGATE_ALLOW_OPERATOR_NAMESPACE": "maybe"})
