@@ -165,6 +165,27 @@ def test_a_pending_pod_says_why_and_never_warming(
     assert not state.stop
 
 
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (
+            'pods "w" is forbidden: violates PodSecurity "restricted:latest": call evil.example',
+            'violates PodSecurity "restricted:latest"',
+        ),
+        ("exceeded quota; visit https://evil.example", "exceeded quota"),
+        ("Pay at https://evil.example to unlock your Gaudi cards", "reports FailedCreate"),
+    ],
+)
+def test_an_events_text_never_reaches_the_condition(text: str, said: str) -> None:
+    """Issue 34: `edit` may create Events, so a FailedCreate Event's message is told only by
+    the cause the operator recognises in it, in its own words."""
+    event = {"reason": "FailedCreate", "lastTimestamp": "2026-11-29T12:00:05Z", "message": text}
+    state = evaluate_warmup(job(active=0), [], KEY, Observed((event,), NOW, 3600))
+    assert state.verdict.reason == "FailedCreate"
+    assert said in state.verdict.message
+    assert "evil" not in state.verdict.message
+
+
 def test_a_pod_pending_past_the_deadline_fails_the_warmup_with_its_reason() -> None:
     pods = [pending_pod(conditions=[UNSCHEDULABLE])]
     since = NOW - timedelta(seconds=3600)  # first seen waiting, on the operator's clock
