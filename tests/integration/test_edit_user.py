@@ -449,7 +449,7 @@ OPERATOR_ENV = {"WARMGATE_RESYNC_SECONDS": "1", "WARMGATE_OPERATOR_IMAGE": "warm
 
 
 def test_case8_an_object_the_operator_cannot_read_keeps_opening_its_gates(
-    control_plane: ControlPlane, namespace: str, tmp_path: Path
+    control_plane: ControlPlane, warmgate_crd: ControlPlane, namespace: str, tmp_path: Path
 ) -> None:
     """keep_serving, through the operator process (its call and its open_gates survived every
     test before: only a unit test called it directly). The object serves; the cluster's CRD
@@ -546,7 +546,7 @@ def test_case8_a_pod_on_the_nodes_network_is_never_read(
 
 
 def test_case9_the_operators_own_namespace_serves_no_object_unless_allowed(
-    control_plane: ControlPlane, namespace: str, tmp_path: Path
+    control_plane: ControlPlane, warmgate_crd: ControlPlane, namespace: str, tmp_path: Path
 ) -> None:
     """The chart tells the operator its namespace (downward API) and the opt-in; an object in
     that namespace is Stalled OperatorNamespace and gets no Job; allowed, it warms. (The edit
