@@ -19,6 +19,10 @@ API_CONNECT_TIMEOUT_ENV: Final = "WARMGATE_API_CONNECT_TIMEOUT"
 API_READ_TIMEOUT_ENV: Final = "WARMGATE_API_READ_TIMEOUT"
 STALL_ENV: Final = "WARMGATE_STALL_SECONDS"
 LEASE_ENV: Final = "WARMGATE_LEADER_LEASE"
+# The operator's own namespace (the chart sets it from the downward API) and the opt-in to
+# serve SpecDecodeDeployments there anyway (issue 34 case 9).
+OPERATOR_NAMESPACE_ENV: Final = "WARMGATE_OPERATOR_NAMESPACE"
+ALLOW_OPERATOR_NAMESPACE_ENV: Final = "WARMGATE_ALLOW_OPERATOR_NAMESPACE"
 LEASE_NAMESPACE_ENV: Final = "WARMGATE_LEASE_NAMESPACE"
 LEASE_DURATION_ENV: Final = "WARMGATE_LEASE_DURATION"
 LEASE_RENEW_DEADLINE_ENV: Final = "WARMGATE_LEASE_RENEW_DEADLINE"
@@ -99,6 +103,12 @@ class Settings:
     # Leader election on a coordination.k8s.io Lease (several replicas, one acts); None runs
     # standalone, which is safe with one replica only.
     lease: LeaseSettings | None = None
+    # The namespace the operator runs in (None: unknown, e.g. a process outside the cluster):
+    # a SpecDecodeDeployment there is refused (Stalled, OperatorNamespace) unless allowed, so
+    # the users of SpecDecodeDeployments need no rights where `edit` reaches the operator's Pod
+    # (`pods/exec`: its token) and Lease.
+    operator_namespace: str | None = None
+    allow_operator_namespace: bool = False
 
     @classmethod
     def from_environment(
@@ -122,7 +132,19 @@ class Settings:
             api_read_timeout=_seconds(environ, API_READ_TIMEOUT_ENV, DEFAULT_API_READ_TIMEOUT),
             stall_seconds=_seconds(environ, STALL_ENV, DEFAULT_STALL_SECONDS),
             lease=_lease(environ),
+            operator_namespace=_object_name(environ, OPERATOR_NAMESPACE_ENV),
+            allow_operator_namespace=_flag(environ, ALLOW_OPERATOR_NAMESPACE_ENV),
         )
+
+
+def _flag(environ: Mapping[str, str], name: str) -> bool:
+    """true or false (unset or empty: false)."""
+    text = environ.get(name, "").strip().lower()
+    if text in ("", "false", "0", "no"):
+        return False
+    if text in ("true", "1", "yes"):
+        return True
+    raise SettingsError(f"{name}: {text!r} is neither true nor false")
 
 
 def _seconds(environ: Mapping[str, str], name: str, default: float) -> float:

@@ -70,10 +70,8 @@ def sdd_with_template(ns: str, size: str) -> dict[str, Any]:
 
 def serve_on_claim(cp: ControlPlane, ns: str, deployment: dict[str, Any], name: str) -> None:
     """A serving Pod of the Deployment's ReplicaSet, mounting the template's claim as the
-    ReplicaSet controller would (the shared test ReplicaSet's template carries no volumes)."""
+    ReplicaSet controller would (the test ReplicaSet's template is the Deployment's)."""
     pod = serving_pod(ns, replica_set_of(cp, ns, deployment), name)
-    volumes = deployment["spec"]["template"]["spec"]["volumes"]
-    pod["spec"]["volumes"] = [v for v in volumes if "persistentVolumeClaim" in v]
     cp.kubectl("apply", "-f", "-", stdin=json.dumps(pod))
 
 

@@ -135,10 +135,7 @@ def replica_set(namespace: str, deployment: dict[str, Any], name: str) -> dict[s
             "selector": deployment["spec"]["selector"],
             "template": {
                 "metadata": template["metadata"],
-                "spec": {
-                    "containers": [{"name": "vllm", "image": "vllm-gaudi:test"}],
-                    "readinessGates": template["spec"]["readinessGates"],
-                },
+                "spec": copy.deepcopy(template["spec"]),
             },
         },
     }

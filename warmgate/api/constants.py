@@ -101,6 +101,7 @@ class Reason:
     ROLLING_OUT: Final = "RollingOut"
     PROGRESS_DEADLINE_EXCEEDED: Final = "ProgressDeadlineExceeded"
     NOT_OWNED: Final = "NotOwned"
+    OPERATOR_NAMESPACE: Final = "OperatorNamespace"
 
 
 class Phase:

@@ -279,6 +279,14 @@ class ServingSummary(StatusModel):
             "exports its spec-decode counters)."
         ),
     )
+    record_digest: Hash | None = Field(
+        default=None,
+        description=(
+            "sha256 of the served record ConfigMap's data as the operator wrote it; a record "
+            "whose data does not hash to it is no evidence (docs/operator.md, 'Trust and "
+            "failure model')."
+        ),
+    )
 
 
 SeedRow = Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=3, max_length=3)]

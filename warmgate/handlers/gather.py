@@ -42,6 +42,7 @@ from warmgate.reconcile.decide_warmup import (
 )
 from warmgate.reconcile.observed import Observed, Part, controlled_by, uid_of
 from warmgate.reconcile.planning import PlanningResult
+from warmgate.reconcile.pod_template import template_mismatch
 from warmgate.reconcile.progress import running_pod
 from warmgate.reconcile.warmup_state import owned_pods
 from warmgate.resources import serving_name, serving_selector
@@ -91,9 +92,11 @@ class Gatherer:
         never a failed sync (issue 23 item 4)."""
         try:
             return self.endpoints.read(pod)
-        except ValueError as exc:
+        except Exception as exc:  # whatever a Pod answers is no failed sync
             name = (pod.get("metadata") or {}).get("name")
-            self.log.warning(f"Ignored the runner status of Pod {name}: {exc}")
+            why = " ".join(str(exc).split())[:200]
+            why = why if isinstance(exc, ValueError) else f"{type(exc).__name__} {why}".strip()
+            self.log.warning(f"Ignored the runner status of Pod {name}: {why}")
             return None
 
     def one(self, part: Part, what: str, call: Callable[[], Manifest | None]) -> Manifest | None:
@@ -324,11 +327,15 @@ def _drift_docs(
     trusted = {
         uid_of(rs) for rs in seen.replica_sets if controlled_by(rs, uid_of(seen.deployment or {}))
     }
+    template = ((seen.deployment or {}).get("spec") or {}).get("template")
     for pod in seen.serving_pods:
         if monotonic() > deadline:
             break  # the rest next sync; the record keeps what was read before
         label = (pod["metadata"].get("labels") or {}).get(LABEL_PLAN_HASH)
         ours = any(controlled_by(pod, rs) for rs in trusted)  # a Pod of the operator's Deployment
+        # ... running its template: a Pod made with an owner reference to the ReplicaSet is not
+        # asked (the decision counts only `decide_serving.proven_pods` anyway: issue 34 case 3)
+        ours = ours and template_mismatch(pod, template) is None
         if label in served and ours and running_pod([pod]):
             doc = reads.doc(pod)
             if doc is not None:

@@ -36,7 +36,13 @@ from warmgate.handlers import (
 from warmgate.handlers.follower import Operator
 from warmgate.handlers.kube_cluster import KubeCluster
 from warmgate.handlers.runner_endpoints import HttpRunnerEndpoints
-from warmgate.handlers.sync import Synced, keep_serving, sync
+from warmgate.handlers.sync import (
+    Synced,
+    keep_serving,
+    refuse_namespace,
+    refused_namespace,
+    sync,
+)
 from warmgate.reconcile.actions import EventType
 from warmgate.reconcile.planning import PlanningResult, evaluate
 from warmgate.reconcile.planning_cache import PlanningCache
@@ -239,6 +245,9 @@ def resync(raw: dict[str, Any], logger: kopf.Logger, memo: Operator) -> Synced |
         return None
     namespace, name, uid = sdd.metadata.namespace or "", sdd.metadata.name or "", sdd.metadata.uid
     version = str((raw.get("metadata") or {}).get("resourceVersion") or "") or None
+    if refused_namespace(sdd, memo.settings):
+        refuse_namespace(sdd, memo, logger, version)
+        return None
     with memo.locks.hold(uid or ""):
         if uid in memo.gone:  # deleted while this sync waited for the lock
             return None

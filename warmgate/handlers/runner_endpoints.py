@@ -2,76 +2,62 @@
 
 The warmup and serving Pods have no API rights; their runner answers ``GET /warmgate/status``
 on the container port named `warmgate-status` (docs/operator.md, "How progress and drift
-reach the operator"). A Pod that does not answer within the timeout is skipped this sync.
+reach the operator"). A Pod whose whole answer (connection, headers and body) does not arrive
+within `DEADLINE_S` is skipped this sync: the deadline is for the answer, not per read, so a
+Pod that drips one byte a second costs at most that long (issue 34 case 4).
 """
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
+import contextlib
+import http.client
+import socket
+import threading
 from typing import Any, Final
 
 from warmgate.api import Manifest
 from warmgate.reconcile.progress import STATUS_PORT_NAME
 from warmgate.warmup.wire.board import STATUS_PATH, RunnerBoard, read_board
+from warmgate.warmup.wire.schema import DocumentError, decode, depth
+
+__all__ = ["RunnerDocError", "depth", "parse_board", "parse_doc", "status_url"]
 
 TIMEOUT_S: Final = 2.0
+# The whole answer's deadline: connecting, the headers and the body together.
+DEADLINE_S: Final = 2.0
 # A runner's document is a few KiB: more, or deeper nesting, is not a runner's.
 MAX_BYTES: Final = 64 * 1024
 MAX_DEPTH: Final = 8
-# Pod IPs are never reached through a proxy, whatever the operator's environment says.
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def status_address(pod: Manifest) -> tuple[str, int] | None:
+    """(podIP, the port named warmgate-status), or None."""
+    ip = (pod.get("status") or {}).get("podIP")
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        for port in container.get("ports") or []:
+            number = port.get("containerPort")
+            if port.get("name") == STATUS_PORT_NAME and ip and type(number) is int:
+                return str(ip), number
+    return None
 
 
 def status_url(pod: Manifest) -> str | None:
     """http://<podIP>:<port named warmgate-status>/warmgate/status, or None."""
-    ip = (pod.get("status") or {}).get("podIP")
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        for port in container.get("ports") or []:
-            if port.get("name") == STATUS_PORT_NAME and ip:
-                host = f"[{ip}]" if ":" in ip else ip
-                return f"http://{host}:{int(port['containerPort'])}{STATUS_PATH}"
-    return None
+    address = status_address(pod)
+    if address is None:
+        return None
+    ip, port = address
+    host = f"[{ip}]" if ":" in ip else ip
+    return f"http://{host}:{port}{STATUS_PATH}"
 
 
-class RunnerDocError(ValueError):
-    """A runner's answer that is no runner document: too large, too deep, not a JSON object."""
-
-
-def depth(text: bytes) -> int:
-    """The deepest nesting of JSON arrays and objects in ``text`` (strings skipped), counted
-    before parsing: json.loads would recurse once per level, and a RecursionError is no
-    ValueError."""
-    deepest = level = 0
-    in_string = escaped = False
-    for byte in text:
-        if in_string:
-            escaped = not escaped and byte == 0x5C  # backslash
-            in_string = escaped or byte != 0x22  # quote
-        elif byte == 0x22:
-            in_string = True
-        elif byte in (0x5B, 0x7B):  # [ {
-            level += 1
-            deepest = max(deepest, level)
-        elif byte in (0x5D, 0x7D):  # ] }
-            level -= 1
-    return deepest
+RunnerDocError = DocumentError  # a runner's answer that is no runner document
 
 
 def parse_doc(text: bytes) -> dict[str, Any]:
-    """A runner's status document, bounded in size and depth; RunnerDocError otherwise."""
-    if len(text) > MAX_BYTES:
-        raise RunnerDocError(f"larger than {MAX_BYTES} bytes")
-    if depth(text) > MAX_DEPTH:
-        raise RunnerDocError(f"nested deeper than {MAX_DEPTH} levels")
-    try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise RunnerDocError(f"not JSON: {exc}") from exc
-    if not isinstance(doc, dict):
-        raise RunnerDocError(f"not a JSON object: {type(doc).__name__}")
-    return doc
+    """A runner's status document, bounded in size, depth and numbers; RunnerDocError
+    otherwise (`schema.decode`)."""
+    return decode(text, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH)
 
 
 def parse_board(text: bytes) -> RunnerBoard:
@@ -83,17 +69,47 @@ def parse_board(text: bytes) -> RunnerBoard:
 
 
 class HttpRunnerEndpoints:
-    """`warmgate.handlers.gather.RunnerEndpoints` over HTTP."""
+    """`warmgate.handlers.gather.RunnerEndpoints` over HTTP (never through a proxy, whatever
+    the operator's environment says: Pod IPs are reached directly)."""
+
+    def __init__(self, deadline_s: float = DEADLINE_S) -> None:
+        self.deadline_s = deadline_s
 
     def read(self, pod: Manifest) -> RunnerBoard | None:
-        """The runner's board; None when the Pod has no endpoint or does not answer.
+        """The runner's board; None when the Pod has no endpoint or does not answer in time.
         RunnerDocError when what it answers is no runner's board."""
-        url = status_url(pod)
-        if url is None or (pod.get("spec") or {}).get("hostNetwork"):
+        address = status_address(pod)
+        if address is None or (pod.get("spec") or {}).get("hostNetwork"):
             return None  # a Pod on the node's network would point the operator at the node
-        try:
-            with _OPENER.open(url, timeout=TIMEOUT_S) as response:
-                text = response.read(MAX_BYTES + 1)
-        except (OSError, urllib.error.URLError):
+        text = fetch(*address, deadline_s=self.deadline_s)
+        return None if text is None else parse_board(text)
+
+
+def fetch(host: str, port: int, *, deadline_s: float = DEADLINE_S) -> bytes | None:
+    """GET the status path within ``deadline_s`` for the whole answer, else None: a timer
+    shuts the socket when the deadline passes, which ends a read in progress at once."""
+    connection = http.client.HTTPConnection(host, port, timeout=min(TIMEOUT_S, deadline_s))
+    late = threading.Event()
+
+    def cut() -> None:
+        late.set()
+        sock = connection.sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    timer = threading.Timer(deadline_s, cut)
+    timer.daemon = True
+    timer.start()
+    try:
+        connection.request("GET", STATUS_PATH, headers={"Accept": "application/json"})
+        response = connection.getresponse()
+        if response.status != 200:
             return None
-        return parse_board(text)
+        text = response.read(MAX_BYTES + 1)
+    except (OSError, http.client.HTTPException, ValueError):
+        return None
+    finally:
+        timer.cancel()
+        connection.close()
+    return None if late.is_set() else text

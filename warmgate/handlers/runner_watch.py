@@ -12,8 +12,10 @@ docs/operator.md, "How progress and drift reach the operator").
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Final
 
 from warmgate.api import Manifest
@@ -21,6 +23,9 @@ from warmgate.handlers.children import ParentKey
 from warmgate.warmup.wire.board import RunnerBoard, ServeBoard
 
 POLL_SECONDS: Final = 30.0
+# Runners asked at once by one poll.
+POLL_WORKERS: Final = 8
+LOG = logging.getLogger(__name__)
 # A reading of what a runner counted so far: its distinct unwarmed shapes and its misses.
 Reading = tuple[tuple[str, ...], int]
 Read = Callable[[Manifest], RunnerBoard | None]
@@ -71,22 +76,35 @@ class RunnerWatch:
                 for key, pods in self._pods.values()
                 for pod, before in pods.values()
             ]
-        woken: list[ParentKey] = []
-        for key, pod, before in noted:
-            if key in woken:
-                continue
+
+        def ask(pod: Manifest) -> Reading | None:
             try:
-                now = reading(read(pod))
-            except ValueError:  # not a runner's document: the sync says so
-                continue
-            if now is not None and now != before:
+                return reading(read(pod))
+            except Exception:  # no runner's document, whatever raised: the sync says so
+                return None
+
+        # Every runner at once (a bounded pool): one slow Pod holds one worker for at most its
+        # read's deadline, never the others' answers (issue 34 case 4).
+        woken: list[ParentKey] = []
+        if not noted:
+            return woken
+        with ThreadPoolExecutor(min(POLL_WORKERS, len(noted)), "warmgate-runner-poll") as pool:
+            answers = list(pool.map(ask, [pod for _, pod, _ in noted]))
+        for (key, _, before), now in zip(noted, answers, strict=True):
+            if now is not None and now != before and key not in woken:
                 woken.append(key)
         return woken
 
     async def run(self, read: Read, wake: Wake, interval: float = POLL_SECONDS) -> None:
-        """Poll until cancelled."""
+        """Poll until cancelled; nothing a Pod answers ends the task (issue 34 case 6)."""
         while True:
             await asyncio.sleep(interval)
-            if len(self):
-                for key in await asyncio.to_thread(self.changed, read):
-                    wake(key)
+            if not len(self):
+                continue
+            try:
+                woken = await asyncio.to_thread(self.changed, read)
+            except Exception:  # a bug, never a Pod's answer (`changed` takes those)
+                LOG.exception("The poll of the serving runners failed; polling again")
+                continue
+            for key in woken:
+                wake(key)

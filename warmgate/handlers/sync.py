@@ -21,7 +21,7 @@ edit, another replica) makes it a 409, retried after the backoff from the newer 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Final
 
@@ -45,13 +45,15 @@ from warmgate.handlers.gather import (
 from warmgate.handlers.runner_watch import RunnerWatch
 from warmgate.reconcile.actions import Decision
 from warmgate.reconcile.decide import decide
-from warmgate.reconcile.decide_serving import open_gates
+from warmgate.reconcile.decide_serving import open_gates, serving_template
 from warmgate.reconcile.observed import Observed, controlled_by
 from warmgate.reconcile.planning import PlanningResult
 from warmgate.reconcile.planning_cache import PlanningCache
+from warmgate.reconcile.served import served_record
 from warmgate.reconcile.status_builder import planning_notice, status_patch
 from warmgate.reconcile.verdict import MESSAGE_LIMIT
-from warmgate.settings import Settings
+from warmgate.resources.served_record import served_record_name
+from warmgate.settings import ALLOW_OPERATOR_NAMESPACE_ENV, Settings
 
 # A claim, then the warmup's children, then one look at what the server stored: three rounds
 # do the work of an object's first sync; a fourth is a margin, never a loop.
@@ -203,6 +205,46 @@ def _unwritten(error: ClusterError, log: Logger) -> None:
         log.error(f"Could not write the status, retrying: {error}")
 
 
+def refused_namespace(sdd: SpecDecodeDeployment, settings: Settings) -> bool:
+    """The object lives in the operator's own namespace, which serves none by default."""
+    own = settings.operator_namespace
+    return (
+        own is not None and not settings.allow_operator_namespace and sdd.metadata.namespace == own
+    )
+
+
+def refuse_namespace(
+    sdd: SpecDecodeDeployment, runtime: Runtime, log: Logger, version: str | None = None
+) -> None:
+    """An object in the operator's own namespace (issue 34 case 9): there `edit` grants
+    `pods/exec` into the operator (its token writes every status) and its Lease, so its users
+    would hold the operator. Stalled, reason OperatorNamespace, saying where to put it and
+    how to allow it; nothing is read, planned, created or written but the status."""
+    old = sdd.status or SpecDecodeDeploymentStatus()
+    message = (
+        f"SpecDecodeDeployments are not served in the operator's own namespace "
+        f"{sdd.metadata.namespace}: whoever may edit there can exec into the operator; create "
+        f"it in a namespace the operator watches, or set {ALLOW_OPERATOR_NAMESPACE_ENV}=true "
+        "(the chart's allowOperatorNamespace)"
+    )
+    conditions = set_condition(
+        old.conditions,
+        STALLED,
+        "True",
+        Reason.OPERATOR_NAMESPACE,
+        message,
+        generation=sdd.metadata.generation,
+        at=now(),
+    )
+    status = old.model_copy(update={"conditions": conditions, "phase": derive_phase(conditions)})
+    patch = status_patch(old, status)
+    if patch:
+        namespace, name = sdd.metadata.namespace or "", sdd.metadata.name or ""
+        error = write_status(runtime.cluster, namespace, name, patch, StatusVersion(version))
+        if error is not None:
+            log.error(f"Could not write the status, retrying: {error}")
+
+
 def keep_serving(
     raw: Mapping[str, Any], problem: str, runtime: Runtime, events: Events, log: Logger
 ) -> Synced | None:
@@ -211,17 +253,29 @@ def keep_serving(
     keeps serving: the gates of the Deployment's Pods of the verified plan keep opening, so a
     replaced serving Pod is not left unready. Nothing else is read or written."""
     meta = ObjectMeta.model_validate(raw.get("metadata") or {})
-    # Only its names are used (the children's names and selectors come from metadata alone).
-    shell = SpecDecodeDeployment.model_construct(metadata=meta, spec=None)  # type: ignore[arg-type]
     try:
         old = SpecDecodeDeploymentStatus.model_validate(raw.get("status") or {})
     except ValidationError:
         old = SpecDecodeDeploymentStatus()
+    # Only its names and status are used (the children's names and selectors come from
+    # metadata alone, the served record's digest from the status).
+    shell = SpecDecodeDeployment.model_construct(metadata=meta, spec=None, status=old)  # type: ignore[arg-type]
     at = now()
     reads = Gatherer(runtime.cluster, NoEndpoints(), log)
-    seen = serving_snapshot(shell, reads, Observed(at=at), meta.namespace or "default")
+    namespace = meta.namespace or "default"
+    seen = serving_snapshot(shell, reads, Observed(at=at), namespace)
     if seen.deployment is not None and controlled_by(seen.deployment, meta.uid or ""):
-        apply(open_gates(seen, seen.deployment), runtime.cluster, events, meta.uid or "", log)
+        # The Pods' template as the operator derived it: its served record, bound to the
+        # status' digest (no spec to derive it from); without one, no gate opens.
+        name = served_record_name(shell)
+        what = f"the served record {name}"
+        found = reads.one(
+            "serving", what, lambda: runtime.cluster.read("ConfigMap", namespace, name)
+        )
+        record = served_record(shell, replace(seen, configmaps=(found,) if found else ()))
+        template = serving_template(None, record)
+        gates = open_gates(seen, seen.deployment, template)
+        apply(gates, runtime.cluster, events, meta.uid or "", log)
     message = (
         f"This operator cannot read the spec (stored under other validation rules?): "
         f"{' '.join(problem.split())}; the last verified plan keeps serving"

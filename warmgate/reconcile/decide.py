@@ -39,8 +39,8 @@ def decide(
     warm = decide_warmup(sdd, planning, observed, settings)
     verified = warm.state.summary if warm.state is not None and warm.verified else None
     serve = decide_serving(sdd, planning, observed, warm.verified, verified)
-    drift = serving_drift(sdd, planning, observed, serve.state)
-    serving = with_acceptance(sdd, observed, serve.state)
+    drift = serving_drift(sdd, planning, observed, serve.state, serve.proven)
+    serving = with_acceptance(sdd, observed, serve.state, serve.proven)
     actions: tuple[Action, ...] = (*warm.actions, *serve.actions)
     gone = {uid_of(a.target) for a in actions if isinstance(a, Delete)}
     collect = decide_collect(sdd, observed, warm.children)
@@ -57,19 +57,23 @@ def serving_drift(
     planning: PlanningResult,
     observed: Observed,
     serving: ServingState | None,
+    proven: frozenset[str] = frozenset(),
 ) -> DriftState:
-    """The drift record of the served plan, with what its Pods' runners report now; the
-    record stays when the serving Pods could not be read."""
+    """The drift record of the served plan, with what its proven Pods' runners report now
+    (`decide_serving.proven_pods`); the record stays when the serving Pods could not be read."""
     old = sdd.status.drift if sdd.status else None
     if serving is None or "drift" in observed.failed:
         return DriftState(old)
     served = serving.summary.plan_hash
-    docs = _served_docs(observed, served)
+    docs = _served_docs(observed, served, proven)
     return evaluate_drift(old, docs, served=served, plan=planning.plan, at=observed.at)
 
 
 def with_acceptance(
-    sdd: SpecDecodeDeployment, observed: Observed, serving: ServingState | None
+    sdd: SpecDecodeDeployment,
+    observed: Observed,
+    serving: ServingState | None,
+    proven: frozenset[str] = frozenset(),
 ) -> ServingState | None:
     """The serving state with the engines' measured spec-decode acceptance (status.serving
     .specDecode), from the same runner documents as the drift; the record stays when the
@@ -83,17 +87,22 @@ def with_acceptance(
         measured = kept
     else:
         same_plan = served is not None and old is not None and old.plan_hash == served
-        docs = _served_docs(observed, served)
+        docs = _served_docs(observed, served, proven)
         measured = evaluate_acceptance(kept, docs, same_plan=same_plan, at=observed.at)
     summary = serving.summary.model_copy(update={"spec_decode": measured})
     return replace(serving, summary=summary)
 
 
-def _served_docs(observed: Observed, served: str | None) -> list[ServeBoard]:
-    """The serve-mode boards of the served plan's Running serving Pods."""
+def _served_docs(
+    observed: Observed, served: str | None, proven: frozenset[str]
+) -> list[ServeBoard]:
+    """The serve-mode boards of the served plan's Running serving Pods that the operator can
+    prove it created (the only evidence a board is: issue 34 case 3)."""
     docs = []
     if served is not None:
         for pod in observed.serving_pods:
+            if uid_of(pod) not in proven:
+                continue
             labels = pod["metadata"].get("labels") or {}
             doc = observed.doc_of(pod)
             ours = labels.get(LABEL_PLAN_HASH) == plan_label(served) and running_pod([pod])

@@ -11,7 +11,7 @@ wanted name that this object does not control is left alone and reported (NotOwn
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from warmgate.api import Manifest, SpecDecodeDeployment, SpecDecodeDeploymentStatus
 from warmgate.api.conditions import get_condition
@@ -24,16 +24,32 @@ from warmgate.api.constants import (
     READY,
 )
 from warmgate.api.status import ServingSummary, WarmupSummary
-from warmgate.reconcile.actions import Action, Create, Event, OpenGate, Patch, Replace, Scale
+from warmgate.reconcile.actions import (
+    Action,
+    Create,
+    Delete,
+    Event,
+    OpenGate,
+    Patch,
+    Replace,
+    Scale,
+)
 from warmgate.reconcile.hand_edits import first_difference
 from warmgate.reconcile.observed import Observed, controlled_by, name_of, uid_of
 from warmgate.reconcile.planning import PlanningResult
-from warmgate.reconcile.served import ServedRecord, live_record, served_record
+from warmgate.reconcile.pod_template import template_mismatch
+from warmgate.reconcile.served import (
+    ServedRecord,
+    kept_digest,
+    live_record,
+    served_record,
+    tampered,
+)
 from warmgate.reconcile.serving_state import Serving, ServingState, evaluate_serving
 from warmgate.reconcile.verdict import not_owned
 from warmgate.resources import Children, serving_name, serving_selector
 from warmgate.resources.names import plan_label
-from warmgate.resources.served_record import build_served_record
+from warmgate.resources.served_record import build_served_record, record_digest
 from warmgate.resources.serving_children import build_service
 
 
@@ -43,6 +59,9 @@ class ServingDecision:
 
     state: ServingState | None
     actions: tuple[Action, ...] = ()
+    # The UIDs of the serving Pods the operator can prove it created (`proven_pods`): the only
+    # ones whose gate opens and whose runner's board counts.
+    proven: frozenset[str] = frozenset()
 
 
 def decide_serving(
@@ -54,7 +73,23 @@ def decide_serving(
 ) -> ServingDecision:
     """Roll the verified plan out (``warmup``: its verified warmup, for the served record),
     follow the replicas, keep the Service and the served plan's ConfigMap, open the gates;
-    while no plan of the spec is verified, put a deleted Deployment back from the record."""
+    while no plan of the spec is verified, put a deleted Deployment back from the record.
+    The status keeps the digest of the record whatever else it says."""
+    decision = _decide_serving(sdd, result, seen, verified, warmup)
+    state = decision.state
+    if state is None or state.summary.record_digest is not None:
+        return decision
+    summary = state.summary.model_copy(update={"record_digest": kept_digest(sdd)})
+    return replace(decision, state=replace(state, summary=summary))
+
+
+def _decide_serving(
+    sdd: SpecDecodeDeployment,
+    result: PlanningResult,
+    seen: Observed,
+    verified: Children | None,
+    warmup: WarmupSummary | None,
+) -> ServingDecision:
     if "serving" in seen.failed:
         return ServingDecision(None)
     uid = sdd.metadata.uid or ""
@@ -69,9 +104,14 @@ def decide_serving(
     seed = _taken_seed(sdd, seen, verified, record)
     if seed is not None:  # its Pods would mount someone else's seed file
         return ServingDecision(seed)
+    digest = kept_digest(sdd)
+    forged = tampered(sdd, seen) if verified is None else None
+    if forged is not None:
+        actions.append(_drop_record(forged))
     if verified is not None:
         actions += _roll(verified.serving_deployment, deployment)
-        actions += _record(sdd, seen, verified, warmup)
+        written, digest = _record(sdd, seen, verified, warmup, digest)
+        actions += written
     elif deployment is None and record is not None:
         deployment_name = record.deployment["metadata"]["name"]
         plan = (record.deployment["metadata"].get("annotations") or {}).get(ANNOTATION_PLAN_HASH)
@@ -90,9 +130,13 @@ def decide_serving(
         if taken is not None:
             return ServingDecision(taken, tuple(actions))
         actions += _service(service, seen.service)
+    template = serving_template(verified, record)
     if deployment is not None:
-        actions += open_gates(seen, deployment)
-    return ServingDecision(evaluate_serving(deployment, _asked(sdd, result)), tuple(actions))
+        actions += open_gates(seen, deployment, template)
+    proven = frozenset(uid_of(p) for p in proven_pods(seen, deployment, template))
+    state = evaluate_serving(deployment, _asked(sdd, result))
+    summary = state.summary.model_copy(update={"record_digest": digest})
+    return ServingDecision(replace(state, summary=summary), tuple(actions), proven)
 
 
 def _record(
@@ -100,21 +144,43 @@ def _record(
     seen: Observed,
     verified: Children,
     warmup: WarmupSummary | None,
-) -> list[Action]:
-    """Write the record of the verified plan the Deployment serves, when it says otherwise."""
+    digest: str | None,
+) -> tuple[list[Action], str | None]:
+    """Write the record of the verified plan the Deployment serves, when it says otherwise,
+    and the digest the status keeps of it (the record's, derived from the spec and the
+    verified plan; the one kept so far while no record is written)."""
     if warmup is None:
-        return []
+        return [], digest
     desired = build_served_record(sdd, verified.serving_deployment, verified.plan_configmap, warmup)
+    digest = record_digest(desired["data"])
     live = live_record(sdd, seen)
     if seen.configmaps is None and live is None:
-        return []  # not listed this sync (an object's first): written on the next
+        return [], digest  # not listed this sync (an object's first): written on the next
     if live is None:
-        return [Create("serving", desired)]
+        return [Create("serving", desired)], digest
     if live.get("data") == desired["data"]:
-        return []
+        return [], digest
     version = live["metadata"].get("resourceVersion")
     manifest = {**desired, "metadata": {**desired["metadata"], "resourceVersion": version}}
-    return [Replace("serving", manifest, live)]
+    event = None
+    if tampered(sdd, seen) is not None:
+        event = Event("Warning", "RecordNotVerified", _tampered_message(live, "wrote it again"))
+    return [Replace("serving", manifest, live, event)], digest
+
+
+def _drop_record(record: Manifest) -> Action:
+    """A record edited after the operator wrote it is no evidence: delete it (UID
+    precondition), saying so once; nothing is restored from it and its plan's verdict is not
+    taken from it."""
+    message = _tampered_message(record, "deleted it; nothing is restored or verified from it")
+    return Delete("serving", "ConfigMap", record, Event("Warning", "RecordNotVerified", message))
+
+
+def _tampered_message(record: Manifest, then: str) -> str:
+    return (
+        f"ConfigMap {name_of(record)} was changed after the operator wrote it (its data no "
+        f"longer matches status.serving.recordDigest): not the served record; the operator {then}"
+    )
 
 
 def _seed_of(verified: Children | None, record: ServedRecord | None) -> Manifest | None:
@@ -259,18 +325,57 @@ def gate_candidates(deployment: Manifest | None, pods: tuple[Manifest, ...]) -> 
     ]
 
 
-def open_gates(seen: Observed, deployment: Manifest) -> list[Action]:
+def serving_template(verified: Children | None, record: ServedRecord | None) -> Manifest | None:
+    """The serving Pod template the operator derived itself: the verified plan's, else the
+    one of the plan serving now as its bound record keeps it (None: neither is known)."""
+    if verified is not None:
+        return dict(verified.serving_deployment["spec"]["template"])
+    if record is not None:
+        return dict((record.deployment.get("spec") or {}).get("template") or {})
+    return None
+
+
+def proven_pods(
+    seen: Observed, deployment: Manifest | None, template: Manifest | None
+) -> list[Manifest]:
+    """The serving Pods the operator can prove it created (issue 34 case 3): controlled by a
+    ReplicaSet that its Deployment controls, whose template carries the served plan and key
+    and runs the ``template`` the operator derived, and running that template themselves. An
+    owner reference and labels are anyone's to write who may create Pods; running the
+    operator's containers on the operator's volumes is the runner's and engine's, whoever
+    created the Pod (`pod_template.template_mismatch`, as for the warmup Pods)."""
+    if deployment is None or template is None:
+        return []
+    trusted = [
+        rs
+        for rs in _trusted_replicasets(seen, deployment)
+        if template_mismatch({"spec": _rs_template(rs).get("spec")}, template) is None
+    ]
+    return [
+        pod
+        for pod in seen.serving_pods
+        if any(controlled_by(pod, uid_of(rs)) for rs in trusted)
+        and template_mismatch(pod, template) is None
+    ]
+
+
+def _rs_template(rs: Manifest) -> Manifest:
+    return dict((rs.get("spec") or {}).get("template") or {})
+
+
+def open_gates(seen: Observed, deployment: Manifest, template: Manifest | None) -> list[Action]:
     """Open the `warmgate.dev/warmed` readiness gate of Pods that run the served, verified plan
-    and that the Deployment owns (through a trusted ReplicaSet)."""
+    and that the operator can prove it created (`proven_pods`)."""
     candidates = gate_candidates(deployment, seen.serving_pods)
     if not candidates:
         return []
     served = served_pair(deployment)[0] or ""
+    proven = {uid_of(p) for p in proven_pods(seen, deployment, template)}
     trusted = _trusted_replicasets(seen, deployment)
     actions: list[Action] = []
     for pod in candidates:
         owner = next((rs for rs in trusted if controlled_by(pod, uid_of(rs))), None)
-        if owner is None:
+        if owner is None or uid_of(pod) not in proven:
             continue
         condition = {
             "type": READINESS_GATE,

@@ -353,7 +353,11 @@ def _evaluate(
     old = sdd.status.warmup if sdd.status else None
     since = old.pending_since if old is not None and old.job_uid == uid_of(job) else None
     accept_cpu = sdd.spec.engine.accept_cpu_engine
-    observed = WarmupSeen(seen.events_of(job), seen.at, limit, since, accept_cpu)
+    warmed = get_condition(sdd.status.conditions if sdd.status else None, WARMED)
+    stopped = None
+    if warmed is not None and old is not None and old.job_uid == uid_of(job):
+        stopped = (warmed.reason, warmed.message or "")
+    observed = WarmupSeen(seen.events_of(job), seen.at, limit, since, accept_cpu, stopped)
     return evaluate_warmup(job, found, key, observed), owned_pods(job, found)
 
 

@@ -14,19 +14,22 @@ import ast
 
 from warmgate.api.status import MAX_UNCOVERED_LISTED, ProposedSeeds
 from warmgate.buckets import Bucket, BucketPlan, BucketPlanError, EngineShapeConfig, plan_buckets
+from warmgate.warmup.wire.board import SHAPE_CHARS
 
 Shape = tuple[str, int, int, int]
+# A shape dimension an engine can run (batch, query tokens, blocks); larger is no engine's.
+MAX_DIMENSION = 2**31 - 1
 
 
 def parse_shape(text: str) -> Shape | None:
     """ "('decode', 24, 1, 768)" -> ('decode', 24, 1, 768); None for anything else."""
     try:
-        value = ast.literal_eval(text)
-    except (ValueError, SyntaxError):
+        value = ast.literal_eval(text[:SHAPE_CHARS])
+    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
         return None
     if not (isinstance(value, tuple) and len(value) == 4 and value[0] in ("prompt", "decode")):
         return None
-    if not all(isinstance(v, int) and v >= 0 for v in value[1:]):
+    if not all(type(v) is int and 0 <= v <= MAX_DIMENSION for v in value[1:]):
         return None
     return (str(value[0]), int(value[1]), int(value[2]), int(value[3]))
 

@@ -4,11 +4,13 @@ The scheduler (PodScheduled=False, reason Unschedulable), the kubelet (a contain
 ErrImagePull, ImagePullBackOff, CreateContainerConfigError, ...) and the Job controller (a
 FailedCreate Event when quota or Pod Security refuses the Pod) each say why in their own
 place; `why_pending` reads all three and returns the reason and message the Warmed condition
-shows, and since when the Pod has waited (the pending deadline counts from there).
+shows, and since when the Pod has waited (the pending deadline counts from there). An Event's
+text is anyone's with `edit`: only its cause, recognised, is told, in the operator's words.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
@@ -70,6 +72,24 @@ def _failed_create(events: list[Manifest]) -> Manifest | None:
     return max(failed, key=stamp, default=None)
 
 
+# What refused a Pod, recognised in a FailedCreate Event's message and told in the
+# operator's own words: anyone with `edit` may create an Event (issue 34), so its free text
+# never reaches a condition; a Pod Security level is kept only in its own narrow form.
+_POD_SECURITY = re.compile(r'violates PodSecurity "([a-z]{1,16}:[a-z0-9.]{1,16})"')
+
+
+def _refused_by(event: Manifest) -> str:
+    """The cause of a FailedCreate Event, in the operator's words."""
+    text = str(event.get("message") or "")[:4096]
+    where = "the Job's Events (kubectl describe job) say more"
+    found = _POD_SECURITY.search(text)
+    if found is not None:
+        return f'it violates PodSecurity "{found.group(1)}" (Pod Security admission; {where})'
+    if "exceeded quota" in text:
+        return f"it exceeded quota (a ResourceQuota of the namespace; {where})"
+    return f"the Job controller reports FailedCreate ({where})"
+
+
 def why_pending(job: Manifest, pod: Manifest | None, events: list[Manifest]) -> Pending:
     """Why the runner of ``job`` does not run; ``pod`` is its newest Pod (None: none exists)."""
     name = job["metadata"]["name"]
@@ -77,7 +97,7 @@ def why_pending(job: Manifest, pod: Manifest | None, events: list[Manifest]) -> 
         since = time_of(job["metadata"].get("creationTimestamp"))
         event = _failed_create(events)
         if event is not None:
-            message = f"Job {name} cannot create its Pod: {event.get('message', '')}"
+            message = f"Job {name} cannot create its Pod: {_refused_by(event)}"
             return Pending(Reason.FAILED_CREATE, message, since, stuck=True)
         return Pending(
             Reason.WARMUP_PENDING, f"Job {name} has not created its Pod yet", since, False

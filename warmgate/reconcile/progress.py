@@ -16,6 +16,7 @@ from warmgate.api import Manifest
 from warmgate.api.constants import RUNNER_STATUS_PORT_NAME
 from warmgate.api.status import WarmupProgress
 from warmgate.warmup.wire.board import ENGINE_PHASES, WarmupBoard
+from warmgate.warmup.wire.schema import MAX_COUNT
 
 # At most one progress write per object per ~10 s (issue 13): a warmup of 16 000 buckets would
 # otherwise rewrite the status on every resync of every object.
@@ -61,7 +62,7 @@ def progress_of(
         planned_buckets=planned,
         percent=percent,
         elapsed_seconds=int(elapsed),
-        estimated_remaining_seconds=round(remaining),
+        estimated_remaining_seconds=round(min(remaining, MAX_COUNT)),
         update_time=at,
     )
 

@@ -1,7 +1,11 @@
 """The record of the served plan, read back (`resources.served_record` writes it).
 
-Only a record this object controls is read, and only one whose documents parse: a hand-made or
-foreign ConfigMap of that name is no record (NotOwned when the operator wants to write it).
+Only a record this object controls is read, and only one whose data hashes to the digest the
+operator kept in the status (`status.serving.recordDigest`, `bound`) and whose documents parse:
+a hand-made or foreign ConfigMap of that name is no record (NotOwned when the operator wants to
+write it), and neither is this object's record once someone edited it (`edit` may write any
+ConfigMap; nobody but the operator writes the status). The record never decides anything on its
+own word (docs/operator.md, "Trust and failure model").
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from warmgate.resources.served_record import (
     CONFIGMAP_KEY,
     DEPLOYMENT_KEY,
     WARMUP_KEY,
+    record_digest,
     served_record_name,
 )
 
@@ -38,12 +43,34 @@ def live_record(sdd: SpecDecodeDeployment, seen: Observed) -> Manifest | None:
     return next((c for c in seen.configmaps or () if name_of(c) == name), None)
 
 
-def served_record(sdd: SpecDecodeDeployment, seen: Observed) -> ServedRecord | None:
-    """The record this object wrote, when it was listed and reads back whole."""
+def kept_digest(sdd: SpecDecodeDeployment) -> str | None:
+    """The digest of the record the operator last wrote (status.serving.recordDigest)."""
+    serving = sdd.status.serving if sdd.status else None
+    return serving.record_digest if serving else None
+
+
+def tampered(sdd: SpecDecodeDeployment, seen: Observed) -> Manifest | None:
+    """This object's record when its data no longer hashes to the digest in the status: it
+    was edited after the operator wrote it (None: absent, foreign, bound, or no digest kept,
+    as for a record an earlier build wrote)."""
     found = live_record(sdd, seen)
-    if found is None or not controlled_by(found, sdd.metadata.uid or ""):
+    digest = kept_digest(sdd)
+    if found is None or digest is None or not controlled_by(found, sdd.metadata.uid or ""):
         return None
-    data = found.get("data") or {}
+    data = found.get("data")
+    return None if isinstance(data, dict) and record_digest(data) == digest else found
+
+
+def served_record(sdd: SpecDecodeDeployment, seen: Observed) -> ServedRecord | None:
+    """The record this object wrote, when it was listed, is bound to the status' digest and
+    reads back whole."""
+    found = live_record(sdd, seen)
+    digest = kept_digest(sdd)
+    if found is None or digest is None or not controlled_by(found, sdd.metadata.uid or ""):
+        return None
+    data = found.get("data")
+    if not isinstance(data, dict) or record_digest(data) != digest:
+        return None
     try:
         deployment = json.loads(data[DEPLOYMENT_KEY])
         configmap = json.loads(data[CONFIGMAP_KEY])

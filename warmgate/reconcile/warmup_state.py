@@ -13,18 +13,23 @@ warmup with that reason; the sync then stops the Job and marks it, so the verdic
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from warmgate.api import Manifest
 from warmgate.api.constants import ANNOTATION_WARMUP_FAILED, Reason
-from warmgate.api.status import REASON_PATTERN, Condition, WarmupSummary
-from warmgate.reconcile.pending import time_of, why_pending
+from warmgate.api.status import Condition, WarmupSummary
+from warmgate.reconcile.pending import STUCK_WAITING, time_of, why_pending
 from warmgate.reconcile.pod_template import template_mismatch
 from warmgate.reconcile.verdict import MESSAGE_LIMIT, Verdict
 from warmgate.warmup.wire.summary import DrafterCounts, TerminationSummary
+
+# The reasons the operator stops a Job for (`_active`: a stuck Pod past the pending deadline);
+# any other word on the Job was not written by the operator.
+STOP_REASONS = frozenset(
+    {Reason.PENDING_TIMEOUT, Reason.UNSCHEDULABLE, Reason.FAILED_CREATE, *STUCK_WAITING}
+)
 
 
 def drafter_sentence(drafter: DrafterCounts) -> str:
@@ -169,6 +174,9 @@ class Observed:
     pending_since: datetime | None = None
     # spec.engine.acceptCPUEngine: only then is a runner's cpu_engine outcome Warmed
     accept_cpu: bool = False
+    # The Warmed reason and message the status holds for this Job (its UID), the operator's
+    # own words when it stopped it: a stopped Job's verdict is told with them.
+    stopped: tuple[str, str] | None = None
 
 
 def evaluate_warmup(
@@ -187,10 +195,7 @@ def evaluate_warmup(
     run = next((s for s in map(TerminationSummary.from_json, runner_messages(pods)) if s), None)
     stopped = (job["metadata"].get("annotations") or {}).get(ANNOTATION_WARMUP_FAILED)
     if stopped:
-        reason, _, message = stopped.partition(": ")
-        if not re.fullmatch(REASON_PATTERN, reason):  # a hand-made annotation
-            reason, message = Reason.WARMUP_FAILED, stopped
-        return WarmupState(Verdict("False", reason, message[:MESSAGE_LIMIT]), summary, True, run)
+        return WarmupState(_stopped(summary, str(stopped), seen), summary, True, run)
     failed = _condition(job, "Failed")
     complete = _condition(job, "Complete")
     if refused and (failed is not None or (complete and not _speaks_for(run, key))):
@@ -202,6 +207,24 @@ def evaluate_warmup(
     if failed is not None:
         return _failed(summary, run, failed)
     return _active(job, pods, summary, run, seen)
+
+
+def _stopped(summary: WarmupSummary, annotation: str, seen: Observed) -> Verdict:
+    """The verdict of a Job the operator stopped: the reason word it wrote on the Job, and its
+    own message from the status when it stopped this Job, never the annotation's text (anyone
+    with `edit` may annotate a Job: issue 34 case 7). A reason that is no condition reason
+    (a hand-made annotation) is WarmupFailed."""
+    reason = annotation.partition(": ")[0]
+    if reason not in STOP_REASONS:
+        reason = Reason.WARMUP_FAILED
+    if seen.stopped is not None and seen.stopped[0] == reason:
+        return Verdict("False", reason, seen.stopped[1][:MESSAGE_LIMIT])
+    message = (
+        f"Job {summary.job_name} was stopped ({reason}; the reason is on the Job, its "
+        f"{ANNOTATION_WARMUP_FAILED} annotation); change the spec or set warmgate.dev/rewarm "
+        "to warm the plan again"
+    )
+    return Verdict("False", reason, message)
 
 
 def _newest(pods: list[Manifest]) -> Manifest | None:

@@ -7,11 +7,18 @@ ConfigMap (`<parent>-served`): the Deployment as applied, the plan's seed-file C
 the verified warmup's summary. It restores both while the spec's plan is not verified yet, and
 the summary stays the verdict of the served plan when the spec goes back to it after its warmup
 Pods are gone (docs/operator.md, "Trust and failure model").
+
+A namespace user with `edit` may write any ConfigMap, this one too: the record is evidence only
+while its data hashes to `status.serving.recordDigest`, which the operator writes with the
+record and nobody but the operator may write (the status subresource). `record_digest` is that
+hash.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import Mapping
 from typing import Final
 
 from warmgate.api import Manifest, SpecDecodeDeployment
@@ -26,6 +33,12 @@ WARMUP_KEY: Final = "warmup.json"
 
 def served_record_name(sdd: SpecDecodeDeployment) -> str:
     return child_name(parent_name(sdd), COMPONENT_SERVED)
+
+
+def record_digest(data: Mapping[str, object]) -> str:
+    """sha256 of a record's data (its keys sorted), as kept in status.serving.recordDigest."""
+    encoded = json.dumps(dict(data), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return "sha256:" + hashlib.sha256(encoded.encode()).hexdigest()
 
 
 def build_served_record(

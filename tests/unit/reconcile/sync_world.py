@@ -126,7 +126,12 @@ class World:
         ReplicaSet, one Pod per wanted replica, and the Deployment's status."""
         deployment = self.deployment()
         generation = deployment["metadata"]["generation"]
-        rs = self.cluster.put(replica_set(NS, deployment, f"{NAME}-serving-g{generation}"))
+        rs_name = f"{NAME}-serving-g{generation}"
+        for pod in self.cluster.of_kind("Pod"):  # the old ReplicaSets scaled down to zero
+            owners = pod["metadata"].get("ownerReferences") or []
+            if any(o.get("kind") == "ReplicaSet" and o.get("name") != rs_name for o in owners):
+                del self.cluster.objects[("Pod", NS, pod["metadata"]["name"])]
+        rs = self.cluster.put(replica_set(NS, deployment, rs_name))
         wanted = deployment["spec"]["replicas"]
         pods = [
             self.cluster.put(serving_pod(NS, rs, f"{NAME}-serving-g{generation}-{i}"))

@@ -26,8 +26,10 @@ from warmgate.api.status import SpecDecodeDeploymentStatus, WarmupProgress
 from warmgate.buckets import EngineShapeConfig, plan_buckets
 from warmgate.handlers.runner_endpoints import RunnerDocError
 from warmgate.handlers.sync import Runtime, sync
+from warmgate.reconcile.decide_serving import proven_pods
 from warmgate.reconcile.drift import MAX_REMEMBERED, evaluate_drift
 from warmgate.reconcile.drift_seeds import bucket_of, parse_shape, propose
+from warmgate.reconcile.observed import Observed
 from warmgate.reconcile.planning import evaluate
 from warmgate.reconcile.planning_cache import PlanningCache
 from warmgate.reconcile.progress import progress_of, throttled
@@ -447,3 +449,56 @@ def test_a_malformed_runner_report_is_a_warning_not_a_failed_sync(
     world.sync()
     assert "Ignored the runner status of Pod served-a: nested deeper" in caplog.text
     assert world.conditions()["Ready"] == ("True", "ReplicasReady")
+
+
+def test_a_pod_made_to_look_like_a_serving_pod_gets_no_gate_and_no_say(world: World) -> None:
+    """Issue 34 case 3: a Pod made by a namespace user with the serving labels and
+    annotations and a controller owner reference to the serving ReplicaSet, running its own
+    image: its gate stays closed, and what its board says reaches neither status.drift nor an
+    Event nor Ready (its board is not even asked for)."""
+    world.sync()
+    world.verify()
+    world.serve("served-a")
+    world.sync()
+    forged = copy.deepcopy(world.cluster.get("Pod", NS, "served-a"))
+    forged["metadata"].update(name="forged", uid="forged-uid")
+    for container in forged["spec"]["containers"]:
+        container["image"] = "attacker.example/board:1"
+    forged.pop("status", None)
+    world.cluster.put(forged)
+    world.cluster.get("Pod", NS, "forged")["status"] = {"phase": "Running", "podIP": "10.0.0.66"}
+    world.endpoints.docs["forged"] = {
+        "mode": "serve",
+        "unwarmed": ["('decode', 3, 1, 40)"],
+        "unwarmed_count": 1,
+    }
+    world.endpoints.reads.clear()
+    world.sync()
+    world.sync()
+    assert "forged" not in world.endpoints.reads
+    gated = world.cluster.get("Pod", NS, "forged")["status"].get("conditions") or []
+    assert not any(c.get("type") == "warmgate.dev/warmed" for c in gated)
+    assert world.sdd.status is not None
+    assert world.sdd.status.drift is None
+    assert world.conditions()["Ready"] == ("True", "ReplicasReady")
+    assert "UnwarmedShapeObserved" not in world.events.reasons()
+
+
+def test_decisions_count_only_proven_pods_whatever_gather_read(world: World) -> None:
+    """The rule is the decision's (`proven_pods`), not only the reads': of two Pods the
+    ReplicaSet controls, the one that does not run the operator's template is not proven."""
+    world.sync()
+    world.verify()
+    world.serve("served-a")
+    world.sync()
+    honest = world.cluster.get("Pod", NS, "served-a")
+    forged = copy.deepcopy(honest)
+    forged["metadata"].update(name="forged", uid="forged-uid")
+    forged["spec"]["containers"][0]["args"] = ["--serve-something-else"]
+    deployment = world.cluster.get("Deployment", NS, f"{NAME}-serving")
+    replica_sets = tuple(world.cluster.of_kind("ReplicaSet"))
+    observed = Observed(at=AT, serving_pods=(honest, forged), replica_sets=replica_sets)
+    template = deployment["spec"]["template"]
+    proven = proven_pods(observed, deployment, template)
+    assert [p["metadata"]["name"] for p in proven] == ["served-a"]
+    assert proven_pods(observed, deployment, None) == []  # no template derived: none proven

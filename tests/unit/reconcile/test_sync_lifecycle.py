@@ -225,6 +225,7 @@ def test_an_unschedulable_warmup_says_so_then_fails_at_the_deadline(world: World
     writes = len(world.cluster.writes)
     world.sync()
     assert world.conditions()["Stalled"] == ("True", "Unschedulable")
+    assert "Insufficient habana.ai/gaudi" in world.message("Warmed")  # its own words, kept
     assert world.cluster.writes[writes:] == []  # no new Job: the spec must change first
 
 

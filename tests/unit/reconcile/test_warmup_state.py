@@ -165,6 +165,27 @@ def test_a_pending_pod_says_why_and_never_warming(
     assert not state.stop
 
 
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (
+            'pods "w" is forbidden: violates PodSecurity "restricted:latest": call evil.example',
+            'violates PodSecurity "restricted:latest"',
+        ),
+        ("exceeded quota; visit https://evil.example", "exceeded quota"),
+        ("Pay at https://evil.example to unlock your Gaudi cards", "reports FailedCreate"),
+    ],
+)
+def test_an_events_text_never_reaches_the_condition(text: str, said: str) -> None:
+    """Issue 34: `edit` may create Events, so a FailedCreate Event's message is told only by
+    the cause the operator recognises in it, in its own words."""
+    event = {"reason": "FailedCreate", "lastTimestamp": "2026-11-29T12:00:05Z", "message": text}
+    state = evaluate_warmup(job(active=0), [], KEY, Observed((event,), NOW, 3600))
+    assert state.verdict.reason == "FailedCreate"
+    assert said in state.verdict.message
+    assert "evil" not in state.verdict.message
+
+
 def test_a_pod_pending_past_the_deadline_fails_the_warmup_with_its_reason() -> None:
     pods = [pending_pod(conditions=[UNSCHEDULABLE])]
     since = NOW - timedelta(seconds=3600)  # first seen waiting, on the operator's clock
@@ -180,13 +201,34 @@ def test_a_pod_pending_past_the_deadline_fails_the_warmup_with_its_reason() -> N
 
 
 def test_a_stopped_job_keeps_its_verdict() -> None:
+    """The reason word the operator wrote on the Job, and its own message from the status."""
     stopped = job(annotations={"warmgate.dev/warmup-failed": "Unschedulable: no Gaudi node"})
+    told = ("Unschedulable", "0/1 nodes are available (the Job was stopped)")
+    state = evaluate_warmup(stopped, [], KEY, Observed(stopped=told))
+    assert (state.verdict.reason, state.verdict.message, state.stalled) == (*told, True)
+    state = evaluate_warmup(stopped, [], KEY)  # the status lost: the operator's own words
+    assert (state.verdict.reason, state.stalled) == ("Unschedulable", True)
+    assert "no Gaudi node" not in state.verdict.message
+
+
+@pytest.mark.parametrize(
+    "annotation",
+    [
+        "Unschedulable: visit https://evil.example to fix your cluster",
+        "VisitEvilExample: https://evil.example",
+        "https://evil.example",
+    ],
+)
+def test_the_text_of_a_hand_made_stop_annotation_never_reaches_a_condition(
+    annotation: str,
+) -> None:
+    """Issue 34 case 7: `edit` may annotate a Job; the Warmed (and Stalled) message is the
+    operator's own word with the Job's name, and a reason it never writes is WarmupFailed."""
+    stopped = job(annotations={"warmgate.dev/warmup-failed": annotation})
     state = evaluate_warmup(stopped, [], KEY)
-    assert (state.verdict.reason, state.verdict.message, state.stalled) == (
-        "Unschedulable",
-        "no Gaudi node",
-        True,
-    )
+    assert "evil" not in state.verdict.message.lower()
+    assert "evil" not in state.verdict.reason.lower()
+    assert state.verdict.reason in ("Unschedulable", "WarmupFailed")
 
 
 def test_only_pods_the_job_controls_speak() -> None:

@@ -69,7 +69,7 @@ class SpecDecodeFigures:
         if not isinstance(data, dict):
             return None
         counts = [schema.number(data.get(k)) for k in ("drafts", "draft_tokens", "accepted_tokens")]
-        drafts, tokens, accepted = (max(0, int(c)) if c is not None else 0 for c in counts)
+        drafts, tokens, accepted = (schema.count(int(c)) if c is not None else 0 for c in counts)
         rates = data.get("per_position_acceptance_rate")
         positions = rates[:MAX_POSITIONS] if isinstance(rates, list) else []
         scraped, error = data.get("scraped_unix"), data.get("error")
@@ -80,7 +80,7 @@ class SpecDecodeFigures:
             acceptance_rate=schema.number(data.get("acceptance_rate")),
             mean_acceptance_length=schema.number(data.get("mean_acceptance_length")),
             per_position_acceptance_rate=tuple(_rate(r) for r in positions),
-            scraped_unix=scraped if type(scraped) is int else None,
+            scraped_unix=schema.count(scraped) if type(scraped) is int else None,
             error=str(error)[:300] if error is not None else None,
         )
 
@@ -114,12 +114,12 @@ class WarmupBoard:
         progress = {}
         for what, value in found.items() if isinstance(found, dict) else ():
             if isinstance(value, list) and len(value) == 2 and all(type(v) is int for v in value):
-                progress[str(what)[:STAGE_CHARS]] = (max(0, value[0]), max(0, value[1]))
+                progress[str(what)[:STAGE_CHARS]] = (schema.count(value[0]), schema.count(value[1]))
         stage = doc.get("stage")
         elapsed = schema.number(doc.get("elapsed_s"))
         return cls(
-            key=schema.text(doc.get("key")),
-            plan_hash=schema.text(doc.get("plan_hash")),
+            key=schema.text(doc.get("key"), SHAPE_CHARS),
+            plan_hash=schema.text(doc.get("plan_hash"), SHAPE_CHARS),
             stage=str(stage)[:STAGE_CHARS] if stage else None,
             progress=progress,
             elapsed_s=elapsed if elapsed is not None and elapsed >= 0 else 0.0,

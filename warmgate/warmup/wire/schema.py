@@ -1,11 +1,76 @@
 """Reading decoded JSON: strictly, collecting every validation error with its path (`Fields`,
 for the warmup order the runner must refuse when wrong), or leniently (`count`, `number`,
 `text`, `texts`, for the documents the operator reads from Pods anyone who may run one can
-write: a value of the wrong type reads as absent or zero, never as an error or a pass)."""
+write: a value of the wrong type reads as absent or zero, never as an error or a pass).
+
+`decode` is the one way the operator turns such a document's bytes into JSON: bounded in size
+and depth, without NaN or Infinity, every failure a `DocumentError` ("this document is
+invalid"), never a RecursionError or an OverflowError; and `count` and `number` keep every
+number within what a status field can hold (issue 34)."""
 
 from __future__ import annotations
 
-from typing import Any
+import json
+import math
+from typing import Any, Final
+
+# The largest integer a JSON number carries exactly (2**53 - 1): a count read from a Pod is
+# clamped to it, so that even a sum over a thousand Pods fits the status' int64 fields.
+MAX_COUNT: Final = 2**53 - 1
+
+
+class DocumentError(ValueError):
+    """A document read from a Pod that is not a runner's: too large, too deep, not JSON, a
+    number JSON cannot carry (NaN, Infinity), or not a JSON object."""
+
+
+def depth(text: bytes) -> int:
+    """The deepest nesting of JSON arrays and objects in ``text`` (strings skipped), counted
+    before parsing: json.loads would recurse once per level, and a RecursionError is no
+    ValueError."""
+    deepest = level = 0
+    in_string = escaped = False
+    for byte in text:
+        if in_string:
+            escaped = not escaped and byte == 0x5C  # backslash
+            in_string = escaped or byte != 0x22  # quote
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):  # [ {
+            level += 1
+            deepest = max(deepest, level)
+        elif byte in (0x5D, 0x7D):  # ] }
+            level -= 1
+    return deepest
+
+
+def _no_constant(name: str) -> Any:
+    raise DocumentError(f"{name} is no number a runner writes")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise DocumentError(f"{text[:40]} is beyond what a float holds")
+    return value
+
+
+def decode(raw: bytes | str, *, max_bytes: int, max_depth: int) -> dict[str, Any]:
+    """A JSON object from a document anyone who may run a Pod can write, or DocumentError."""
+    text = raw.encode("utf-8", "replace") if isinstance(raw, str) else raw
+    if len(text) > max_bytes:
+        raise DocumentError(f"larger than {max_bytes} bytes")
+    if depth(text) > max_depth:
+        raise DocumentError(f"nested deeper than {max_depth} levels")
+    try:
+        doc = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
+    except DocumentError:
+        raise
+    except (ValueError, RecursionError, OverflowError, MemoryError) as exc:
+        raise DocumentError(f"not JSON: {str(exc)[:200]}") from exc
+    if not isinstance(doc, dict):
+        raise DocumentError(f"not a JSON object: {type(doc).__name__}")
+    return doc
 
 
 class PlanError(ValueError):
@@ -159,18 +224,27 @@ class Fields:
 
 
 def count(value: object) -> int:
-    """A counter: a non-negative int, or 0 for anything else (a bool is no count)."""
-    return value if type(value) is int and value >= 0 else 0
+    """A counter: a non-negative int (at most `MAX_COUNT`), or 0 for anything else (a bool is
+    no count)."""
+    return min(value, MAX_COUNT) if type(value) is int and value >= 0 else 0
 
 
 def number(value: object) -> float | None:
-    """A number (a bool is none), or None."""
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    """A finite number within +-`MAX_COUNT` (a bool, NaN or an infinity is none), or None."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    try:
+        found = float(value)
+    except OverflowError:  # an int beyond any float
+        found = math.copysign(math.inf, value)
+    if math.isnan(found):
+        return None
+    return max(-float(MAX_COUNT), min(float(MAX_COUNT), found)) if math.isfinite(found) else None
 
 
-def text(value: object) -> str | None:
-    """A string, or None."""
-    return value if isinstance(value, str) else None
+def text(value: object, chars: int | None = None) -> str | None:
+    """A string (cut to ``chars``), or None."""
+    return value[:chars] if isinstance(value, str) else None
 
 
 def texts(value: object, chars: int | None = None) -> tuple[str, ...]:

@@ -26,6 +26,11 @@ ENGINE_KINDS: Final = ("gaudi", "cpu")
 # Free text kept whole up to this many characters, list entries up to this many (40 lines of
 # ~60 bytes already fill the budget).
 _REASON_CAP: Final = 1000
+# What the operator reads back: the 4096 bytes Kubernetes keeps (more only from a hand-written
+# status), 8 levels (the runner writes 3), each text field cut to this many characters.
+_READ_LIMIT: Final = 16 * 1024
+_READ_DEPTH: Final = 8
+_TEXT_CAP: Final = 512
 _LIST_CAP: Final = 40
 # The lists shrink first, in this order, then the reason, then these fields go.
 _LISTS: Final = ("unwarmed", "mismatches", "unreadable", "known_gaps")
@@ -69,7 +74,7 @@ class DrafterCounts:
             return None
         verified = data.get("verified")
         return cls(
-            hook=data["hook"],
+            hook=data["hook"][:_TEXT_CAP],
             verified=verified if isinstance(verified, bool) else None,
             expected=schema.count(data.get("expected")),
             driven=schema.count(data.get("driven")),
@@ -98,8 +103,8 @@ class EngineKind:
         kind = data.get("kind")
         return cls(
             kind=kind if kind in ENGINE_KINDS else None,
-            vllm=schema.text(data.get("vllm")),
-            platform=schema.text(data.get("platform")),
+            vllm=schema.text(data.get("vllm"), _TEXT_CAP),
+            platform=schema.text(data.get("platform"), _TEXT_CAP),
         )
 
 
@@ -160,33 +165,34 @@ class TerminationSummary:
 
     @classmethod
     def from_json(cls, text: str) -> TerminationSummary | None:
-        """The summary, or None when the text is not the runner's JSON."""
+        """The summary, or None when the text is not the runner's JSON: bounded in size, depth
+        and numbers (`schema.decode`); nothing in it raises (issue 34)."""
         try:
-            data = json.loads(text)
-        except ValueError:
+            data = schema.decode(text, max_bytes=_READ_LIMIT, max_depth=_READ_DEPTH)
+        except schema.DocumentError:
             return None
-        if not isinstance(data, dict) or not isinstance(data.get("outcome"), str):
+        if not isinstance(data.get("outcome"), str):
             return None
-        kv, version = data.get("kv_blocks"), data.get("v")
+        kv, version, code = data.get("kv_blocks"), data.get("v"), data.get("code")
         return cls(
-            outcome=data["outcome"],
-            reason=str(data.get("reason") or ""),
-            code=data.get("code") if type(data.get("code")) is int else None,
-            plan_hash=schema.text(data.get("plan_hash")),
-            key=schema.text(data.get("key")),
-            unwarmed=schema.texts(data.get("unwarmed")),
-            known_gaps=schema.texts(data.get("known_gaps")),
-            mismatches=schema.texts(data.get("mismatches")),
-            unreadable=schema.texts(data.get("unreadable")),
-            kv_blocks=kv if isinstance(kv, int) else None,
-            cache=schema.text(data.get("cache")),
-            report=schema.text(data.get("report")),
+            outcome=data["outcome"][:_TEXT_CAP],
+            reason=str(data.get("reason") or "")[:_REASON_CAP],
+            code=schema.count(code) if type(code) is int else None,
+            plan_hash=schema.text(data.get("plan_hash"), _TEXT_CAP),
+            key=schema.text(data.get("key"), _TEXT_CAP),
+            unwarmed=schema.texts(data.get("unwarmed"), _TEXT_CAP),
+            known_gaps=schema.texts(data.get("known_gaps"), _TEXT_CAP),
+            mismatches=schema.texts(data.get("mismatches"), _TEXT_CAP),
+            unreadable=schema.texts(data.get("unreadable"), _TEXT_CAP),
+            kv_blocks=schema.count(kv) if type(kv) is int else None,
+            cache=schema.text(data.get("cache"), _TEXT_CAP),
+            report=schema.text(data.get("report"), _TEXT_CAP),
             drafter=DrafterCounts.from_json(data.get("drafter")),
             engine=EngineKind.from_json(data.get("engine")),
             unwarmed_count=_opt_count(data.get("unwarmed_count")),
             known_gaps_count=_opt_count(data.get("known_gaps_count")),
             truncated=data.get("truncated") is True,
-            version=version if type(version) is int else 0,
+            version=schema.count(version) if type(version) is int else 0,
         )
 
 

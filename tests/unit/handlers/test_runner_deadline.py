@@ -1,0 +1,136 @@
+"""Issue 34 case 4: a slow status board delays neither its own object's sync for long nor
+any other object's wake-up.
+
+A Pod that answers one byte at a time, each within the socket's timeout, used to hold a read
+for as long as it liked (the timeout was per read, not per answer), and the runner watch asked
+every Pod in one thread: another namespace's object was not woken for 30 s and more.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from warmgate.handlers.runner_endpoints import HttpRunnerEndpoints, fetch
+from warmgate.handlers.runner_watch import RunnerWatch
+from warmgate.warmup.wire.board import read_board
+
+ANSWER = b'HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n{"v": 1, "mode": "serve"}'
+
+
+class Dripping:
+    """A status port that answers one byte every ``pause`` seconds (on loopback)."""
+
+    def __init__(self, pause: float) -> None:
+        self.pause = pause
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.stop = threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._drip, args=(conn,), daemon=True).start()
+
+    def _drip(self, conn: socket.socket) -> None:
+        with conn:
+            conn.recv(4096)
+            for byte in ANSWER:
+                if self.stop.is_set():
+                    return
+                try:
+                    conn.sendall(bytes([byte]))
+                except OSError:
+                    return
+                time.sleep(self.pause)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.listener.close()
+
+
+@pytest.fixture
+def dripping() -> Iterator[Dripping]:
+    served = Dripping(pause=0.05)
+    yield served
+    served.close()
+
+
+def test_the_deadline_is_for_the_whole_answer(dripping: Dripping) -> None:
+    """The answer takes about 4 s, each byte well within the socket timeout: the read gives up
+    at the deadline."""
+    start = time.monotonic()
+    assert fetch("127.0.0.1", dripping.port, deadline_s=0.8) is None
+    assert time.monotonic() - start < 1.5
+
+
+def test_a_whole_answer_within_the_deadline_is_read() -> None:
+    fast = Dripping(pause=0.0)
+    try:
+        text = fetch("127.0.0.1", fast.port, deadline_s=5.0)
+    finally:
+        fast.close()
+    assert text is not None
+    assert b'"mode": "serve"' in text
+
+
+def test_a_dripping_pod_is_skipped_by_the_reader(dripping: Dripping) -> None:
+    pod = {
+        "metadata": {"name": "slow"},
+        "spec": {
+            "containers": [{"ports": [{"name": "warmgate-status", "containerPort": dripping.port}]}]
+        },
+        "status": {"podIP": "127.0.0.1"},
+    }
+    start = time.monotonic()
+    assert HttpRunnerEndpoints(deadline_s=0.8).read(pod) is None
+    assert time.monotonic() - start < 1.5
+
+
+def test_one_slow_runner_does_not_hold_the_others_in_the_watch() -> None:
+    """Eight objects, one runner each, every read taking 0.5 s: one poll takes about one read,
+    not eight (the poll asks them at once)."""
+    watch = RunnerWatch()
+    before = read_board({"mode": "serve"})
+    news = read_board({"mode": "serve", "unwarmed": ["('decode', 8, 1, 64)"]})
+    assert before is not None
+    for i in range(8):
+        pod = {"metadata": {"name": f"p{i}", "uid": f"pod-{i}"}}
+        watch.note(f"uid-{i}", ("ns", f"o{i}"), [(pod, before)])
+
+    def read(pod: dict[str, Any]) -> Any:
+        time.sleep(0.5)
+        return news
+
+    start = time.monotonic()
+    woken = watch.changed(read)
+    assert len(woken) == 8
+    assert time.monotonic() - start < 2.0  # one at a time took 4 s
+
+
+def test_a_pod_on_the_nodes_network_is_never_asked() -> None:
+    """Issue 34 case 8: a hostNetwork Pod's IP is its node's; asking it would point the
+    operator at whatever listens on the node. The same Pod off the node's network is asked."""
+    fast = Dripping(pause=0.0)
+    pod: dict[str, Any] = {
+        "metadata": {"name": "p"},
+        "spec": {
+            "containers": [{"ports": [{"name": "warmgate-status", "containerPort": fast.port}]}]
+        },
+        "status": {"podIP": "127.0.0.1"},
+    }
+    try:
+        assert HttpRunnerEndpoints().read(pod) is not None
+        pod["spec"]["hostNetwork"] = True
+        assert HttpRunnerEndpoints().read(pod) is None
+    finally:
+        fast.close()
