@@ -447,3 +447,33 @@ def test_a_malformed_runner_report_is_a_warning_not_a_failed_sync(
     world.sync()
     assert "Ignored the runner status of Pod served-a: nested deeper" in caplog.text
     assert world.conditions()["Ready"] == ("True", "ReplicasReady")
+
+
+def test_the_warmed_count_holds_from_the_runners_end_to_the_verdict(world: World) -> None:
+    # Issue 37 item 4: between the runner's end and the Job controller's count of it (the Pod's
+    # tracking finalizer removed, status.succeeded not yet 1) the sync sees no Pod of the Job;
+    # status.warmup lost warmedBuckets and its progress there: all -> 0 -> all buckets.
+    world.sync()
+    assert world.sdd.status is not None
+    plan = world.sdd.status.plan
+    assert plan is not None
+    prompt, decode, total = plan.prompt_buckets, plan.spec_decode_buckets, plan.total_buckets
+    assert prompt is not None and decode is not None and total is not None
+    pod = world.running_warmup()
+    world.endpoints.docs[pod] = _doc(world.key(), (prompt, prompt), (decode, decode), 300.0)
+    stored = _merge(_stored(world.sdd.status), world.sync())
+    assert (stored["warmup"]["warmedBuckets"], total) == (prompt + decode, prompt + decode)
+    assert stored["warmup"]["progress"]["percent"] == 100
+    job = world.job()
+    meta, template = job["metadata"], job["spec"]["template"]
+    ended = warmup_pod(NS, meta["name"], meta["uid"], template=template, tracked=False)
+    ended["status"] = terminated_status(runner_summary("verified", world.key()), True)
+    world.cluster.put(ended)  # the Job's status counts it in uncountedTerminatedPods only
+    stored = _merge(stored, world.sync())
+    assert stored["warmup"]["warmedBuckets"] == total
+    assert stored["warmup"]["progress"]["percent"] == 100
+    world.cluster.get("Job", NS, meta["name"])["status"] = job_status(True)
+    stored = _merge(stored, world.sync())
+    assert world.conditions()["Warmed"] == ("True", "WarmupSucceeded")
+    assert stored["warmup"]["warmedBuckets"] == total
+    assert "progress" not in stored["warmup"]
