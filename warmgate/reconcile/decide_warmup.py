@@ -28,7 +28,7 @@ from warmgate.reconcile.actions import Action, Create, Delete, Event, Patch
 from warmgate.reconcile.observed import Observed, controlled_by, name_of, uid_of
 from warmgate.reconcile.planning import PlanningResult
 from warmgate.reconcile.pod_template import job_mismatch
-from warmgate.reconcile.progress import progress_of, running_pod, throttled
+from warmgate.reconcile.progress import plan_phases, progress_of, running_pod, throttled
 from warmgate.reconcile.proven_plan import total_buckets
 from warmgate.reconcile.served import served_record
 from warmgate.reconcile.verdict import Verdict, not_owned, one_line
@@ -379,7 +379,12 @@ def _with_progress(
     if isinstance(doc, WarmupBoard):
         planned = total_buckets(to_run.buckets)
         fresh = progress_of(
-            doc, planned=planned, estimate_s=to_run.estimated_warmup_s, key=key, at=seen.at
+            doc,
+            planned=planned,
+            estimate_s=to_run.estimated_warmup_s,
+            key=key,
+            at=seen.at,
+            phases=plan_phases(to_run.buckets),
         )
     progress = throttled(old, fresh, seen.at)
     if progress is None:
