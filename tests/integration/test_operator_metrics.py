@@ -57,11 +57,11 @@ def exported(text: str) -> dict[str, set[str] | None]:
     return found
 
 
-def value(text: str, name: str, **labels: str) -> float | None:
-    """The value of the one series of ``name`` with these labels (None: none)."""
+def value(text: str, metric: str, /, **labels: str) -> float | None:
+    """The value of the first series of ``metric`` with these labels (None: none)."""
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.name == name and labels.items() <= sample.labels.items():
+            if sample.name == metric and labels.items() <= sample.labels.items():
                 return float(sample.value)
     return None
 
@@ -151,6 +151,13 @@ def test_a_frozen_object_counts_its_failed_passes_and_errors(
         "spec": {"hard": {"count/jobs.batch": "0"}},
     }
     _apply(control_plane, quota)
+    # No quota controller runs here: the test writes the usage it would (admission reads the
+    # status, and refuses a Job once used + 1 exceeds hard).
+    usage = {"status": {"hard": {"count/jobs.batch": "0"}, "used": {"count/jobs.batch": "0"}}}
+    control_plane.kubectl(
+        "patch", "-n", namespace, "resourcequota", "no-jobs", "--subresource=status",
+        "--type=merge", "-p", json.dumps(usage),
+    )  # fmt: skip
     before = leader.get("/metrics")
     ctrl = {"controller": "specdecodedeployment"}
     errors = value(before, "controller_runtime_reconcile_errors_total", **ctrl) or 0
@@ -161,7 +168,15 @@ def test_a_frozen_object_counts_its_failed_passes_and_errors(
         series = {"namespace": namespace, "name": "frozen"}
         return value(text, "warmgate_sync_consecutive_failures", **series) or 0
 
-    assert eventually(lambda: failures() >= 3, 60), leader.log.read_text()[-3000:]
+    if not eventually(lambda: failures() >= 3, 60):
+        obj = control_plane.kubectl("get", "-n", namespace, "sdd", "frozen", "-o", "json").stdout
+        lines = [
+            ln
+            for ln in leader.get("/metrics").splitlines()
+            if "rest_client_requests_total" in ln or "frozen" in ln or "reconcile_total" in ln
+        ]
+        quota = control_plane.kubectl("get", "-n", namespace, "resourcequota", "-o", "yaml").stdout
+        pytest.fail("\n".join([json.loads(obj).get("status", {}).__repr__(), *lines, quota]))
     text = leader.get("/metrics")
     refused = value(text, "rest_client_requests_total", code="403", method="POST")
     assert (refused or 0) >= 3
