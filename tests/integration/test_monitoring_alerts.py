@@ -46,7 +46,7 @@ def test_the_rules_pass_promtool_check(control_plane: ControlPlane, tmp_path: Pa
     rules = _rules(control_plane, tmp_path)
     done = _promtool("check", "rules", str(rules), cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 7 rules found" in done.stdout
+    assert "SUCCESS: 8 rules found" in done.stdout
 
 
 def test_every_alert_fires_when_it_should_and_only_then(

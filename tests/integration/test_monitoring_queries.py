@@ -57,7 +57,7 @@ def test_every_alert_parses_and_selects_known_series(
 ) -> None:
     known = known_series_names()
     alerts = _alert_exprs(control_plane)
-    assert len(alerts) == 7
+    assert len(alerts) == 8
     for alert, expr in alerts.items():
         names = _names(prometheus, expr)
         assert names <= known, f"{alert}: unknown {sorted(names - known)}"

@@ -151,6 +151,15 @@ class WarmupProgress(StatusModel):
         default=None, ge=0, description="Buckets the plan warms (status.plan.totalBuckets)."
     )
     percent: int | None = Field(default=None, ge=0, le=100, description="warmed of planned, %.")
+    compiled_fraction: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description=(
+            "Estimated compile seconds of the buckets warmed so far over those of the whole plan "
+            "(the warmup cost model, which weighs a prompt bucket more than a decode one), 0 to 1."
+        ),
+    )
     elapsed_seconds: int | None = Field(
         default=None, ge=0, description="Seconds since the runner of this attempt started."
     )

@@ -16,12 +16,16 @@ from `kopf_handlers.kopf_settings` (issue 23 item 8).
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Awaitable, Callable
+from types import SimpleNamespace
 from typing import Any, Final
 
 import aiohttp
 import kopf
+
+from warmgate.handlers.controller_metrics import observe_request
 
 # Connections for kopf's short requests (patches, Events, keep-alives), beside the streams.
 REQUEST_CONNECTIONS: Final = 16
@@ -59,6 +63,7 @@ def bounded_login(limit: int, timeouts: tuple[float, float] = (5.0, 30.0)) -> Lo
             auth=auth,
             proxy=info.proxy_url,
             trust_env=info.trust_env,
+            trace_configs=[request_metrics()],
         )
         return kopf.AiohttpSession(
             server=info.server,
@@ -71,4 +76,35 @@ def bounded_login(limit: int, timeouts: tuple[float, float] = (5.0, 30.0)) -> Lo
     return login_with_bounded_pool
 
 
-__all__ = ["REQUEST_CONNECTIONS", "bounded_login", "connection_limit"]
+def _host(url: Any) -> str:
+    """Host and port as the server URL writes them (the operator's client's `host` label)."""
+    host = str(url.raw_host or "")
+    return f"{host}:{url.port}" if url.explicit_port is not None else host
+
+
+def request_metrics() -> aiohttp.TraceConfig:
+    """kopf's requests in `rest_client_requests_total` and
+    `rest_client_request_duration_seconds` (`controller_metrics`): the status of the answer,
+    or `<error>` without one; the time until its headers (a watch stream: until it started)."""
+    trace = aiohttp.TraceConfig()
+
+    async def start(_: Any, context: SimpleNamespace, __: Any) -> None:
+        context.started = time.perf_counter()
+
+    async def end(_: Any, context: SimpleNamespace, params: aiohttp.TraceRequestEndParams) -> None:
+        seconds = time.perf_counter() - context.started
+        observe_request(params.method, _host(params.url), params.response.status, seconds)
+
+    async def failed(
+        _: Any, context: SimpleNamespace, params: aiohttp.TraceRequestExceptionParams
+    ) -> None:
+        seconds = time.perf_counter() - context.started
+        observe_request(params.method, _host(params.url), None, seconds)
+
+    trace.on_request_start.append(start)
+    trace.on_request_end.append(end)
+    trace.on_request_exception.append(failed)
+    return trace
+
+
+__all__ = ["REQUEST_CONNECTIONS", "bounded_login", "connection_limit", "request_metrics"]

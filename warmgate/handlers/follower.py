@@ -41,7 +41,7 @@ from typing import Any, Final
 from warmgate.api import SpecDecodeDeployment, SpecDecodeDeploymentStatus
 from warmgate.api.conditions import get_condition
 from warmgate.api.constants import Reason
-from warmgate.handlers import metrics
+from warmgate.handlers import controller_metrics, metrics
 from warmgate.handlers.children import (
     ChildVersion,
     OwnWrites,
@@ -202,7 +202,9 @@ class Followers:
     on the event loop; the syncs themselves in the executor's threads.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, queue: controller_metrics.WorkQueue | None = None) -> None:
+        # The objects waiting for their sync, as controller-runtime's work queue metrics.
+        self.queue = queue or controller_metrics.FOLLOWER_QUEUE
         self._objects: dict[str, _Followed] = {}
         self._by_key: dict[ParentKey, set[str]] = {}
         self._due: list[tuple[float, int, str]] = []  # a heap; stale entries are skipped
@@ -247,6 +249,7 @@ class Followers:
         self._wake(uid, followed)
 
     def _wake(self, uid: str, followed: _Followed) -> None:
+        self.queue.add(uid)
         followed.woken = True
         self._woken.add(uid)
         self._changed.set()
@@ -254,6 +257,7 @@ class Followers:
     def drop(self, uid: str) -> None:
         """An object deleted (or going): no more syncs of it."""
         followed = self._objects.pop(uid, None)
+        self.queue.discard(uid)
         if followed is None:
             return
         uids = self._by_key.get(followed.key, set())
@@ -294,6 +298,7 @@ class Followers:
             due, _, uid = heapq.heappop(self._due)
             followed = self._objects.get(uid)
             if followed is not None and followed.due == due and not followed.running:
+                self.queue.add(uid)  # its resync or retry is due
                 starting.append(uid)
         for uid in starting:
             followed = self._objects.get(uid)
@@ -317,21 +322,33 @@ class Followers:
                     news, followed.news = followed.news, False
                     if not news and op.writes.echoes(seen) and time.monotonic() < followed.due:
                         metrics.FOLLOWER_SYNCS.labels("echo").inc()
+                        self.queue.discard(uid)
                         continue  # only the operator's own writes came back: nothing new
                     metrics.FOLLOWER_SYNCS.labels("object" if news else "child").inc()
-                    outcome = await _in_thread(op, once, followed.body, object_log)
+                    done = await _in_thread(op, once, uid, followed.body, object_log)
                 elif followed.due <= time.monotonic():
                     metrics.FOLLOWER_SYNCS.labels("retry" if followed.retrying else "resync").inc()
+                    self.queue.add(uid)
                     async with op.resyncs:
-                        outcome = await _in_thread(op, once, followed.body, object_log)
+                        done = await _in_thread(op, once, uid, followed.body, object_log)
                 else:
                     return
                 if uid in op.gone:  # deleted while the watch was away (the status write: 404)
                     self.drop(uid)
                     return
+                outcome = done.outcome
                 followed.retrying = outcome is not None and outcome.retry_after is not None
                 if followed.retrying:
                     metrics.SYNC_FAILURES.labels("api").inc()
+                result = _result(done)
+                controller_metrics.observe_reconcile(result, done.seconds, raised=done.raised)
+                if result in ("error", "requeue_after") and outcome is not None:
+                    self.queue.retry()  # it comes back after the delay it asked for
+                if self._objects.get(uid) is followed:  # not deleted meanwhile: no series back
+                    meta = followed.body.get("metadata") or {}
+                    ok = result != "error"
+                    namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+                    metrics.record_sync(namespace, name, ok, time.time())
                 delay = _next_delay(op, outcome)
                 if followed.fresh and not followed.retrying:
                     # Objects applied together resync spread over an interval, not in one wave.
@@ -373,8 +390,7 @@ class Operator(Runtime):
     def resync_delay(self, status: SpecDecodeDeploymentStatus | None = None) -> float:
         """The next safety resync, jittered; sooner while a runner runs."""
         base = self.settings.resync_seconds
-        warmed = get_condition(status.conditions if status else None, "Warmed")
-        if warmed is not None and warmed.reason == Reason.WARMUP_RUNNING:
+        if polling(status):
             base = min(base, ACTIVE_RESYNC_SECONDS)
         return base * random.uniform(1 - JITTER, 1 + JITTER)
 
@@ -386,6 +402,12 @@ class Operator(Runtime):
         self.statuses.forget(uid)
         self.locks.forget(uid)
         self.refused.pop(uid, None)
+
+
+def polling(status: SpecDecodeDeploymentStatus | None) -> bool:
+    """A runner runs: the object is synced again within `ACTIVE_RESYNC_SECONDS`."""
+    warmed = get_condition(status.conditions if status else None, "Warmed")
+    return warmed is not None and warmed.reason == Reason.WARMUP_RUNNING
 
 
 async def _wait(event: asyncio.Event, seconds: float | None) -> None:
@@ -411,9 +433,31 @@ def _next_delay(op: Operator, outcome: Synced | None) -> float:
     return op.resync_delay(outcome.status if outcome is not None else None)
 
 
+@dataclass(frozen=True, slots=True)
+class _Pass:
+    """One sync as the followers saw it: its outcome, whether it raised, its seconds."""
+
+    outcome: Synced | None
+    raised: bool
+    seconds: float
+
+
+def _result(done: _Pass) -> str:
+    """controller-runtime's result of one sync (`controller_metrics`)."""
+    if done.raised or (done.outcome is not None and done.outcome.retry_after is not None):
+        return "error"
+    if done.outcome is not None and polling(done.outcome.status):
+        return "requeue_after"
+    return "success"
+
+
 async def _in_thread(
-    op: Operator, once: SyncOnce, body: dict[str, Any], object_log: ObjectLog
-) -> Synced | None:
+    op: Operator,
+    once: SyncOnce,
+    uid: str,
+    body: dict[str, Any],
+    object_log: ObjectLog,
+) -> _Pass:
     """Run one sync in kopf's executor, in a copy of the context of kopf's watch handlers
     (its Event poster lives there: the followers' own task, started before it, lacks it).
 
@@ -423,18 +467,31 @@ async def _in_thread(
     logger = object_log(raw)
     context = (op.followers.context or contextvars.copy_context()).copy()
     loop = asyncio.get_running_loop()
+    queue = op.followers.queue
+    workers = controller_metrics.ACTIVE_WORKERS.labels(controller_metrics.CONTROLLER)
+    took = [0.0]
+
+    def work() -> Synced | None:
+        token = queue.start(uid)  # it leaves the queue once a thread runs it
+        workers.inc()
+        started = time.perf_counter()
+        try:
+            return once(raw, logger)
+        finally:
+            took[0] = time.perf_counter() - started
+            workers.dec()
+            queue.done(token)
+
     op.progress.started()
     try:
-        outcome: Synced | None = await loop.run_in_executor(
-            op.executor, context.run, once, raw, logger
-        )
+        outcome: Synced | None = await loop.run_in_executor(op.executor, context.run, work)
     except Exception as exc:
         metrics.SYNC_FAILURES.labels("error").inc()
         logger.error(f"The sync failed: {exc!r}", exc_info=exc)
-        return None
+        return _Pass(None, True, took[0])
     finally:
         op.progress.finished()
-    return outcome
+    return _Pass(outcome, False, took[0])
 
 
 __all__ = ["Followers", "Gone", "ObjectLocks", "Operator", "StatusMemory"]

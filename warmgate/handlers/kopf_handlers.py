@@ -27,6 +27,7 @@ from warmgate.api.constants import FINALIZER, LABEL_NAME
 from warmgate.handlers import (
     api_session,
     children,
+    controller_metrics,
     heap,
     leader,
     liveness,
@@ -89,6 +90,8 @@ def run(
     if liveness_endpoint:
         liveness.serve(liveness_endpoint, health)
     if settings.metrics_port:
+        workers = controller_metrics.MAX_CONCURRENT.labels(controller_metrics.CONTROLLER)
+        workers.set(settings.sync_workers)
         metrics.serve(settings.metrics_port)
         runtime_metrics.serve_runtime(cluster.connections, plans.stats)
         log.info(f"Started the metrics endpoint on port {settings.metrics_port}")

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import time
 from typing import Any, Final
 
 import urllib3
@@ -36,6 +37,7 @@ from warmgate.api import Manifest
 from warmgate.api.constants import GROUP, PLURAL, VERSION
 from warmgate.handlers.children import OwnWrites, WatchVersions
 from warmgate.handlers.cluster import ClusterError, ListKind, ReadKind
+from warmgate.handlers.controller_metrics import host_of, observe_request
 from warmgate.reconcile.actions import DeleteKind, PatchKind
 
 HTTP_NOT_FOUND: Final = 404
@@ -281,7 +283,8 @@ def send_json(
 ) -> tuple[Any, bytes]:
     """One request through the client's ApiClient (its authentication, headers, transport and
     retries) as plain JSON: the response and its body. Transport errors and the client's
-    ApiException are the caller's to map."""
+    ApiException are the caller's to map. Counted in `rest_client_requests_total` and
+    `rest_client_request_duration_seconds` (`controller_metrics`)."""
     headers = {"Accept": JSON}
     if body is not None:
         headers["Content-Type"] = content_type
@@ -293,8 +296,16 @@ def send_json(
         header_params=headers,
         auth_settings=["BearerToken"],
     )
-    response = api.call_api(method, url, headers, body=body, _request_timeout=timeouts)
-    data: bytes = response.read()  # type: ignore[no-untyped-call]
+    host = host_of(api.configuration.host)
+    started = time.perf_counter()
+    try:
+        response = api.call_api(method, url, headers, body=body, _request_timeout=timeouts)
+        data: bytes = response.read()  # type: ignore[no-untyped-call]
+    except Exception as exc:  # no answer (or the client's status-0 ApiException): <error>
+        status = exc.status if isinstance(exc, ApiException) else None
+        observe_request(method, host, status, time.perf_counter() - started)
+        raise
+    observe_request(method, host, response.status, time.perf_counter() - started)
     return response, data
 
 

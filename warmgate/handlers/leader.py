@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Final, Protocol
 
 from warmgate.api import Manifest
+from warmgate.handlers.controller_metrics import LEADER
 from warmgate.handlers.lease_api import KubeLeases
 from warmgate.handlers.liveness import Liveness
 from warmgate.settings import LeaseSettings
@@ -257,10 +258,12 @@ class Leadership:
 
     elector: Elector
     stop_renewing: Callable[[], None]
+    name: str = ""
 
     def release(self) -> None:
         """Stop renewing and give the Lease up, once nothing of this replica acts any more."""
         self.stop_renewing()
+        LEADER.labels(self.name).set(0)
         if self.elector.release():
             log.info("Released the leader Lease")
 
@@ -276,10 +279,13 @@ def lead(
     bound = 3 * (lease.retry_period + sum(api.timeouts))
     health.add("leader-election", lambda: elector.standby_stalled(bound))
     log.info(f"Standing by for the leader Lease {namespace}/{lease.name} as {elector.holder}")
+    status = LEADER.labels(lease.name)
+    status.set(0)
     elector.acquire(threading.Event())
+    status.set(1)
     health.remove("leader-election")
     log.info(f"Acquired the leader Lease {namespace}/{lease.name}")
-    return Leadership(elector, keep_in_background(elector))
+    return Leadership(elector, keep_in_background(elector), lease.name)
 
 
 __all__ = [

@@ -18,6 +18,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from warmgate.api import Manifest
+from warmgate.handlers.controller_metrics import host_of, observe_request
 from warmgate.handlers.kube_cluster import (
     HTTP_CONFLICT,
     HTTP_NOT_FOUND,
@@ -129,10 +130,14 @@ class KubeLeases:
             auth_settings=["BearerToken"],
         )
         connect, read = self.timeouts
+        host, started = host_of(self.api.configuration.host), time.perf_counter()
+        answered = False
         try:
             response = self.api.call_api(
                 method, url, headers, _request_timeout=(connect, read + seconds)
             )
+            answered = True  # a watch's duration: until it started, as client-go's
+            observe_request(method, host, response.status, time.perf_counter() - started)
             stream = response.response  # urllib3's, unread: the server flushes each event
             if response.status != HTTP_OK:  # e.g. 403: wait, never retry in a tight loop
                 stream.close()
@@ -143,6 +148,8 @@ class KubeLeases:
             else:
                 stream.release_conn()
         except (*TRANSPORT_ERRORS, ApiException, ValueError) as exc:
+            if not answered:
+                observe_request(method, host, None, time.perf_counter() - started)
             log.debug(f"The watch of the leader Lease ended: {exc}")
 
     def _body(self, spec: Manifest, version: str | None = None) -> Manifest:

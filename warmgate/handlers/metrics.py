@@ -8,7 +8,13 @@ from array import array
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Final
 
-from prometheus_client import REGISTRY, Counter, Histogram, start_http_server
+from prometheus_client import (
+    REGISTRY,
+    Counter,
+    Histogram,
+    disable_created_metrics,
+    start_http_server,
+)
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -81,6 +87,13 @@ _SERIES: Final = (
         None,
     ),
     (
+        "warmgate_warmup_compile_progress_ratio",
+        "Estimated compile seconds of the buckets the running warmup has warmed over those of "
+        "the whole plan (status.warmup.progress.compiledFraction: the cost model weighs a prompt "
+        "bucket more than a decode one; 0 to 1; 1 once verified).",
+        None,
+    ),
+    (
         "warmgate_warmup_estimated_remaining_seconds",
         "Seconds the running warmup needs still, at its measured rate (0 when none runs).",
         None,
@@ -111,6 +124,24 @@ _SERIES: Final = (
         "Tokens a request gains per target step, 1 + accepted tokens / drafts (1 to 1 + k).",
         None,
     ),
+    (
+        "warmgate_serving_rolled_out",
+        "1 once a rollout of the object completed (status.serving.planHash: a verified plan "
+        "ran on every replica), else 0 (its first rollout is still to come or under way).",
+        None,
+    ),
+    (
+        "warmgate_last_successful_sync_timestamp_seconds",
+        "Unix time of the object's last sync that went through (no API failure, no error), "
+        "in this operator process.",
+        None,
+    ),
+    (
+        "warmgate_sync_consecutive_failures",
+        "The object's syncs that failed in a row (an API failure or an error the sync raised); "
+        "0 after one that went through.",
+        None,
+    ),
 )
 _SLOT: Final = {(metric, phase): i for i, (metric, _, phase) in enumerate(_SERIES)}
 _ABSENT: Final = math.nan  # a series not recorded yet (a warmup duration before any warmup)
@@ -130,6 +161,19 @@ class ObjectGauges(Collector):
                 row = self._values[namespace, name] = array("d", [_ABSENT] * len(_SERIES))
             for key, value in values.items():
                 row[_SLOT[key]] = float(value)
+
+    def synced(self, namespace: str, name: str, ok: bool, at: float) -> None:
+        """One sync of the object went through (``ok``) at Unix time ``at``, or failed."""
+        with self._lock:
+            row = self._values.get((namespace, name))
+            if row is None:
+                row = self._values[namespace, name] = array("d", [_ABSENT] * len(_SERIES))
+            failures = _SLOT["warmgate_sync_consecutive_failures", None]
+            if ok:
+                row[_SLOT["warmgate_last_successful_sync_timestamp_seconds", None]] = at
+                row[failures] = 0.0
+            else:
+                row[failures] = (0.0 if math.isnan(row[failures]) else row[failures]) + 1
 
     def remove(self, namespace: str, name: str) -> None:
         with self._lock:
@@ -172,7 +216,14 @@ def record_status(namespace: str, name: str, status: SpecDecodeDeploymentStatus)
     values["warmgate_serving_unwarmed_shapes", None] = unwarmed
     values["warmgate_serving_not_prepared_buckets", None] = drift.not_prepared or 0 if drift else 0
     values.update(_acceptance(status))
+    rolled_out = status.serving is not None and status.serving.plan_hash is not None
+    values["warmgate_serving_rolled_out", None] = 1 if rolled_out else 0
     OBJECTS.set(namespace, name, values)
+
+
+def record_sync(namespace: str, name: str, ok: bool, at: float) -> None:
+    """One sync of the object: went through (``ok``) at Unix time ``at``, or failed."""
+    OBJECTS.synced(namespace, name, ok, at)
 
 
 def _acceptance(status: SpecDecodeDeploymentStatus) -> dict[tuple[str, str | None], float]:
@@ -193,12 +244,15 @@ def _progress(status: SpecDecodeDeploymentStatus) -> dict[tuple[str, str | None]
     warmed = any(c.type == "Warmed" and c.status == "True" for c in status.conditions or [])
     progress = status.warmup.progress if status.warmup else None
     ratio, remaining, elapsed = (1.0 if warmed else 0.0), 0.0, 0.0
+    compiled = ratio
     if progress is not None and not warmed and progress.percent is not None:
         ratio = progress.percent / 100
+        compiled = progress.compiled_fraction or 0.0
         remaining = float(progress.estimated_remaining_seconds or 0)
         elapsed = float(progress.elapsed_seconds or 0)
     return {
         ("warmgate_warmup_progress_ratio", None): ratio,
+        ("warmgate_warmup_compile_progress_ratio", None): compiled,
         ("warmgate_warmup_estimated_remaining_seconds", None): remaining,
         ("warmgate_warmup_elapsed_seconds", None): elapsed,
     }
@@ -225,5 +279,8 @@ def forget(namespace: str, name: str) -> None:
 
 
 def serve(port: int) -> None:
-    """Serve /metrics on all interfaces (the chart's Service and ServiceMonitor scrape it)."""
+    """Serve /metrics on all interfaces (the chart's Service and ServiceMonitor scrape it).
+
+    Without prometheus_client's `_created` series, as a Go operator's /metrics has none."""
+    disable_created_metrics()  # type: ignore[no-untyped-call]
     start_http_server(port, registry=REGISTRY)

@@ -28,7 +28,7 @@ from warmgate.reconcile.actions import Action, Create, Delete, Event, Patch
 from warmgate.reconcile.observed import Observed, controlled_by, name_of, uid_of
 from warmgate.reconcile.planning import PlanningResult
 from warmgate.reconcile.pod_template import job_mismatch
-from warmgate.reconcile.progress import progress_of, running_pod, throttled
+from warmgate.reconcile.progress import plan_phases, progress_of, running_pod, throttled
 from warmgate.reconcile.proven_plan import total_buckets
 from warmgate.reconcile.served import served_record
 from warmgate.reconcile.verdict import Verdict, not_owned, one_line
@@ -368,10 +368,11 @@ def _with_progress(
     pods: list[Manifest],
     to_run: PlanBundle,
 ) -> WarmupState:
-    """The running warmup's progress in its summary (rate-limited); other states unchanged."""
-    if state.verdict.reason != Reason.WARMUP_RUNNING:
-        return state
+    """The running warmup's progress in its summary (rate-limited); the last one read kept
+    while the same Job's verdict is still to come; other states unchanged."""
     old_warmup = sdd.status.warmup if sdd.status else None
+    if state.verdict.reason != Reason.WARMUP_RUNNING:
+        return _kept_progress(old_warmup, state)
     old = old_warmup.progress if old_warmup else None
     key = state.summary.cache_key or ""
     if old_warmup is not None and old_warmup.cache_key != key:
@@ -382,13 +383,36 @@ def _with_progress(
     if isinstance(doc, WarmupBoard):
         planned = total_buckets(to_run.buckets)
         fresh = progress_of(
-            doc, planned=planned, estimate_s=to_run.estimated_warmup_s, key=key, at=seen.at
+            doc,
+            planned=planned,
+            estimate_s=to_run.estimated_warmup_s,
+            key=key,
+            at=seen.at,
+            phases=plan_phases(to_run.buckets),
         )
     progress = throttled(old, fresh, seen.at)
     if progress is None:
         return state
     update = {"progress": progress, "warmed_buckets": progress.warmed_buckets}
     return replace(state, summary=state.summary.model_copy(update=update))
+
+
+def _kept_progress(old: WarmupSummary | None, state: WarmupState) -> WarmupState:
+    """The last progress of this Job's runner, until the Job's verdict (issue 37 item 4).
+
+    Between the runner's end and the Job controller's count of it (the Pod's tracking
+    finalizer gone, `status.succeeded` not yet 1) the sync sees no Pod of the Job: without
+    this, status.warmup lost warmedBuckets and the progress there (223 -> 0 -> 223 buckets).
+    A verdict (Warmed, a failure that stalls), a stop or a re-run drops it, as before.
+    """
+    summary = state.summary
+    done = state.verdict.status == "True" or state.stalled or state.stop or state.rerun
+    if old is None or old.progress is None or done:
+        return state
+    if old.job_uid is None or old.job_uid != summary.job_uid or old.cache_key != summary.cache_key:
+        return state
+    update = {"progress": old.progress, "warmed_buckets": old.warmed_buckets}
+    return replace(state, summary=summary.model_copy(update=update))
 
 
 def _stop(job: Manifest, verdict: Verdict) -> Action:

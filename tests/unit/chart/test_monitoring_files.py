@@ -23,6 +23,7 @@ ALERTS = {
     "WarmgateWarmupSlow",
     "WarmgateUnwarmedShapeObserved",
     "WarmgateServingUnavailable",
+    "WarmgateSyncFailing",
 }
 
 

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
+import aiohttp
 import pytest
+from aiohttp import web
 from kubernetes import client
 from kubernetes.config import kube_config
 
-from warmgate.handlers import api_session, children
+from warmgate.handlers import api_session, children, controller_metrics
 from warmgate.handlers.kopf_handlers import kopf_settings
 
 KUBECONFIG = """apiVersion: v1
@@ -58,3 +61,39 @@ def test_the_login_carries_the_clients_credentials_into_a_bounded_pool() -> None
 
     found = asyncio.run(log_in())
     assert found == ("https://127.0.0.1:6443", 25, "Bearer secret-token", (3.0, 7.0))
+
+
+def _requests(code: str, method: str, host: str) -> float:
+    return float(controller_metrics.REST_REQUESTS.labels(code, method, host)._value.get())
+
+
+def test_kopfs_requests_are_counted_as_client_gos_with_code_method_and_host() -> None:
+    # Issue 37: rest_client_requests_total{code,method,host} for kopf's session too.
+    async def ok(_: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def main() -> tuple[str, str]:
+        app = web.Application()
+        app.router.add_get("/ok", ok)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        closed = socket.socket()
+        closed.bind(("127.0.0.1", 0))
+        gone = closed.getsockname()[1]
+        closed.close()  # nothing listens there: the request gets no answer
+        async with aiohttp.ClientSession(trace_configs=[api_session.request_metrics()]) as s:
+            async with s.get(f"http://127.0.0.1:{port}/ok") as answer:
+                assert answer.status == 200
+            with pytest.raises(aiohttp.ClientConnectionError):
+                await s.get(f"http://127.0.0.1:{gone}/")
+        await runner.cleanup()
+        return f"127.0.0.1:{port}", f"127.0.0.1:{gone}"
+
+    served, refused = asyncio.run(main())
+    assert _requests("200", "GET", served) == 1
+    assert _requests("<error>", "GET", refused) == 1
+    latency = controller_metrics.REST_LATENCY.labels("GET", served)
+    assert sum(bucket.get() for bucket in latency._buckets) == 1

@@ -8,12 +8,17 @@ import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from prometheus_client import generate_latest
 from support.fake_cluster import FakeCluster
 
-from warmgate.handlers import metrics
+from warmgate.api import SpecDecodeDeploymentStatus
+from warmgate.api.status import Condition
+from warmgate.handlers import controller_metrics, metrics
 from warmgate.handlers.cluster import Logger
 from warmgate.handlers.follower import Followers, Operator
 from warmgate.handlers.sync import Synced
@@ -162,6 +167,85 @@ def test_failed_syncs_are_counted_by_reason(monkeypatch: pytest.MonkeyPatch) -> 
 
     run(op, sync, scenario)
     assert (_failures("error"), _failures("api")) == (before[0] + 1, before[1] + 1)
+
+
+def _reconciles(result: str) -> float:
+    return controller_metrics.RECONCILE_TOTAL.labels("specdecodedeployment", result)._value.get()
+
+
+def _counted(counter: Any, *labels: str) -> float:
+    return float(counter.labels(*labels)._value.get())
+
+
+def test_each_sync_is_a_reconcile_with_controller_runtimes_result_and_queue_figures(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Issue 37: a bug, an API failure, a poll while a runner runs and a plain sync are
+    # controller-runtime's error, error, requeue_after and success; each passed the queue.
+    op, syncs = operator(monkeypatch), Syncs()
+    queue = controller_metrics.WorkQueue("test-followers")
+    op = replace(op, followers=Followers(queue))
+    syncs.fail.add("u1")  # raises once: a bug
+    api = Synced(result=None, status=None, status_patch={}, retry_after=3600.0)  # type: ignore[arg-type]
+    running = SpecDecodeDeploymentStatus(
+        conditions=[
+            Condition(
+                type="Warmed",
+                status="False",
+                reason="WarmupRunning",
+                last_transition_time=datetime(2026, 12, 5, tzinfo=UTC),
+            )
+        ]
+    )
+    polled = Synced(result=None, status=running, status_patch={}, retry_after=None)  # type: ignore[arg-type]
+    plain = Synced(result=None, status=SpecDecodeDeploymentStatus(), status_patch={})  # type: ignore[arg-type]
+    answers = {"u2": api, "u3": polled, "u4": plain}
+
+    def sync(raw: dict[str, Any], log: Logger) -> Synced | None:
+        syncs(raw, log)
+        return answers.get(raw["metadata"]["uid"])
+
+    results = ("success", "error", "requeue", "requeue_after")
+    before = {r: _reconciles(r) for r in results}
+    errors = _counted(controller_metrics.RECONCILE_ERRORS, "specdecodedeployment")
+    panics = _counted(controller_metrics.RECONCILE_PANICS, "specdecodedeployment")
+    adds = _counted(controller_metrics.QUEUE_ADDS, "test-followers", "test-followers")
+    retries = _counted(controller_metrics.QUEUE_RETRIES, "test-followers", "test-followers")
+
+    async def scenario(followers: Followers) -> None:
+        for i in (1, 2, 3, 4):
+            followers.track(body(f"o{i}", f"u{i}", namespace="ns-rc"), op)
+        await until(lambda: sorted(syncs.uids) == ["u1", "u2", "u3", "u4"])
+        await asyncio.sleep(0.2)
+
+    run(op, sync, scenario)
+    after = {r: _reconciles(r) - before[r] for r in results}
+    assert after == {"success": 1, "error": 2, "requeue": 0, "requeue_after": 1}
+    assert _counted(controller_metrics.RECONCILE_ERRORS, "specdecodedeployment") == errors + 2
+    assert _counted(controller_metrics.RECONCILE_PANICS, "specdecodedeployment") == panics + 1
+    assert _counted(controller_metrics.QUEUE_ADDS, "test-followers", "test-followers") == adds + 4
+    # the API failure's backoff and the poll come back after a delay they asked for
+    assert (
+        _counted(controller_metrics.QUEUE_RETRIES, "test-followers", "test-followers")
+        == retries + 2
+    )
+    assert queue.depth() == 0
+    exported = {
+        (family.name, sample.labels.get("name")): sample.value
+        for family in queue.collect()
+        for sample in family.samples
+    }
+    assert exported == {
+        ("workqueue_depth", "test-followers"): 0,
+        ("workqueue_unfinished_work_seconds", "test-followers"): 0,
+        ("workqueue_longest_running_processor_seconds", "test-followers"): 0,
+    }
+    text = generate_latest(metrics.REGISTRY).decode()
+    failing = 'warmgate_sync_consecutive_failures{name="o1",namespace="ns-rc"} 1.0'
+    assert failing in text  # the bug: one failed pass in a row
+    assert 'warmgate_sync_consecutive_failures{name="o4",namespace="ns-rc"} 0.0' in text
+    for i in (1, 2, 3, 4):
+        metrics.forget("ns-rc", f"o{i}")
 
 
 def test_a_spec_label_or_annotation_change_syncs_the_status_alone_does_not(

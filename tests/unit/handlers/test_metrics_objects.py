@@ -7,7 +7,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from support.examples import example_sdd
 
 from warmgate.api import SpecDecodeDeploymentStatus
-from warmgate.api.status import ServingSummary, SpecDecodeAcceptance, WarmupSummary
+from warmgate.api.status import (
+    ServingSummary,
+    SpecDecodeAcceptance,
+    WarmupProgress,
+    WarmupSummary,
+)
 from warmgate.handlers import metrics
 from warmgate.reconcile.planning import evaluate
 
@@ -22,13 +27,19 @@ PER_OBJECT = {
     "warmgate_serving_ready_replicas",
     "warmgate_ready",
     "warmgate_warmup_progress_ratio",
+    "warmgate_warmup_compile_progress_ratio",
     "warmgate_warmup_estimated_remaining_seconds",
     "warmgate_warmup_elapsed_seconds",
     "warmgate_serving_unwarmed_shapes",
     "warmgate_serving_not_prepared_buckets",
     "warmgate_serving_spec_decode_acceptance_rate",
     "warmgate_serving_spec_decode_mean_acceptance_length",
+    "warmgate_serving_rolled_out",
+    "warmgate_last_successful_sync_timestamp_seconds",
+    "warmgate_sync_consecutive_failures",
 }
+# Exported only once the followers synced the object (`metrics.record_sync`).
+SYNCED = {"warmgate_last_successful_sync_timestamp_seconds", "warmgate_sync_consecutive_failures"}
 # Exported only once the serving engines reported their spec-decode counters.
 MEASURED = {
     "warmgate_warmup_duration_seconds",
@@ -57,7 +68,7 @@ def test_an_objects_series_are_exported_and_removed() -> None:
     metrics.record("ns-m", "m", result)
     metrics.record_status("ns-m", "m", SpecDecodeDeploymentStatus())
     found = samples("ns-m")
-    assert {name for name, _ in found} == PER_OBJECT - MEASURED
+    assert {name for name, _ in found} == PER_OBJECT - MEASURED - SYNCED
     assert found["warmgate_plan_buckets", "prompt"] == result.summary.prompt_buckets
     assert found["warmgate_plan_buckets", "decode"] == result.summary.spec_decode_buckets
     assert found["warmgate_coverage_proven", ""] == (1 if result.coverage.holds else 0)
@@ -85,3 +96,39 @@ def test_the_measured_acceptance_is_exported_once_known_and_withdrawn_with_it() 
         "warmgate_warmup_duration_seconds"
     }
     metrics.forget("ns-a", "a")
+
+
+def test_a_frozen_objects_failures_count_up_and_a_sync_that_goes_through_resets_them() -> None:
+    metrics.record_sync("ns-f", "f", True, 1000.0)
+    metrics.record_sync("ns-f", "f", False, 1010.0)
+    metrics.record_sync("ns-f", "f", False, 1020.0)
+    found = samples("ns-f")
+    assert found["warmgate_sync_consecutive_failures", ""] == 2
+    assert found["warmgate_last_successful_sync_timestamp_seconds", ""] == 1000.0
+    metrics.record_sync("ns-f", "f", True, 1030.0)
+    found = samples("ns-f")
+    assert found["warmgate_sync_consecutive_failures", ""] == 0
+    assert found["warmgate_last_successful_sync_timestamp_seconds", ""] == 1030.0
+    metrics.forget("ns-f", "f")
+    assert samples("ns-f") == {}
+
+
+def test_rolled_out_tells_a_first_rollout_from_an_object_that_served() -> None:
+    metrics.record_status("ns-r", "r", SpecDecodeDeploymentStatus(serving=ServingSummary()))
+    assert samples("ns-r")["warmgate_serving_rolled_out", ""] == 0
+    served = SpecDecodeDeploymentStatus(serving=ServingSummary(plan_hash="sha256:" + "a" * 64))
+    metrics.record_status("ns-r", "r", served)
+    assert samples("ns-r")["warmgate_serving_rolled_out", ""] == 1
+    metrics.forget("ns-r", "r")
+
+
+def test_the_compile_progress_is_the_cost_weighted_fraction_and_1_once_warmed() -> None:
+    progress = WarmupProgress(percent=19, compiled_fraction=0.46, warmed_buckets=19)
+    running = SpecDecodeDeploymentStatus(warmup=WarmupSummary(progress=progress))
+    metrics.record_status("ns-c", "c", running)
+    found = samples("ns-c")
+    assert found["warmgate_warmup_progress_ratio", ""] == 0.19
+    assert found["warmgate_warmup_compile_progress_ratio", ""] == 0.46
+    metrics.record_status("ns-c", "c", SpecDecodeDeploymentStatus())
+    assert samples("ns-c")["warmgate_warmup_compile_progress_ratio", ""] == 0
+    metrics.forget("ns-c", "c")

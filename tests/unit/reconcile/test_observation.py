@@ -32,7 +32,7 @@ from warmgate.reconcile.drift_seeds import bucket_of, parse_shape, propose
 from warmgate.reconcile.observed import Observed
 from warmgate.reconcile.planning import evaluate
 from warmgate.reconcile.planning_cache import PlanningCache
-from warmgate.reconcile.progress import progress_of, throttled
+from warmgate.reconcile.progress import compiled_fraction, plan_phases, progress_of, throttled
 from warmgate.settings import Settings
 from warmgate.warmup.wire.board import RunnerBoard, ServeBoard, WarmupBoard, read_board
 
@@ -139,6 +139,29 @@ def test_progress_counts_both_phases_and_extrapolates_the_rate() -> None:
     assert (found.warmed_buckets, found.planned_buckets, found.percent) == (91, 223, 40)
     assert (found.phase, found.stage, found.elapsed_seconds) == ("decode", "engine", 120)
     assert found.estimated_remaining_seconds == round(120 * 132 / 91)
+
+
+def test_the_compiled_fraction_weighs_each_phase_by_its_estimated_seconds() -> None:
+    # Issue 37 item 2: 10 prompt buckets of 4 s, 90 decode buckets of 0.67 s (40 s and 60 s):
+    # all prompt buckets and 9 decode ones are 46 of 100 s, though 19 of 100 buckets.
+    phases = ((10, 40.0), (90, 60.0))
+    doc = _board("k", (10, 10), (9, 90), 60.0)
+    found = progress_of(doc, planned=100, estimate_s=100, key="k", at=AT, phases=phases)
+    assert found is not None
+    assert found.percent == 19
+    assert found.compiled_fraction == pytest.approx(0.46)
+    assert compiled_fraction({"prompt": (5, 10)}, phases) == pytest.approx(0.2)
+    assert compiled_fraction({"prompt": (10, 10), "decode": (90, 90)}, phases) == 1.0
+    assert compiled_fraction({"prompt": (1, 1)}, ((0, 0.0), (0, 0.0))) is None
+
+
+def test_a_plans_phase_costs_weigh_a_prompt_bucket_above_a_decode_bucket() -> None:
+    result = evaluate(example_sdd("llama31-8b-eagle3-gaudi2"))
+    assert result.plan is not None
+    (prompts, prompt_s), (decodes, decode_s) = plan_phases(result.plan)
+    assert (prompts, decodes) == (len(result.plan.prompt_buckets), len(result.plan.decode_buckets))
+    assert prompt_s / prompts > decode_s / decodes > 0
+    assert plan_phases(result.plan) == ((prompts, prompt_s), (decodes, decode_s))  # cached
 
 
 def test_before_the_first_bucket_the_estimate_gives_the_remaining_time() -> None:
@@ -280,6 +303,7 @@ def test_the_running_warmups_progress_reaches_the_status_at_a_bounded_rate(world
     patch = world.sync()
     progress = patch["warmup"]["progress"]
     assert progress["warmedBuckets"] == 44
+    assert 0 < progress["compiledFraction"] < 1
     assert progress["plannedBuckets"] == world.sdd.status.plan.total_buckets  # type: ignore[union-attr]
     assert patch["warmup"]["warmedBuckets"] == 44
     world.endpoints.docs[pod] = _doc(world.key(), (34, 34), (20, 189), 61.0)
@@ -502,3 +526,35 @@ def test_decisions_count_only_proven_pods_whatever_gather_read(world: World) -> 
     proven = proven_pods(observed, deployment, template)
     assert [p["metadata"]["name"] for p in proven] == ["served-a"]
     assert proven_pods(observed, deployment, None) == []  # no template derived: none proven
+
+
+def test_the_warmed_count_holds_from_the_runners_end_to_the_verdict(world: World) -> None:
+    # Issue 37 item 4: between the runner's end and the Job controller's count of it (the Pod's
+    # tracking finalizer removed, status.succeeded not yet 1) the sync sees no Pod of the Job;
+    # status.warmup lost warmedBuckets and its progress there: all -> 0 -> all buckets.
+    world.sync()
+    assert world.sdd.status is not None
+    plan = world.sdd.status.plan
+    assert plan is not None
+    prompt, decode, total = plan.prompt_buckets, plan.spec_decode_buckets, plan.total_buckets
+    assert prompt is not None
+    assert decode is not None
+    assert total is not None
+    pod = world.running_warmup()
+    world.endpoints.docs[pod] = _doc(world.key(), (prompt, prompt), (decode, decode), 300.0)
+    stored = _merge(_stored(world.sdd.status), world.sync())
+    assert (stored["warmup"]["warmedBuckets"], total) == (prompt + decode, prompt + decode)
+    assert stored["warmup"]["progress"]["percent"] == 100
+    job = world.job()
+    meta, template = job["metadata"], job["spec"]["template"]
+    ended = warmup_pod(NS, meta["name"], meta["uid"], template=template, tracked=False)
+    ended["status"] = terminated_status(runner_summary("verified", world.key()), True)
+    world.cluster.put(ended)  # the Job's status counts it in uncountedTerminatedPods only
+    stored = _merge(stored, world.sync())
+    assert stored["warmup"]["warmedBuckets"] == total
+    assert stored["warmup"]["progress"]["percent"] == 100
+    world.cluster.get("Job", NS, meta["name"])["status"] = job_status(True)
+    stored = _merge(stored, world.sync())
+    assert world.conditions()["Warmed"] == ("True", "WarmupSucceeded")
+    assert stored["warmup"]["warmedBuckets"] == total
+    assert "progress" not in stored["warmup"]
