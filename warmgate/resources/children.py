@@ -61,6 +61,7 @@ def desired_children(sdd: SpecDecodeDeployment, plan: PlanBundle, settings: Sett
         sweep=plan.drafter_sweep,
         known_unwarmable=plan.known_unwarmable,
         users=plan.cache_users,
+        drafter_warmup=plan.drafter_warmup,
     ).to_json()
     image = settings.operator_image
     warmup = build_warmup(
