@@ -53,9 +53,8 @@ def surface(git_dir: str, commit: str) -> dict[str, object]:
             capture_output=True,
             text=True,
         ).stdout
-        cls = next(
-            n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.ClassDef) and n.name == cls_name
-        )
+        classes = [n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.ClassDef)]
+        cls = next(n for n in classes if n.name == cls_name)
         methods = {n.name: n for n in cls.body if isinstance(n, ast.FunctionDef)}
         attrs = sorted(
             {

@@ -95,6 +95,16 @@ def _drafter(
     return hook, sweep if drafts else None
 
 
+def direct_warmup(
+    sdd: SpecDecodeDeployment, sweep: SweepSpec | None, spec: DrafterWarmupSpec | None
+) -> DrafterWarmupSpec | None:
+    """The drafter warmup document the engine plugin gets, in the warmup Job and in every
+    serving Pod (issue 33): the bundle's, whenever the compile hook runs (it carries the plugin
+    into the engine)."""
+    hook, _ = _drafter(sdd, sweep)
+    return spec if hook.enabled else None
+
+
 def build_runner_plan(
     sdd: SpecDecodeDeployment,
     plan: BucketPlan,
@@ -114,7 +124,7 @@ def build_runner_plan(
     directly (``PlanBundle.drafter_warmup``; only with the hook, which carries it into the
     engine). ``plan_hash`` is the reader's digest of the text: empty here."""
     hook, drafter_sweep = _drafter(sdd, sweep)
-    direct = drafter_warmup if hook.enabled else None
+    direct = direct_warmup(sdd, sweep, drafter_warmup)
     return WarmupOrder(
         plan_id=f"{parent_name(sdd)}-{plan.digest[:12]}",
         engine=engine,
