@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from support.resource_cases import EXAMPLES, make_case
 
+from warmgate.buckets.cost import estimate_direct_warmup
 from warmgate.buckets.drafter.graphs import prove_drafter
 from warmgate.warmup.hook import drafter_warm
 from warmgate.warmup.hook.lines import HookEvent, format_hook_line, parse_hook_line
@@ -224,3 +225,22 @@ def test_the_cpu_form_of_a_shape_is_its_token_counts() -> None:
     firsts = {drafter_warm.cpu_form(s, 4)[0] for s in shapes}
     nexts = {drafter_warm.cpu_form(s, 4)[1] for s in shapes}
     assert (firsts, nexts) == (set(range(1, 257)), {1, 2, 3, 4})
+
+
+def test_the_eagle3_example_is_warmed_whole_in_a_third_of_the_sweeps_estimate() -> None:
+    """Issue 33's goal, in the cost model's figures (estimates, never run on Gaudi): all 293
+    drafter shapes the engine would compile at runtime are in the document (330 with the 37 its
+    warmup builds), and the direct warmup's high estimate is at most a third of the sweep's."""
+    case = make_case(EAGLE3)
+    spec = case.to_run.drafter_warmup
+    assert spec is not None
+    report = prove_drafter(case.plan, "eagle3", partial_drafts=True, structured_outputs=True)
+    unwarmed = {s.engine_config for s in report.unwarmed}
+    assert len(unwarmed) == 293
+    assert unwarmed <= set(spec.shapes)
+    warmed = [s.engine_config for s in report.shapes if s.warmed]
+    low, high = estimate_direct_warmup(spec.shapes, warmed)
+    sweep = case.to_run.drafter_sweep
+    assert sweep is not None
+    assert high <= sweep.seconds[1] / 3
+    assert low < sweep.seconds[0]
