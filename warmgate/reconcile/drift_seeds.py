@@ -16,6 +16,13 @@ from warmgate.api.status import MAX_UNCOVERED_LISTED, ProposedSeeds
 from warmgate.buckets import Bucket, BucketPlan, BucketPlanError, EngineShapeConfig, plan_buckets
 
 Shape = tuple[str, int, int, int]
+# Serve mode records a drafter compile after warmup as "drafter (decode, 16, 1, 48)" (issue 33):
+# no seed warms a drafter graph.
+DRAFTER_PREFIX = "drafter ("
+DRAFTER_NO_SEEDS = (
+    "No seed proposal for drafter graphs: seeds warm the target's buckets, and these are drafter "
+    "graphs the engine plugin's direct warmup did not warm"
+)
 
 
 def parse_shape(text: str) -> Shape | None:
@@ -60,6 +67,8 @@ def propose(plan: BucketPlan, shapes: list[str]) -> tuple[ProposedSeeds | None, 
     prompt, decode = _warmed(plan)
     wanted = [b for b in map(bucket_of, filter(None, map(parse_shape, shapes))) if b]
     missing = sorted({b for b in wanted if b not in (decode if b[1] == 1 else prompt)})
+    if not wanted and any(s.startswith(DRAFTER_PREFIX) for s in shapes):
+        return None, DRAFTER_NO_SEEDS
     if not missing:
         return None, "The current plan already warms these shapes"
     try:
