@@ -244,3 +244,13 @@ def test_the_eagle3_example_is_warmed_whole_in_a_third_of_the_sweeps_estimate() 
     assert sweep is not None
     assert high <= sweep.seconds[1] / 3
     assert low < sweep.seconds[0]
+
+
+def test_warmgate_plan_says_the_plugin_warms_every_shape(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from warmgate.cli import main
+
+    assert main(["plan", str(EAGLE3), "--top", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "the engine plugin warms all 330 directly before /health (issue 33), estimated" in out
