@@ -49,7 +49,9 @@ def models(engine_installed: None, tmp_path_factory: pytest.TempPathFactory) -> 
     """The tiny target and drafts, made at test time (never downloaded)."""
     began = time.monotonic()
     made = engine.make_models(tmp_path_factory.mktemp("models"))
-    record("models.py (tokenizer, target, draft-zero, eagle, eagle3)", time.monotonic() - began)
+    record(
+        "models.py (tokenizer, target, draft-zero, eagle, eagle3, mimo)", time.monotonic() - began
+    )
     return made
 
 

@@ -17,7 +17,9 @@ heads gives 32. What each folder is for (docs/testing.md, "The real engine"):
   them always scores above 0): 0 % acceptance, exactly;
 - ``eagle``, ``eagle3``: one-layer EAGLE and EAGLE-3 heads for the target (random: they draft,
   the target rejects nearly everything). EAGLE-3 on a 2-layer target needs
-  ``eagle_aux_hidden_state_layer_ids`` [0, 1, 2], or the first request crashes the engine.
+  ``eagle_aux_hidden_state_layer_ids`` [0, 1, 2], or the first request crashes the engine;
+- ``mimo``: a 2-layer MiMo target (Qwen2 layers) with one multi-token-prediction layer, the
+  smallest model vLLM's CPU build runs ``mtp`` on (vllm mimo_mtp.py: k = 1 only).
 
 ngram needs no model. Random weights say nothing through their text: judge by the engine's
 metrics and scheduling.
@@ -221,8 +223,57 @@ def make_eagle3(dest: Path, seed: int, target_layers: int) -> None:
     _save(dest, tensors, config)
 
 
+def make_mimo(dest: Path, seed: int, layers: int) -> None:
+    """A MiMo target (vllm mimo.py: Qwen2 with q/k/v biases) carrying one multi-token-prediction
+    layer (``model.mtp_layers.0``, vllm mimo_mtp.py: token and hidden norms, ``input_proj`` over
+    [embedding, hidden], a Qwen2 decoder layer, a final norm): ``--speculative-config
+    {"method": "mtp", "num_speculative_tokens": 1}`` on it runs the mtp drafter (one step only,
+    mimo_mtp predicts one token)."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    config = Qwen2Config(
+        vocab_size=VOCAB,
+        hidden_size=HIDDEN,
+        intermediate_size=INTERMEDIATE,
+        num_hidden_layers=layers,
+        num_attention_heads=HEADS,
+        num_key_value_heads=KV_HEADS,
+        max_position_embeddings=MAX_POSITIONS,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=False,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        torch_dtype="bfloat16",
+    )
+    torch.manual_seed(seed)
+    model = Qwen2ForCausalLM(config).to(torch.bfloat16)
+    tensors = {k: v.contiguous() for k, v in model.state_dict().items()}
+    gen = torch.Generator().manual_seed(seed + 1)
+    kv = KV_HEADS * (HIDDEN // HEADS)
+    mtp = "model.mtp_layers.0"
+    tensors.update(_layer(mtp, HIDDEN, gen))
+    tensors.update(
+        {
+            f"{mtp}.self_attn.q_proj.bias": _random((HIDDEN,), gen),
+            f"{mtp}.self_attn.k_proj.bias": _random((kv,), gen),
+            f"{mtp}.self_attn.v_proj.bias": _random((kv,), gen),
+            f"{mtp}.input_layernorm.weight": _ones(HIDDEN),
+            f"{mtp}.token_layernorm.weight": _ones(HIDDEN),
+            f"{mtp}.hidden_layernorm.weight": _ones(HIDDEN),
+            f"{mtp}.input_proj.weight": _random((HIDDEN, 2 * HIDDEN), gen),
+            f"{mtp}.final_layernorm.weight": _ones(HIDDEN),
+        }
+    )
+    doc = config.to_dict()
+    doc["architectures"] = ["MiMoForCausalLM"]
+    doc["num_nextn_predict_layers"] = 1
+    _save(dest, tensors, doc)
+
+
 TARGET_LAYERS = 2
-FOLDERS = ("target", "draft-zero", "eagle", "eagle3")
+FOLDERS = ("target", "draft-zero", "eagle", "eagle3", "mimo")
 
 
 def make_all(root: Path) -> dict[str, Path]:
@@ -234,6 +285,7 @@ def make_all(root: Path) -> dict[str, Path]:
     make_llama(paths["draft-zero"], 1, SEED + 1, head="zero")
     make_eagle(paths["eagle"], SEED + 2)
     make_eagle3(paths["eagle3"], SEED + 3, TARGET_LAYERS)
+    make_mimo(paths["mimo"], SEED + 4, TARGET_LAYERS)
     return paths
 
 

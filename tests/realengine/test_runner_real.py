@@ -99,6 +99,21 @@ def test_the_sweep_and_probe_went_through_the_real_http_api(accepted: RunnerRun)
     )
 
 
+def test_the_plugin_warmed_every_drafter_shape_of_the_operators_plan_in_the_engine(
+    accepted: RunnerRun,
+) -> None:
+    """Issue 33, the whole chain on the real engine: the operator's plan.json carries
+    drafter_warmup, the runner hands it to the engine, the plugin warms each shape inside the
+    engine (CPU form: its token counts) and the summary counts every one as warmed directly."""
+    planned = accepted.plan["drafter_warmup"]["shapes"]
+    direct = accepted.summary["drafter_warmup"]
+    assert (direct["state"], direct["engine"]) == ("done", "cpu"), direct
+    assert direct["planned"] == direct["warmed"] == len(planned) > 0
+    assert (direct["failed"], direct["missing"], direct["not_warmed"]) == (0, 0, [])
+    assert direct["warmed_digest"] == direct["planned_digest"]
+    assert sorted(accepted.report["drafter_warmup"]["warmed"]) == sorted(planned)
+
+
 @pytest.fixture(scope="module")
 def refused(runner_runs: RunnerRuns) -> RunnerRun:
     return runner_runs["refused"]

@@ -35,6 +35,7 @@ __all__ = [
     "SweepCostParams",
     "SweepStepCost",
     "estimate_buckets",
+    "estimate_direct_warmup",
     "estimate_plan",
     "estimate_sweep_step",
     "format_seconds",
@@ -261,6 +262,41 @@ class SweepStepCost:
         """(low, high) seconds when ``new_graphs`` of the step's graphs are compiled by it."""
         low = self.fixed[0] + new_graphs * self.per_graph[0]
         return low, self.fixed[1] + new_graphs * self.per_graph[1]
+
+
+def estimate_direct_warmup(
+    shapes: Iterable[tuple[str, int, int, int]],
+    warmed: Iterable[tuple[str, int, int, int]],
+    model: ModelProfile | None = None,
+    params: SweepCostParams | None = None,
+) -> tuple[float, float]:
+    """Seconds (low, high) of the engine plugin's direct drafter warmup (issue 33): per shape one
+    ``propose`` (k drafter forwards, priced as one engine step of ``decode_step_s``) plus, for
+    a prompt shape, the engine's dummy prefill of its tokens; a shape the engine's own warmup
+    did not build (not in ``warmed``) also compiles, at the sweep's ``drafter_graph_s``. The
+    same parameters as the sweep's estimate, so the two compare: what the sweep pays for
+    traffic (engine steps of whole requests) the direct warmup does not.
+
+    e.g. 8B BF16, 300 decode shapes of which 270 new: low 300 * 0.02 + 270 * 0.2 = 60 s,
+    high 300 * 0.08 + 270 * 0.4 = 132 s.
+    """
+    params = params or SweepCostParams()
+    model = model or ModelProfile()
+    graph = CostParams()
+    known = set(warmed)
+    low = high = 0.0
+    for shape in shapes:
+        phase, bs, query, _ = shape
+        spans = []
+        for bound in (0, 1):
+            size = (max(model.params_b, 0.1) / graph.ref_params_b) ** graph.model_exp[bound]
+            run = params.decode_step_s[bound]
+            if phase == "prompt":
+                run += bs * query / params.prefill_tokens_s[bound]
+            compile_s = 0.0 if shape in known else params.drafter_graph_s[bound]
+            spans.append(size * run + compile_s)
+        low, high = low + spans[0], high + spans[1]
+    return low, high
 
 
 def format_span(low_s: float, high_s: float) -> str:

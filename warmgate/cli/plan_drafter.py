@@ -13,7 +13,12 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, get_args
 
-from warmgate.buckets.cost import format_seconds, format_span
+from warmgate.buckets.cost import (
+    ModelProfile,
+    estimate_direct_warmup,
+    format_seconds,
+    format_span,
+)
 from warmgate.buckets.drafter.graphs import DraftMethod
 from warmgate.buckets.drafter.sweep import DEFAULT_BUDGET_S, REASONS
 
@@ -53,6 +58,7 @@ class DrafterSummary:
     """The drafter proof and sweep of one ``warmgate plan`` run, or why there is none."""
 
     plan: DrafterPlan
+    model: ModelProfile | None = None
 
     def render(self) -> str:
         """The text lines appended to the table."""
@@ -90,6 +96,14 @@ class DrafterSummary:
         if missed:
             counts = ", ".join(f"{n} {why}" for why, n in missed.items())
             lines.append(f"           not driven: {counts}")
+        spec = self.plan.warmup_spec
+        if spec is not None:
+            warmed = [s.engine_config for s in report.shapes if s.warmed]
+            d_low, d_high = estimate_direct_warmup(spec.shapes, warmed, model=self.model)
+            lines.append(
+                f"           the engine plugin warms all {len(spec.shapes)} directly before "
+                f"/health (issue 33), estimated {format_span(d_low, d_high)}"
+            )
         return lines
 
     def to_dict(self, top: int | None = None) -> dict[str, Any]:
@@ -106,4 +120,4 @@ class DrafterSummary:
 
 def drafter_summary(result: ProvenPlan) -> DrafterSummary:
     """The pipeline's drafter proof and sweep of ``result.effective``."""
-    return DrafterSummary(result.drafter)
+    return DrafterSummary(result.drafter, result.model)

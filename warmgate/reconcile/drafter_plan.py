@@ -24,6 +24,7 @@ from warmgate.buckets.drafter.graphs import (
     prove_drafter,
 )
 from warmgate.buckets.drafter.sweep import DEFAULT_BUDGET_S, DrafterSweep, plan_sweep
+from warmgate.warmup.wire.drafterwarm import DrafterWarmupSpec, make_spec
 from warmgate.warmup.wire.sweepplan import SweepSpec, read_sweep
 
 # The sweep may take this share of one warmup attempt (spec.warmup.timeoutSeconds), at most
@@ -46,6 +47,10 @@ class DrafterPlan:
     error: str | None = None
     # Reachable states in which the drafter's assert crashes the engine (issue 25 item 5).
     crash: DrafterCrash | None = None
+    # The engine's block size and max_model_len (the direct warmup's positions and block tables).
+    block_size: int | None = None
+    max_model_len: int = 0
+    profile: str = "v0.26.0"
 
     @property
     def has_drafter(self) -> bool:
@@ -81,6 +86,25 @@ class DrafterPlan:
         (an eagle3 sweep of 71 steps takes about 1.2 ms to write and read back)."""
         document = self.document()
         return read_sweep(document) if document is not None else None
+
+    @cached_property
+    def warmup_spec(self) -> DrafterWarmupSpec | None:
+        """Every drafter shape of the plan, for the engine plugin's direct warmup (the runner
+        plan's ``drafter_warmup``, issue 33): the whole set ``prove_drafter`` lists, partial
+        drafts, structured-output prefills and the graphs the engine warms itself included.
+        None without a modelled drafter."""
+        report = self.report
+        if report is None or not report.has_drafter or self.block_size is None:
+            return None
+        shapes = [s.engine_config for s in report.shapes]
+        return make_spec(
+            report.method,
+            report.k,
+            self.block_size,
+            self.max_model_len,
+            shapes,
+            profile=self.profile,
+        )
 
     def status_line(self) -> str:
         """'drafter: N shapes the engine compiles at runtime, M driven by the warmup sweep'."""
@@ -124,4 +148,12 @@ def plan_drafter(
     except DrafterModelError as exc:
         return DrafterPlan(method, error=f"{method}: not modelled: {exc}", crash=crash)
     sweep = plan_sweep(plan, report, budget_s=budget_s, model=model)
-    return DrafterPlan(method, report, sweep, crash=crash)
+    return DrafterPlan(
+        method,
+        report,
+        sweep,
+        crash=crash,
+        block_size=plan.config.block_size,
+        max_model_len=plan.config.max_model_len,
+        profile=plan.config.profile,
+    )

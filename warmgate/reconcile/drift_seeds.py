@@ -19,6 +19,13 @@ from warmgate.warmup.wire.board import SHAPE_CHARS
 Shape = tuple[str, int, int, int]
 # A shape dimension an engine can run (batch, query tokens, blocks); larger is no engine's.
 MAX_DIMENSION = 2**31 - 1
+# Serve mode records a drafter compile after warmup as "drafter (decode, 16, 1, 48)" (issue 33):
+# no seed warms a drafter graph.
+DRAFTER_PREFIX = "drafter ("
+DRAFTER_NO_SEEDS = (
+    "No seed proposal for drafter graphs: seeds warm the target's buckets, and these are drafter "
+    "graphs the engine plugin's direct warmup did not warm"
+)
 
 
 def parse_shape(text: str) -> Shape | None:
@@ -63,6 +70,8 @@ def propose(plan: BucketPlan, shapes: list[str]) -> tuple[ProposedSeeds | None, 
     prompt, decode = _warmed(plan)
     wanted = [b for b in map(bucket_of, filter(None, map(parse_shape, shapes))) if b]
     missing = sorted({b for b in wanted if b not in (decode if b[1] == 1 else prompt)})
+    if not wanted and any(s.startswith(DRAFTER_PREFIX) for s in shapes):
+        return None, DRAFTER_NO_SEEDS
     if not missing:
         return None, "The current plan already warms these shapes"
     try:

@@ -69,8 +69,14 @@ class PlanningResult:
         evaluation = self.evaluation
         sweep = evaluation.drafter.sweep_spec if evaluation is not None else None
         known = known_unwarmable(evaluation) if evaluation is not None else ()
+        direct = evaluation.drafter.warmup_spec if evaluation is not None else None
         return PlanBundle(
-            self.plan, float(estimate or 0), kv_blocks, drafter_sweep=sweep, known_unwarmable=known
+            self.plan,
+            float(estimate or 0),
+            kv_blocks,
+            drafter_sweep=sweep,
+            known_unwarmable=known,
+            drafter_warmup=direct,
         )
 
 

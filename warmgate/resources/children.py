@@ -8,7 +8,7 @@ from warmgate.api import Manifest, SpecDecodeDeployment
 from warmgate.resources.cache_claim import build_cache_claim
 from warmgate.resources.cache_key import cache_key
 from warmgate.resources.plan_bundle import PlanBundle
-from warmgate.resources.runner_plan import build_runner_plan
+from warmgate.resources.runner_plan import build_runner_plan, direct_warmup
 from warmgate.resources.serving_children import (
     build_service,
     build_serving_deployment,
@@ -17,6 +17,7 @@ from warmgate.resources.serving_children import (
 from warmgate.resources.vllm_engine import engine_of
 from warmgate.resources.warmup_children import build_plan_configmap, build_warmup
 from warmgate.settings import Settings
+from warmgate.warmup.wire.drafterwarm import DrafterWarmupSpec
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,10 @@ class Children:
         return (*claim, self.plan_configmap, self.warmup_configmap, self.warmup_job)
 
 
+def _direct(sdd: SpecDecodeDeployment, plan: PlanBundle) -> DrafterWarmupSpec | None:
+    return direct_warmup(sdd, plan.drafter_sweep, plan.drafter_warmup)
+
+
 def desired_children(sdd: SpecDecodeDeployment, plan: PlanBundle, settings: Settings) -> Children:
     """Every child of ``plan``: the cache key, runner plan and engine are computed once here.
 
@@ -61,6 +66,7 @@ def desired_children(sdd: SpecDecodeDeployment, plan: PlanBundle, settings: Sett
         sweep=plan.drafter_sweep,
         known_unwarmable=plan.known_unwarmable,
         users=plan.cache_users,
+        drafter_warmup=plan.drafter_warmup,
     ).to_json()
     image = settings.operator_image
     warmup = build_warmup(
@@ -77,7 +83,9 @@ def desired_children(sdd: SpecDecodeDeployment, plan: PlanBundle, settings: Sett
         runner_plan=runner_plan,
         # A claim of an earlier build in use (PlanBundle.cache_claim_name): none to create.
         cache_claim=build_cache_claim(sdd) if plan.cache_claim_name is None else None,
-        plan_configmap=build_plan_configmap(sdd, buckets, key=key),
+        plan_configmap=build_plan_configmap(
+            sdd, buckets, key=key, drafter_warmup=_direct(sdd, plan)
+        ),
         warmup_configmap=warmup.configmap,
         warmup_job=warmup.job,
         serving_deployment=build_serving_deployment(

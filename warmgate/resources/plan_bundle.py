@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from warmgate.buckets import BucketPlan
+from warmgate.warmup.wire.drafterwarm import DrafterWarmupSpec
 from warmgate.warmup.wire.order import CacheUsers
 from warmgate.warmup.wire.sweepplan import SweepSpec
 
@@ -32,6 +33,9 @@ class PlanBundle:
     ``known_unwarmable``: the reachable target shapes no bucket the engine's warmup compiles can
     serve (CoverageProven reason UnwarmableShapes), as the engine logs them, e.g. ("prompt", 1,
     8192, 1); the runner reports them as known gaps instead of failing.
+    ``drafter_warmup``: every drafter shape of the plan (``prove_drafter``'s whole set), which
+    the engine plugin warms directly inside the engine process (format
+    warmgate-drafter-warmup/1, issue 33); None without a modelled drafter.
     """
 
     buckets: BucketPlan
@@ -42,3 +46,4 @@ class PlanBundle:
     known_unwarmable: tuple[tuple[str, int, int, int], ...] = ()
     cache_users: CacheUsers | None = None
     cache_claim_name: str | None = None
+    drafter_warmup: DrafterWarmupSpec | None = None

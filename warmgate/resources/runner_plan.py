@@ -16,6 +16,7 @@ from warmgate.buckets.engine.methods import DRAFT_MODEL_METHODS
 from warmgate.resources.mounts import CACHE_DIR, RECIPE_DIR, WORK_DIR
 from warmgate.resources.names import parent_name
 from warmgate.resources.probe_workload import probe_section
+from warmgate.warmup.wire.drafterwarm import DrafterWarmupSpec
 from warmgate.warmup.wire.order import (
     CACHE_NAMESPACE,
     CACHE_USERS,
@@ -94,6 +95,16 @@ def _drafter(
     return hook, sweep if drafts else None
 
 
+def direct_warmup(
+    sdd: SpecDecodeDeployment, sweep: SweepSpec | None, spec: DrafterWarmupSpec | None
+) -> DrafterWarmupSpec | None:
+    """The drafter warmup document the engine plugin gets, in the warmup Job and in every
+    serving Pod (issue 33): the bundle's, whenever the compile hook runs (it carries the plugin
+    into the engine)."""
+    hook, _ = _drafter(sdd, sweep)
+    return spec if hook.enabled else None
+
+
 def build_runner_plan(
     sdd: SpecDecodeDeployment,
     plan: BucketPlan,
@@ -103,13 +114,17 @@ def build_runner_plan(
     sweep: SweepSpec | None = None,
     known_unwarmable: Sequence[Graph] = (),
     users: CacheUsers | None = None,
+    drafter_warmup: DrafterWarmupSpec | None = None,
 ) -> WarmupOrder:
     """The runner's plan, exactly as `warmgate.warmup.wire.order` reads it back (`to_json()` is
     plan.json); ``sweep`` is the drafter sweep (``PlanBundle.drafter_sweep``),
     ``known_unwarmable`` the shapes the runner reports as known gaps
     (``PlanBundle.known_unwarmable``), ``users`` who uses the claim's entries
-    (``PlanBundle.cache_users``). ``plan_hash`` is the reader's digest of the text: empty here."""
+    (``PlanBundle.cache_users``), ``drafter_warmup`` every drafter shape the engine plugin warms
+    directly (``PlanBundle.drafter_warmup``; only with the hook, which carries it into the
+    engine). ``plan_hash`` is the reader's digest of the text: empty here."""
     hook, drafter_sweep = _drafter(sdd, sweep)
+    direct = direct_warmup(sdd, sweep, drafter_warmup)
     return WarmupOrder(
         plan_id=f"{parent_name(sdd)}-{plan.digest[:12]}",
         engine=engine,
@@ -142,6 +157,7 @@ def build_runner_plan(
         plan_hash="",
         drafter_sweep=drafter_sweep,
         drafter_hook=hook,
+        drafter_warmup=direct,
         # Only when the spec opts in: other plans, and their hashes, stay as they were.
         accept_cpu_engine=sdd.spec.engine.accept_cpu_engine,
     )

@@ -40,6 +40,7 @@ from warmgate.resources.pod import (
     pod_defaults,
     shared_volumes,
 )
+from warmgate.resources.runner_plan import direct_warmup
 from warmgate.resources.vllm_engine import SERVING_HOST, container_env
 from warmgate.resources.warmup_children import (
     RUNNER_PATH,
@@ -48,6 +49,7 @@ from warmgate.resources.warmup_children import (
     configmap_name,
     runner_copy,
 )
+from warmgate.warmup.wire.drafterwarm import DRAFTER_WARMUP_FILE
 from warmgate.warmup.wire.engine import LOGGING_ENV, engine_command, recipe_cache_config
 from warmgate.warmup.wire.order import EngineLaunch
 
@@ -114,16 +116,24 @@ def _engine_env(sdd: SpecDecodeDeployment, launch: EngineLaunch) -> list[Manifes
 
 # The engine runs under the runner's serve mode (docs/runner.md, "Serve mode"): output passed
 # through unchanged, unwarmed shapes counted and served on the status port; "$@" is the engine.
-SERVE_COMMAND: Final = (
+_SERVE_PREFIX: Final = (
     f"{RUNNER_PATH} exec python3 -m warmgate.warmup --serve "
     f"--status-port {STATUS_PORT['containerPort']} "
-    f'--state-file {LOCAL_DIR}/serve/observed.json -- "$@"'
+    f"--state-file {LOCAL_DIR}/serve/observed.json "
+)
+SERVE_COMMAND: Final = _SERVE_PREFIX + '-- "$@"'
+# With a drafter: the engine plugin warms every planned drafter shape in each serving process
+# before /health answers, from the plan ConfigMap's document (issue 33 item 2).
+SERVE_COMMAND_DIRECT: Final = (
+    _SERVE_PREFIX + f'--drafter-warmup {PLAN_DIR}/{DRAFTER_WARMUP_FILE} -- "$@"'
 )
 
 
-def served_command(launch: EngineLaunch) -> list[str]:
-    """`sh -c SERVE_COMMAND sh vllm serve ...`: the engine's own argv, under serve mode."""
-    return ["/bin/sh", "-c", SERVE_COMMAND, "sh", *engine_command(launch)]
+def served_command(launch: EngineLaunch, direct: bool = False) -> list[str]:
+    """`sh -c SERVE_COMMAND sh vllm serve ...`: the engine's own argv, under serve mode;
+    ``direct``: with the direct drafter warmup (SERVE_COMMAND_DIRECT)."""
+    command = SERVE_COMMAND_DIRECT if direct else SERVE_COMMAND
+    return ["/bin/sh", "-c", command, "sh", *engine_command(launch)]
 
 
 def _probe(path: str, period: int, failures: int) -> Manifest:
@@ -135,12 +145,16 @@ def _probe(path: str, period: int, failures: int) -> Manifest:
     }
 
 
+def _direct(sdd: SpecDecodeDeployment, plan: PlanBundle) -> bool:
+    return direct_warmup(sdd, plan.drafter_sweep, plan.drafter_warmup) is not None
+
+
 def _vllm_container(sdd: SpecDecodeDeployment, plan: PlanBundle, launch: EngineLaunch) -> Manifest:
     budget = startup_budget_s(sdd, plan)
     return {
         "name": CONTAINER,
         "image": sdd.spec.image,
-        "command": served_command(launch),
+        "command": served_command(launch, _direct(sdd, plan)),
         "env": _engine_env(sdd, launch),
         "ports": [
             {"name": PORT_NAME, "containerPort": sdd.spec.serving.port, "protocol": "TCP"},

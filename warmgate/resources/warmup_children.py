@@ -39,6 +39,7 @@ from warmgate.resources.pod import (
 )
 from warmgate.resources.runner_plan import OUTSIDE_CONTENT, TERMINATION_LOG
 from warmgate.resources.vllm_engine import container_env
+from warmgate.warmup.wire.drafterwarm import DRAFTER_WARMUP_FILE, DrafterWarmupSpec
 
 CONTAINER: Final = "warmup"
 VOLUME_RUNNER: Final = "runner"
@@ -105,9 +106,19 @@ def _checked(data: dict[str, str]) -> dict[str, str]:
     return data
 
 
-def build_plan_configmap(sdd: SpecDecodeDeployment, plan: BucketPlan, *, key: str) -> Manifest:
-    """The ConfigMap with buckets.txt, the seed file serving reads (one per cache key)."""
-    data = _checked({BUCKET_FILE: plan.to_bucket_file()})
+def build_plan_configmap(
+    sdd: SpecDecodeDeployment,
+    plan: BucketPlan,
+    *,
+    key: str,
+    drafter_warmup: DrafterWarmupSpec | None = None,
+) -> Manifest:
+    """The ConfigMap with buckets.txt, the seed file serving reads (one per cache key), and
+    with a drafter the direct warmup's document every serving process warms from (issue 33)."""
+    files = {BUCKET_FILE: plan.to_bucket_file()}
+    if drafter_warmup is not None:
+        files[DRAFTER_WARMUP_FILE] = json.dumps(drafter_warmup.to_json(), separators=(",", ":"))
+    data = _checked(files)
     meta = metadata(
         sdd,
         configmap_name(sdd, key),

@@ -79,7 +79,14 @@ def test_plan_children_carry_the_plan_hash_and_cache_key(case: Case) -> None:
     assert configmap["metadata"]["name"] == job["metadata"]["name"]
     assert _pod(job)["volumes"][0]["configMap"]["name"] == configmap["metadata"]["name"]
     assert list(configmap["data"]) == ["plan.json"]
-    assert list(children.plan_configmap["data"]) == ["buckets.txt"]
+    # with a drafter, the direct warmup's document every serving process warms from (issue 33)
+    direct = children.runner_plan.get("drafter_warmup")
+    files = children.plan_configmap["data"]
+    assert list(files) == ["buckets.txt"] + (["drafter-warmup.json"] if direct else [])
+    assert direct is None or json.loads(files["drafter-warmup.json"]) == direct
+    command = children.serving_deployment["spec"]["template"]["spec"]["containers"][0]["command"]
+    served = "--drafter-warmup /etc/warmgate/drafter-warmup.json -- " in command[2]
+    assert served == (direct is not None)
 
 
 def test_plan_json_is_the_runner_plan_one_section_per_line(case: Case) -> None:

@@ -203,6 +203,7 @@ def test_the_operator_builds_the_runners_own_plan_and_the_runner_reads_back_the_
         sweep=to_run.drafter_sweep,
         known_unwarmable=to_run.known_unwarmable,
         users=CacheUsers.listed(["uid-a"], ["k-1"], 7),
+        drafter_warmup=to_run.drafter_warmup,
     )
     back = parse_plan(order.to_json())
     assert back.plan_hash.startswith("sha256:")

@@ -12,6 +12,17 @@ watcher) turns them back into ``HookEvent`` with ``parse_hook_line``:
     warmgate-hook v1 compile pid=1234 t=1724300200.26 where=step count=3 drafter=1
     warmgate-hook v1 ran pid=1234 t=1724300200.2 where=drafter graph=["decode",16,1,48] warmup=false
 
+    warmgate-hook v1 drafter-warm pid=1234 t=1724300101.0 graph=["decode",16,1,48] ok=true s=0.4
+        ran=[["decode",16,1,48],["decode",1,1,1]]
+    warmgate-hook v1 drafter-warm pid=1234 t=1724300101.5 graph=["prompt",1,512,0] ok=false
+        s=0.1 reason="..."
+    warmgate-hook v1 drafter-warmup pid=1234 t=1724300102.0 state=done engine=gaudi planned=293
+        warmed=292 failed=1 seconds=41.2
+
+(each of the last three on one line).
+
+``drafter-warm`` is one shape of the direct drafter warmup (``hook/drafter_warm.py``, issue 33)
+and ``drafter-warmup`` its closing line (``state``: done, off, unreadable, no-drafter).
 ``ran`` names a drafter graph the first time a process runs it (compiled then or before, e.g.
 from the recipe cache), so the runner knows which planned graphs a sweep step drove even when
 nothing compiled. Fields are ``key=value``; a value is a JSON string, list or number, or a bare
@@ -30,11 +41,24 @@ from typing import Any
 __all__ = ["HOOK_PREFIX", "HookEvent", "format_hook_line", "parse_hook_line"]
 
 HOOK_PREFIX = "warmgate-hook v1"
-KINDS = ("loaded", "attached", "not-attached", "warmup", "compile", "ran")
+KINDS = (
+    "loaded",
+    "attached",
+    "not-attached",
+    "warmup",
+    "compile",
+    "ran",
+    "drafter-warm",
+    "drafter-warmup",
+)
 # The prefix may follow another process's text on the same line (a vLLM process prefix, or a
 # record that another write cut); everything after it belongs to the event.
-_LINE = re.compile(r"warmgate-hook v1 (loaded|attached|not-attached|warmup|compile|ran)((?: .*)?)$")
-_FIELD = re.compile(r' (\w+)=("(?:[^"\\]|\\.)*"|\[[^\]]*\]|[^\s"\[]\S*)')
+_LINE = re.compile(
+    r"warmgate-hook v1 (loaded|attached|not-attached|warmup|compile|ran|drafter-warmup"
+    r"|drafter-warm)((?: .*)?)$"
+)
+# A list may hold lists one level deep (``ran=[["decode",1,1,1]]``).
+_FIELD = re.compile(r' (\w+)=("(?:[^"\\]|\\.)*"|\[(?:[^\[\]]|\[[^\[\]]*\])*\]|[^\s"\[]\S*)')
 _BARE = re.compile(r"[A-Za-z_][\w.-]*")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 

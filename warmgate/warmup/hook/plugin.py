@@ -46,10 +46,13 @@ from collections.abc import Callable, Iterator, Sequence
 from types import ModuleType
 from typing import Any, ClassVar
 
+from warmgate.warmup.hook import drafter_warm
 from warmgate.warmup.hook.lines import format_hook_line
+from warmgate.warmup.wire.drafterwarm import DRAFTER_WARMUP_ENV
 
 RUNNER_MODULE = "vllm_gaudi.v1.worker.hpu_model_runner"
 EAGLE_MODULE = "vllm_gaudi.v1.spec_decode.hpu_eagle"
+CPU_WORKER_MODULE = "vllm.v1.worker.cpu_worker"
 METRICS_MODULE = "habana_frameworks.torch.hpu.metrics"
 HPU_MODULE = "habana_frameworks.torch.hpu"
 
@@ -63,6 +66,7 @@ class _State:
     step_drafter = 0
     drafter_total = 0
     ran: ClassVar[set[tuple[Any, ...]]] = set()  # graphs this process has run (``ran``)
+    recent: ClassVar[list[tuple[Any, ...]]] = []  # graphs run since the direct warmup looked
 
 
 def emit(kind: str, **fields: Any) -> None:
@@ -87,6 +91,12 @@ def register() -> None:
     emit("loaded", gaudi=gaudi)  # the plugin mechanism worked in this process
     if not gaudi:  # nothing will ever import the targets: say so instead of staying silent
         emit("not-attached", target="step", reason=NO_GAUDI)
+        if os.environ.get(DRAFTER_WARMUP_ENV):
+            # vLLM's CPU build: the direct drafter warmup only (issue 33: the mechanism)
+            try:
+                _watch(CPU_WORKER_MODULE, attach_cpu_worker)
+            except Exception as exc:
+                emit("not-attached", target="drafter-warmup", reason=f"cannot watch: {exc}")
         return
     try:
         _watch(RUNNER_MODULE, attach_runner)
@@ -122,7 +132,11 @@ def _safely(attach: Callable[[ModuleType], None], module: ModuleType) -> None:
     try:
         attach(module)
     except Exception as exc:
-        target = "drafter" if attach is attach_drafter else "step"
+        target = "step"
+        if attach is attach_drafter:
+            target = "drafter"
+        elif attach is attach_cpu_worker:
+            target = "drafter-warmup"
         emit("not-attached", target=target, reason=f"{type(exc).__name__}: {exc}")
 
 
@@ -266,6 +280,20 @@ def attach_runner(module: ModuleType) -> None:
     emit("attached", targets=targets)
 
 
+def attach_cpu_worker(module: ModuleType) -> None:
+    """vLLM's CPU build: warm the planned drafter shapes after the worker's own warmup."""
+    cls, original = _method(module, "CPUWorker", "compile_or_warm_up_model")
+
+    def compile_or_warm_up_model(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, *args, **kwargs)
+        drafter_warm.guarded("cpu", emit, drafter_warm.warm_cpu, self)
+        return result
+
+    compile_or_warm_up_model.__wrapped__ = original  # type: ignore[attr-defined]
+    cls.compile_or_warm_up_model = compile_or_warm_up_model  # type: ignore[attr-defined]
+    emit("attached", targets=["drafter-warmup"])
+
+
 def attach_drafter(module: ModuleType) -> None:
     """Name the drafter's compiles by shape (eagle, eagle3, mtp: HpuEagleProposer)."""
     cls, propose = _method(module, "HpuEagleProposer", "propose")
@@ -293,6 +321,9 @@ def _counted_warmup(original: Callable[..., Any], counter: Counter) -> Callable[
         try:
             with counter.measure() as box:
                 result = original(self, *args, **kwargs)
+                # Every planned drafter shape, directly, before the engine reports healthy
+                # (issue 33); its compiles count in this warmup's total.
+                drafter_warm.guarded("gaudi", emit, drafter_warm.warm_gaudi, self, _take_recent)
         finally:
             _State.in_warmup = False
         if not _State.broken:  # a broken metric counted nothing: no figure at all
@@ -332,6 +363,8 @@ class CountedModel:
         graph = graph_of(kwargs)
         with self.__dict__["_counter"].measure() as box:
             result = self.__dict__["_inner"](*args, **kwargs)
+        if graph is not None and _State.in_warmup:
+            _State.recent.append(tuple(graph))
         if graph is not None and (key := tuple(graph)) not in _State.ran:
             # The first run of a graph in this process, compiled now or before (recipe cache):
             # the runner's evidence that a planned graph was driven (issue 25).
@@ -343,6 +376,13 @@ class CountedModel:
             if not _State.in_warmup:
                 emit("compile", where="drafter", graph=graph, count=box[0])
         return result
+
+
+def _take_recent() -> list[tuple[Any, ...]]:
+    """The drafter graphs run since the last call (the direct warmup's evidence per shape)."""
+    taken = list(_State.recent)
+    _State.recent.clear()
+    return taken
 
 
 def graph_of(kwargs: dict[str, Any]) -> list[Any] | None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from warmgate.warmup.engine.parse import EngineLog
+from warmgate.warmup.runner.direct_check import DirectCheck
 from warmgate.warmup.runner.drafter_check import DrafterCheck
 from warmgate.warmup.runner.outcomes import Outcome
 from warmgate.warmup.runner.probe import ProbeResult
@@ -28,7 +29,8 @@ from warmgate.warmup.wire.summary import (
 # 2: engine_log.omitted records, list_copies, unreadable (issue 12); 3: drafter (issue 16);
 # 4: known_gaps (the plan's known-unwarmable shapes the engine logged, reported, not failed);
 # 5: engine kind (cpu_engine, issue 21), the report's `code` beside the process `exit_code`;
-# 6: drafter driven, missing, warmup_ran, step attempts and times, retried (issue 25)
+# 6: drafter driven, missing, warmup_ran, step attempts and times, retried (issue 25);
+# 7: drafter_warmup, the engine plugin's direct drafter warmup, every shape (issue 33)
 REPORT_VERSION = SUMMARY_VERSION
 PROGRESS_PREFIX = "warmgate-progress"
 
@@ -58,6 +60,8 @@ class RunRecord:
     drafter: DrafterCheck | None = None
     # The engine that ran: a CPU build or Gaudi, its vLLM version and platform (cpu_mode)
     engine_kind: EngineKind | None = None
+    # The engine plugin's direct drafter warmup (None: the plan asked for none)
+    direct: DirectCheck | None = None
 
 
 class Progress:
@@ -177,6 +181,7 @@ def build_report(record: RunRecord) -> dict[str, Any]:
         "engine_log": _log_section(record.log),
         "probe": _probe_section(record.probe),
         "drafter": _drafter_section(record),
+        "drafter_warmup": record.direct.to_json() if record.direct is not None else None,
         "cache": record.cache,
         "timings": record.timings,
         "written_unix": int(time.time()),
@@ -215,6 +220,7 @@ def summary(record: RunRecord, report_path: Path | None) -> str:
             else None
         ),
         engine=record.engine_kind,
+        drafter_warmup=record.direct.counts() if record.direct is not None else None,
     ).to_json()
 
 

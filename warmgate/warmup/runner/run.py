@@ -16,6 +16,7 @@ from warmgate.warmup.engine.launch import EngineProcess, Sink, echo, engine_argv
 from warmgate.warmup.engine.parse import LogParser
 from warmgate.warmup.hook import install as hookenv
 from warmgate.warmup.runner import cpu_mode
+from warmgate.warmup.runner.direct_check import check_direct
 from warmgate.warmup.runner.drafter_check import DrafterCheck, check_drafter, missing_steps
 from warmgate.warmup.runner.outcomes import Outcome, RunFailure
 from warmgate.warmup.runner.probe import run_probe, wait_for_health
@@ -36,6 +37,7 @@ from warmgate.warmup.runner.verdict import (
     known_gaps,
     unwarmed_reasons,
 )
+from warmgate.warmup.wire.drafterwarm import DRAFTER_WARMUP_ENV
 from warmgate.warmup.wire.order import DEFAULT_SWEEP_S, WarmupOrder
 from warmgate.warmup.wire.sweepplan import SweepSpec
 
@@ -149,6 +151,9 @@ class Runner:
         env = engine_env(self.plan, self.plan.work_dir / "buckets.txt", reuse)
         if self.plan.drafter_hook.enabled:
             hookenv.hook_env(env, hookenv.install(self.plan.work_dir))
+            if self.plan.drafter_warmup is not None:  # the plugin warms every planned shape
+                path = self.plan.drafter_warmup.write(self.plan.work_dir)
+                env[DRAFTER_WARMUP_ENV] = str(path)
         self.record.engine_argv = argv
         try:
             self._engine = EngineProcess(argv, env, self.plan.work_dir / "engine.log", self._sink)
@@ -328,6 +333,8 @@ class Runner:
     def _drafter(self, target_gaps: int) -> DrafterCheck:
         plan, record = self.plan, self.record
         events = self.parser.state.hook_events
+        if plan.drafter_warmup is not None and plan.drafter_hook.enabled:
+            record.direct = check_direct(events, plan.drafter_warmup)
         check = check_drafter(
             events,
             plan.drafter_hook,

@@ -1,6 +1,12 @@
 """Serve mode: run the serving engine under the runner, pass its output through, count drift.
 
-`python3 -m warmgate.warmup --serve [--status-port N] [--state-file F] -- vllm serve ...`
+`python3 -m warmgate.warmup --serve [--status-port N] [--state-file F] [--drafter-warmup D]
+-- vllm serve ...`
+
+- **Direct drafter warmup.** With ``--drafter-warmup D`` (the plan's drafter warmup document)
+  the engine runs with the engine plugin loaded and ``WARMGATE_DRAFTER_WARMUP=D``: every
+  serving process warms each drafter shape of the plan before ``/health`` answers, from the
+  restored recipe cache, and a drafter compile after that is drift (``watch.py``).
 
 - **Pass-through.** The engine's stdout and stderr bytes are written to the runner's own stdout
   and stderr as they arrive, unchanged (no decoding on that path), so `kubectl logs` reads the
@@ -35,8 +41,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
+from warmgate.warmup.hook import install as hookenv
 from warmgate.warmup.serve import specdecode
 from warmgate.warmup.serve.watch import DROPPED, observe
+from warmgate.warmup.wire.drafterwarm import DRAFTER_WARMUP_ENV
 
 DEFAULT_STATE_FILE = Path("/warmgate/local/serve/observed.json")
 _CHUNK = 64 * 1024
@@ -109,6 +117,12 @@ def _parser() -> argparse.ArgumentParser:
         default=specdecode.DEFAULT_INTERVAL_S,
         help="seconds between reads of the engine's spec-decode counters (0: never)",
     )
+    parser.add_argument(
+        "--drafter-warmup",
+        type=Path,
+        help="the drafter warmup document (warmgate-drafter-warmup/1): load the engine plugin "
+        "into the engine and warm every drafter shape it lists before /health (issue 33)",
+    )
     parser.add_argument("engine", nargs=argparse.REMAINDER, help="-- the engine's command")
     return parser
 
@@ -130,7 +144,7 @@ def main(argv: Sequence[str]) -> int:
     for read_end, _ in pipes.values():
         os.close(read_end)
     copies = Copies({stream: write_end for stream, (_, write_end) in pipes.items()}, dropped)
-    code = _run(engine, copies)
+    code = _run(engine, copies, engine_env(args))
     copies.close()
     _reap(observer)
     return code
@@ -176,9 +190,25 @@ def _reap(pid: int) -> None:
     os.waitpid(pid, 0)
 
 
-def _run(engine: list[str], copies: Copies) -> int:
+def engine_env(args: argparse.Namespace) -> dict[str, str] | None:
+    """The engine's environment: ours, plus the engine plugin and the drafter warmup document
+    when ``--drafter-warmup`` names one (None: inherit ours unchanged)."""
+    if args.drafter_warmup is None:
+        return None
+    env = dict(os.environ)
     try:
-        proc = subprocess.Popen(engine, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        root = hookenv.install(args.state_file.parent)
+    except OSError as exc:  # the engine serves anyway; its plugin then logs nothing
+        print(f"warmgate: cannot install the engine plugin: {exc}", file=sys.stderr)
+        return None
+    hookenv.hook_env(env, root)
+    env[DRAFTER_WARMUP_ENV] = str(args.drafter_warmup)
+    return env
+
+
+def _run(engine: list[str], copies: Copies, env: dict[str, str] | None = None) -> int:
+    try:
+        proc = subprocess.Popen(engine, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     except OSError as exc:
         print(f"warmgate: cannot start {engine[0]}: {exc}", file=sys.stderr)
         return 127

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from warmgate.warmup.engine.parse import LogParser
+from warmgate.warmup.hook.lines import parse_hook_line
 from warmgate.warmup.serve import specdecode
 from warmgate.warmup.statusboard import Board, Sample, serve_board
 from warmgate.warmup.wire.board import ServeBoard
@@ -71,6 +72,26 @@ class Watch:
         hooks[name] = int(hooks.get(name, 0)) + by
         self._on_change()
 
+    def drafter(self, line: str) -> None:
+        """The compile hook's lines (a line hook): a drafter compile after the engine's warmup
+        is drift, recorded with its shape among the unwarmed shapes (``drafter (decode, 16, 1,
+        48)``: no seed can warm it, so none is proposed) and counted under
+        ``drafter_compiles``; the direct warmup's closing line is kept as ``drafter_warmup``."""
+        if "warmgate-hook" not in line:
+            return
+        event = parse_hook_line(line)
+        if event is None:
+            return
+        if event.kind == "compile" and event.where == "drafter":
+            graph = event.graph
+            shape = ", ".join(str(v) for v in graph) if graph is not None else "unnamed"
+            self.state["drafter_compiles"] = int(self.state.get("drafter_compiles", 0)) + 1
+            self._add("unwarmed", f"drafter ({shape})")
+            self._on_change()
+        elif event.kind == "drafter-warmup":
+            self.state["drafter_warmup"] = dict(event.fields)
+            self._on_change()
+
     def _collect(self) -> bool:
         """Take the parser's new entries (it appends, each distinct once per run); a shape an
         earlier engine run of this Pod already logged is not counted again."""
@@ -106,6 +127,9 @@ def fresh_state() -> dict[str, Any]:
         # the engine's spec-decode figures and raw counters (specdecode.py)
         "spec_decode": None,
         "spec_decode_totals": {},
+        # the engine plugin's drafter compiles after warmup, and its direct warmup (issue 33)
+        "drafter_compiles": 0,
+        "drafter_warmup": {},
     }
 
 
@@ -137,9 +161,26 @@ def samples(state: dict[str, Any]) -> list[Sample]:
         ("warmgate_runner_not_prepared_buckets", "Distinct bucket lookups not prepared.", 0.0),
         ("warmgate_runner_engine_starts", "Engine starts in this Pod.", 0.0),
         ("warmgate_runner_dropped_log_bytes", "Engine output the parser skipped.", 0.0),
+        ("warmgate_runner_drafter_compiles", "Drafter compiles after the engine's warmup.", 0.0),
     ]
-    keys = ("unwarmed_count", "not_prepared_count", "engine_starts", "dropped_bytes")
+    keys = (
+        "unwarmed_count",
+        "not_prepared_count",
+        "engine_starts",
+        "dropped_bytes",
+        "drafter_compiles",
+    )
     counts = [(n, h, float(state[k])) for (n, h, _), k in zip(found, keys, strict=True)]
+    direct = state.get("drafter_warmup") or {}
+    for name, help_text in (
+        ("planned", "Drafter shapes the direct warmup was asked to warm."),
+        ("warmed", "Drafter shapes the direct warmup warmed."),
+        ("failed", "Drafter shapes the direct warmup failed."),
+        ("seconds", "Seconds the direct drafter warmup took."),
+    ):
+        value = direct.get(name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            counts.append((f"warmgate_runner_drafter_warmup_{name}", help_text, float(value)))
     return counts + specdecode.samples(state)
 
 
@@ -183,6 +224,7 @@ def observe(
         except OSError as exc:  # counting goes on; the operator just cannot read it
             print(f"warmgate: cannot serve the status port {status_port}: {exc}", file=sys.stderr)
     watch = Watch(state, publish)
+    watch.line_hooks.append(watch.drafter)
     reader = specdecode.Reader(specdecode.metrics_url(engine), state, interval_s)
     _read(copies, watch, reader)
     watch.parser.close()

@@ -144,11 +144,15 @@ class ServeBoard:
     hooks: Mapping[str, Any] = field(default_factory=dict)
     spec_decode_totals: Mapping[str, Any] = field(default_factory=dict)
     elapsed_s: float = 0.0
+    # The engine plugin's direct drafter warmup in this Pod's last engine start, as its closing
+    # line said (state, planned, warmed, failed, seconds; issue 33); empty: none ran.
+    drafter_warmup: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "v": STATUS_VERSION,
             "mode": "serve",
+            "drafter_warmup": dict(self.drafter_warmup),
             "unwarmed": list(self.unwarmed),
             "unwarmed_count": self.unwarmed_count,
             "not_prepared": list(self.not_prepared),
@@ -165,7 +169,9 @@ class ServeBoard:
     def from_json(cls, doc: Mapping[str, Any]) -> ServeBoard:
         hooks, totals = doc.get("hooks"), doc.get("spec_decode_totals")
         elapsed = schema.number(doc.get("elapsed_s"))
+        direct = doc.get("drafter_warmup")
         return cls(
+            drafter_warmup=direct if isinstance(direct, dict) else {},
             unwarmed=schema.texts(doc.get("unwarmed"), SHAPE_CHARS),
             unwarmed_count=schema.count(doc.get("unwarmed_count")),
             not_prepared=schema.texts(doc.get("not_prepared"), SHAPE_CHARS),

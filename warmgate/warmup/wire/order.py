@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from warmgate.warmup.wire.drafterwarm import DrafterWarmupSpec, parse_drafter_warmup
 from warmgate.warmup.wire.schema import Fields, PlanError
 from warmgate.warmup.wire.sweepplan import (
     Graph,
@@ -273,6 +274,8 @@ class WarmupOrder:
     plan_hash: str
     drafter_sweep: SweepSpec | None = None
     drafter_hook: HookSpec = field(default_factory=HookSpec)
+    # Every drafter shape the engine plugin warms directly (issue 33); None: no direct warmup.
+    drafter_warmup: DrafterWarmupSpec | None = None
     # Run a CPU build of vLLM to the cpu_engine outcome instead of refusing it (docs/runner.md,
     # "A CPU engine"); a Gaudi engine's run is the same either way.
     accept_cpu_engine: bool = False
@@ -297,6 +300,8 @@ class WarmupOrder:
         }
         if self.drafter_sweep is not None:
             doc["drafter_sweep"] = self.drafter_sweep.to_json()
+        if self.drafter_warmup is not None:
+            doc["drafter_warmup"] = self.drafter_warmup.to_json()
         if self.accept_cpu_engine:
             doc["accept_cpu_engine"] = True
         return doc
@@ -362,6 +367,7 @@ def _build(top: Fields, plan_hash: str) -> WarmupOrder:
         plan_hash=plan_hash,
         drafter_sweep=parse_sweep(top.obj("drafter_sweep", required=False), engine.max_model_len),
         drafter_hook=parse_hook(top.obj("drafter_hook", required=False)),
+        drafter_warmup=parse_drafter_warmup(top.obj("drafter_warmup", required=False)),
         accept_cpu_engine=top.boolean("accept_cpu_engine", False),
     )
     report.finish()

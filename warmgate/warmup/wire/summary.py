@@ -7,8 +7,9 @@ field of the wrong type reads as absent, and anything that is not the runner's J
 an ``outcome`` is no summary at all (None), never a pass. The full report on the volume
 (docs/runner.md, "Report") carries what the summary leaves out.
 
-Format version 6 (the report's version, ``v``): 2: list copies and unreadable lists; 3: drafter;
-4: known_gaps; 5: engine kind and ``code``; 6: drafter driven and missing (docs/runner.md).
+Format version 7 (the report's version, ``v``): 2: list copies and unreadable lists; 3: drafter;
+4: known_gaps; 5: engine kind and ``code``; 6: drafter driven and missing; 7: drafter_warmup,
+the direct drafter warmup's evidence (issue 33) (docs/runner.md).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any, Final
 
 from warmgate.warmup.wire import schema
 
-SUMMARY_VERSION: Final = 6
+SUMMARY_VERSION: Final = 7
 # Kubernetes keeps at most 4096 bytes of a container's termination message.
 SUMMARY_LIMIT: Final = 4096
 ENGINE_KINDS: Final = ("gaudi", "cpu")
@@ -85,6 +86,74 @@ class DrafterCounts:
 
 
 @dataclass(frozen=True)
+class DirectWarmupCounts:
+    """The engine plugin's direct drafter warmup (``drafter_warmup``, issue 33): how it ended
+    (``state``: done, off, error, unreadable, no-drafter, mixed across processes, or absent when
+    no process logged its closing line), on which engine, and the planned shapes by what
+    happened to them: ``warmed`` (every engine process warmed it, the evidence "warmed
+    directly"), ``failed`` (a process failed it), ``missing`` (no line: never reached). The
+    digests are ``bucket_digest`` over the shapes as rows (phase 0 decode, 1 prompt, batch,
+    query, blocks) so a reader can tell the warmed set equals the planned one without the
+    list; ``not_warmed`` names the first failed and missing shapes with the reason."""
+
+    state: str
+    engine: str | None = None
+    planned: int = 0
+    warmed: int = 0
+    failed: int = 0
+    missing: int = 0
+    seconds: float = 0.0
+    warmed_digest: str | None = None
+    planned_digest: str | None = None
+    not_warmed: tuple[str, ...] = ()
+    reason: str = ""
+
+    @property
+    def complete(self) -> bool:
+        """Every planned shape warmed directly, and the sets' digests agree."""
+        return (
+            self.state == "done"
+            and self.planned == self.warmed
+            and self.warmed_digest == self.planned_digest
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "state": self.state,
+            "engine": self.engine,
+            "planned": self.planned,
+            "warmed": self.warmed,
+            "failed": self.failed,
+            "missing": self.missing,
+            "seconds": self.seconds,
+            "warmed_digest": self.warmed_digest,
+            "planned_digest": self.planned_digest,
+            "not_warmed": list(self.not_warmed),
+            "reason": self.reason[:_REASON_CAP],
+        }
+
+    @classmethod
+    def from_json(cls, data: object) -> DirectWarmupCounts | None:
+        """None when the run had no direct warmup (or the field is not the runner's)."""
+        if not isinstance(data, dict) or not isinstance(data.get("state"), str):
+            return None
+        seconds = schema.number(data.get("seconds"))
+        return cls(
+            state=data["state"],
+            engine=schema.text(data.get("engine")),
+            planned=schema.count(data.get("planned")),
+            warmed=schema.count(data.get("warmed")),
+            failed=schema.count(data.get("failed")),
+            missing=schema.count(data.get("missing")),
+            seconds=seconds if seconds is not None else 0.0,
+            warmed_digest=schema.text(data.get("warmed_digest")),
+            planned_digest=schema.text(data.get("planned_digest")),
+            not_warmed=schema.texts(data.get("not_warmed")),
+            reason=str(data.get("reason") or ""),
+        )
+
+
+@dataclass(frozen=True)
 class EngineKind:
     """Which engine ran (``engine``): a Gaudi or a CPU build of vLLM, its version and the
     platform it reported (docs/runner.md, "A CPU engine")."""
@@ -130,6 +199,7 @@ class TerminationSummary:
     report: str | None = None
     drafter: DrafterCounts | None = None
     engine: EngineKind | None = None
+    drafter_warmup: DirectWarmupCounts | None = None
     unwarmed_count: int | None = None
     known_gaps_count: int | None = None
     truncated: bool = False
@@ -159,6 +229,8 @@ class TerminationSummary:
             doc["drafter"] = self.drafter.to_json()
         if self.engine is not None:
             doc["engine"] = self.engine.to_json()
+        if self.drafter_warmup is not None:
+            doc["drafter_warmup"] = self.drafter_warmup.to_json()
         if self.truncated:
             doc["truncated"] = True
         return _shrink(doc, limit)
@@ -189,6 +261,7 @@ class TerminationSummary:
             report=schema.text(data.get("report"), _TEXT_CAP),
             drafter=DrafterCounts.from_json(data.get("drafter")),
             engine=EngineKind.from_json(data.get("engine")),
+            drafter_warmup=DirectWarmupCounts.from_json(data.get("drafter_warmup")),
             unwarmed_count=_opt_count(data.get("unwarmed_count")),
             known_gaps_count=_opt_count(data.get("known_gaps_count")),
             truncated=data.get("truncated") is True,
