@@ -1,7 +1,7 @@
 """One node, two pytest runs: the e2e scenarios that only need their own namespace run beside
 the others, and those that need the node alone wait for it (docs/testing.md, "The node shared").
 
-``make test`` (hack/run-tests.sh) starts two runs of the node's tests with ``WARMGATE_E2E_ROLE``:
+``make test`` (hack/run-tests.sh) starts three runs beside the rest with ``WARMGATE_E2E_ROLE``:
 
 - ``owner`` starts the cluster and installs the operator as a lone run does, writes where it is
   (``cluster.json`` in ``WARMGATE_E2E_SHARE``), runs the scenarios marked ``node_alone`` (they
