@@ -1,22 +1,24 @@
 #!/usr/bin/env bash
-# The test tiers of `make test`: three pytest runs side by side, every test run once.
+# The test tiers of `make test`: four pytest runs side by side, every test run once.
 #
-#   the node's owner           -m "realengine or (e2e and (node_alone or node_owner))": starts
-#                              the local node (one cluster per machine: warmgate/devcluster/lock.py),
-#                              runs the e2e scenarios that need the node alone or its own
-#                              processes, then every test that runs the real vLLM CPU engine (a
-#                              CPU engine takes 3 to 4.5 GB: the engines stay in this one run and
-#                              never meet on the 24 GB machine).
-#   the node's guest           -m "e2e and not (realengine or node_alone or node_owner)": the other
-#                              scenarios, each in its own namespace, on the owner's cluster
-#                              (tests/support/node_share.py: a module marked node_alone waits until
-#                              no other scenario runs, and the others wait for it).
+#   the node's owner           -m "e2e and (node_alone or node_owner)": starts the local node (one
+#                              cluster per machine: warmgate/devcluster/lock.py) and runs the
+#                              e2e scenarios that need the node alone or its own processes.
+#   the node's guest           -m "e2e and not (node_alone or node_owner)": the other scenarios,
+#                              each in its own namespace, on the owner's cluster
+#                              (tests/support/node_share.py: a module marked node_alone waits
+#                              until no other scenario runs, and the others wait for it).
+#   the real engines           -m "realengine and not e2e": every test that runs the real vLLM CPU
+#                              engine and needs no node. A CPU engine takes 3 to 4.5 GB: these
+#                              modules and scenario l (the node's real engines) take the engines
+#                              lock, so the engines never meet on the 24 GB machine.
 #   the rest                   -m "not (e2e or realengine)": unit, runner and integration tiers
 #                              (CPU-bound, each integration module with its own control plane on
 #                              free loopback ports).
 #
 # The node's runs are mostly waiting (the kubelet, Jobs, rollouts, engine starts): side by side
-# their waiting overlaps, and the rest's compute fills it. The rest's output streams here; the
+# their waiting overlaps, and the rest's compute fills it (the real engines' run is named with
+# them: it holds the memory-heavy part). The rest's output streams here; the
 # node's runs write to logs printed whole when they end (live streams would interleave line by
 # line). WARMGATE_E2E_SHARED_NODE=0 runs the node's tests in one run, one after the other, as
 # before. Extra arguments go to every run. Exit status: 0 when every run passed.
@@ -39,8 +41,9 @@ if [ "${WARMGATE_E2E_SHARED_NODE:-1}" = 0 ]; then
   NODE_RUNS=("node-and-engines|$NODE_MARKS|")
 else
   NODE_RUNS=(
-    "node-owner-and-engines|realengine or (e2e and (node_alone or node_owner))|owner"
-    "node-guest|e2e and not (realengine or node_alone or node_owner)|guest"
+    "node-owner|e2e and (node_alone or node_owner)|owner"
+    "node-guest|e2e and not (node_alone or node_owner)|guest"
+    "node-engines|realengine and not e2e|engines"
   )
 fi
 SHARE="$(mktemp -d "${TMPDIR:-/tmp}/warmgate-node-share.XXXXXX")"

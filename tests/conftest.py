@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
-from support import tier_report
+from support import node_share, tier_report
 
 # Timing is never a verdict here (benchmarks measure speed); a loaded 2-core machine must not
 # turn a slow example into a failure.
@@ -22,3 +23,14 @@ settings.load_profile("ci" if os.environ.get("CI", "").lower() == "true" else "d
 def pytest_configure(config: pytest.Config) -> None:
     """Every run closes with a table of its tiers (tests/support/tier_report.py)."""
     tier_report.register(config)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _real_engines_alone(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A module that runs real vLLM engines holds the engines lock while it runs, when several
+    runs share the machine (tests/support/node_share.py)."""
+    if request.node.get_closest_marker("realengine") is None:
+        yield
+        return
+    with node_share.engines_lock():
+        yield

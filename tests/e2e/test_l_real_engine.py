@@ -16,18 +16,18 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from e2e_support import E2ECluster, Manifest, condition, is_true, wait_for
+from support import node_share
 
 from warmgate.devcluster import client, engine_image
 from warmgate.devcluster.images import Builder, Image
 
 # A cold image build (about 6.6 GB) and two engines on 2 shared cores take long.
-# node_owner: it imports its image into the owner's containerd, and in the owner's run it never
-# meets the real-engine tier's engines (tests/support/node_share.py).
+# node_owner: it imports its image into the owner's containerd (tests/support/node_share.py).
 pytestmark = [pytest.mark.timeout(3600), pytest.mark.node_owner]
 METHODS = {"ngram": "real-ngram", "eagle": "real-eagle"}
 K = 2
@@ -62,6 +62,13 @@ def real_sdd(name: str, ns: str, image: str, method: str) -> Manifest:
             "serving": {"replicas": 1, "resources": MEMORY},
         },
     }
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _engines_alone() -> Iterator[None]:
+    """The node's real engines never meet the real-engine run's (tests/support/node_share.py)."""
+    with node_share.engines_lock():
+        yield
 
 
 @pytest.fixture(scope="module")

@@ -27,6 +27,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.realengine)
+            # on the module too: its engines outlive each test (the engines lock, tests/conftest.py)
+            module = item.getparent(pytest.Module)
+            if module is not None and module.get_closest_marker("realengine") is None:
+                module.add_marker(pytest.mark.realengine)
             item.add_marker(pytest.mark.slow)
             # an engine starts in 35 s to 5 min on a loaded 2-core machine; a runner run with
             # the sweep takes minutes (pyproject's 300 s is for every other test)

@@ -1,15 +1,17 @@
 """One node, two pytest runs: the e2e scenarios that only need their own namespace run beside
 the others, and those that need the node alone wait for it (docs/testing.md, "The node shared").
 
-``make test`` (hack/run-tests.sh) starts two runs of the node's tests with ``WARMGATE_E2E_ROLE``:
+``make test`` (hack/run-tests.sh) starts three runs beside the rest with ``WARMGATE_E2E_ROLE``:
 
 - ``owner`` starts the cluster and installs the operator as a lone run does, writes where it is
   (``cluster.json`` in ``WARMGATE_E2E_SHARE``), runs the scenarios marked ``node_alone`` (they
   stop the kubelet, freeze the API server, restart or uninstall the operator, read every
-  object's metrics) or ``node_owner`` (they need the owner's processes or files), and the
-  real-engine tier; it stops the cluster only once the guest has ended;
+  object's metrics) or ``node_owner`` (they need the owner's processes or files); it stops the
+  cluster only once the guest has ended;
 - ``guest`` waits for ``cluster.json``, then runs every other scenario against that cluster
-  with kubectl.
+  with kubectl;
+- ``engines`` runs the real-engine tests, which need no node; they and scenario l take the
+  engines lock, so their real engines never meet in the machine's memory.
 
 Each scenario module holds the node lock for its whole run: shared by default, exclusive when
 it is marked ``node_alone``. A turnstile makes a waiting exclusive module block new shared ones,
@@ -34,7 +36,7 @@ from warmgate.devcluster.images import Image, ImageSet
 
 ROLE_ENV = "WARMGATE_E2E_ROLE"
 SHARE_ENV = "WARMGATE_E2E_SHARE"
-OWNER, GUEST = "owner", "guest"
+OWNER, GUEST, ENGINES = "owner", "guest", "engines"
 CLUSTER_FILE = "cluster.json"
 # How long the guest waits for the owner's cluster: the owner may still build images.
 CLUSTER_WAIT_S = 1800.0
@@ -43,8 +45,8 @@ CLUSTER_WAIT_S = 1800.0
 def role() -> str | None:
     """``owner``, ``guest`` or None (a lone run)."""
     value = os.environ.get(ROLE_ENV) or None
-    if value not in (None, OWNER, GUEST):
-        raise ValueError(f"{ROLE_ENV}={value!r}: expected {OWNER!r} or {GUEST!r}")
+    if value not in (None, OWNER, GUEST, ENGINES):
+        raise ValueError(f"{ROLE_ENV}={value!r}: expected {OWNER!r}, {GUEST!r} or {ENGINES!r}")
     return value
 
 
@@ -80,6 +82,18 @@ def node_lock(alone: bool) -> Iterator[None]:
             stack.enter_context(
                 _flock(folder / "node.lock", fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
             )
+        yield
+
+
+@contextlib.contextmanager
+def engines_lock() -> Iterator[None]:
+    """The machine's memory for real vLLM engines, held by a module that starts them (3 to 4.5
+    GB each): the real-engine run's modules and scenario l, whose engines run on the node, never
+    meet. A no-op in a lone run (one run never starts two such modules at once)."""
+    if role() is None:
+        yield
+        return
+    with _flock(share_dir() / "engines.lock", fcntl.LOCK_EX):
         yield
 
 

@@ -90,3 +90,25 @@ def test_the_guest_reads_the_owners_cluster(shared_node: Path) -> None:
 def test_a_guest_without_an_owner_gives_up_with_the_reason(shared_node: Path) -> None:
     with pytest.raises(TimeoutError, match="never started a cluster"):
         node_share.wait_for_cluster(timeout_s=0.2)
+
+
+def test_real_engines_never_meet(shared_node: Path) -> None:
+    log: list[tuple[str, float]] = []
+
+    def engines(name: str) -> threading.Thread:
+        def run() -> None:
+            with node_share.engines_lock():
+                log.append((f"{name} in", time.monotonic()))
+                time.sleep(0.3)
+                log.append((f"{name} out", time.monotonic()))
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        return thread
+
+    first = engines("tier")
+    time.sleep(0.05)
+    second = engines("scenario l")
+    for t in (first, second):
+        t.join()
+    assert _at(log, "scenario l in") >= _at(log, "tier out")
