@@ -94,7 +94,7 @@ unit: venv gitops-health ## Unit tests only (pure, fast; the GitOps health ones 
 integration: venv assets monitoring-tools gitops-health ## Integration tests against the real apiserver
 	$(PY) -m pytest tests -m integration
 
-e2e: venv assets vllm-engine ## End-to-end tests on the local single-node cluster (root, containerd, kubelet)
+e2e: venv assets gitops-health vllm-engine ## End-to-end tests on the local single-node cluster (root, containerd, kubelet)
 	$(PY) -m pytest tests -m e2e
 
 realengine: venv vllm-engine ## The real-engine tier: warmgate against a real vLLM CPU process
