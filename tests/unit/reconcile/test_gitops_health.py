@@ -11,6 +11,7 @@ otherwise, a new object included.
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from support.gitops_health import (
     read_files,
     statuses,
 )
+from support.paths import REPO_ROOT
 
 SERVED = [name for name in PHASES if name not in STORED]
 
@@ -122,3 +124,10 @@ def test_the_flux_entry_names_the_kind_and_the_two_expressions() -> None:
     (entry,) = yaml.safe_load(FLUX_EXPRS.read_text(encoding="utf-8"))
     assert (entry["apiVersion"], entry["kind"]) == ("warmgate.dev/v1alpha1", "SpecDecodeDeployment")
     assert set(entry) == {"apiVersion", "kind", "current", "failed"}
+
+
+def test_the_chart_readme_shows_the_shipped_flux_entry() -> None:
+    readme = (REPO_ROOT / "charts" / "warmgate" / "README.md").read_text(encoding="utf-8")
+    block = readme.split("```yaml\n  healthCheckExprs:\n", 1)[1].split("```", 1)[0]
+    shown = yaml.safe_load(textwrap.dedent(block))
+    assert shown == yaml.safe_load(FLUX_EXPRS.read_text(encoding="utf-8"))
