@@ -48,7 +48,7 @@ def stored(world: World) -> dict[str, Any]:
 
 def served(world: World) -> dict[str, Any]:
     """The object as the API server serves it: a status the operator has not written yet is
-    the CRD's default (tests/integration/test_gitops_health.py reads it from the server)."""
+    the CRD's default (tests/integration/test_api_gitops_health.py reads it from the server)."""
     obj, default = stored(world), open_api_schema()["properties"]["status"].get("default")
     if "status" not in obj and default is not None:
         obj["status"] = copy.deepcopy(default)
