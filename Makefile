@@ -8,6 +8,7 @@ STAMP := $(VENV)/.installed
 ASSETS_CMD := hack/provision-envtest.sh
 MONITORING_CMD := hack/provision-monitoring.sh
 VLLM_CMD := hack/provision-vllm.sh
+GITOPS_HEALTH_CMD := hack/provision-gitops-health.sh
 # Provisioning prints one line when a step starts and one with its time; the tools' own output
 # goes to a log under .cache/logs/ that the line names (hack/lib/steps.sh).
 STEP := STEPS_PREFIX=make; source hack/lib/steps.sh; step
@@ -19,7 +20,8 @@ PROVISION := $(MAKE) --no-print-directory -j$(JOBS)
 ASSET_PARTS := $(if $(KUBEBUILDER_ASSETS),,packages etcd kubectl kube helm)
 
 .PHONY: help run test venv assets packages etcd kubectl kube helm images monitoring-tools \
-	kube-state-metrics promtool vllm-engine engine-image lint unit integration e2e realengine bench crd clean
+	kube-state-metrics promtool gitops-health vllm-engine engine-image lint unit integration e2e \
+	realengine bench crd clean
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-19s %s\n", $$1, $$2}'
@@ -33,8 +35,8 @@ run: ## The main job on a local single-node cluster; KEEP=1 keeps it up until Ct
 	@$(PROVISION) $(RUN_PARTS)
 	@$(VENV)/bin/warmgate demo $(if $(KEEP),--keep)
 
-test: ## Everything: provision and lint side by side, then all tiers (two pytest runs at once)
-	@$(PROVISION) venv assets monitoring-tools vllm-engine engine-image lint
+test: ## Everything: provision and lint side by side, then all tiers (four pytest runs at once)
+	@$(PROVISION) venv assets monitoring-tools gitops-health vllm-engine engine-image lint
 	@PY=$(PY) bash hack/run-tests.sh
 
 $(STAMP): pyproject.toml
@@ -74,6 +76,9 @@ kube-state-metrics: ## kube-state-metrics from its Go module
 promtool: ## promtool and prometheus from the Prometheus Go module (one build)
 	@bash $(MONITORING_CMD) promtool >/dev/null
 
+gitops-health: ## warmgate-health: kstatus, Flux's CEL health and Argo CD's Lua health, one go build
+	@bash $(GITOPS_HEALTH_CMD) >/dev/null
+
 vllm-engine: ## The pinned vLLM CPU engine of the real-engine tier, in its own venv (.cache/vllm)
 	@bash $(VLLM_CMD) install >/dev/null
 
@@ -87,13 +92,13 @@ lint: venv ## ruff lint + format check, mypy --strict, import contracts
 	$(VENV)/bin/mypy --strict warmgate
 	$(VENV)/bin/lint-imports
 
-unit: venv ## Unit tests only (pure, fast)
+unit: venv gitops-health ## Unit tests only (pure, fast; the GitOps health ones run warmgate-health)
 	$(PY) -m pytest tests -m "not integration and not e2e and not realengine"
 
-integration: venv assets monitoring-tools ## Integration tests against the real apiserver
+integration: venv assets monitoring-tools gitops-health ## Integration tests against the real apiserver
 	$(PY) -m pytest tests -m integration
 
-e2e: venv assets vllm-engine ## End-to-end tests on the local single-node cluster (root, containerd, kubelet)
+e2e: venv assets gitops-health vllm-engine ## End-to-end tests on the local single-node cluster (root, containerd, kubelet)
 	$(PY) -m pytest tests -m e2e
 
 realengine: venv vllm-engine ## The real-engine tier: warmgate against a real vLLM CPU process

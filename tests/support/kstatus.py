@@ -1,30 +1,24 @@
-"""kstatus' verdict on an object, as Flux, Argo CD and kpt compute it (for assertions).
+"""kstatus' verdict on an object, from the library itself (for assertions).
 
-The generic rules of sigs.k8s.io/cli-utils pkg/kstatus/status (generic.go,
-checkGenericProperties; status.go, Compute), which apply to any custom resource without
-type-specific rules: a deletion timestamp is Terminating; status.observedGeneration behind
-metadata.generation is InProgress; a Reconciling condition that is True is InProgress; a
-Stalled condition that is True is Failed; anything else is Current.
+kstatus is sigs.k8s.io/cli-utils `pkg/kstatus/status.Compute` (kpt, and Flux for kinds without
+health expressions), run by `warmgate-health` (tests/support/gitops_health.py; built by `make
+gitops-health`). This used to be a Python copy of its generic rules; issue 39 replaced it with
+the library, which also reads a status-less custom resource Current ("Resource is current").
 """
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from typing import Any
+
+from support.gitops_health import read
 
 
 def kstatus(obj: dict[str, Any]) -> str:
-    """InProgress, Failed, Current or Terminating."""
-    meta, status = obj.get("metadata") or {}, obj.get("status") or {}
-    if meta.get("deletionTimestamp"):
-        return "Terminating"
-    generation = meta.get("generation", -1)
-    if status.get("observedGeneration", generation) != generation:
-        return "InProgress"
-    for condition in status.get("conditions") or []:
-        if condition.get("status") != "True":
-            continue
-        if condition.get("type") == "Reconciling":
-            return "InProgress"
-        if condition.get("type") == "Stalled":
-            return "Failed"
-    return "Current"
+    """InProgress, Failed, Current or Terminating (the library's status names)."""
+    with tempfile.TemporaryDirectory(prefix="kstatus-") as folder:
+        reading = read(obj, Path(folder))["kstatus"]
+    if "error" in reading:
+        raise AssertionError(f"kstatus could not read the object: {reading['error']}")
+    return str(reading["status"])

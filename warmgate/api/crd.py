@@ -113,6 +113,15 @@ def _flatten_optional(node: Schema) -> Schema:
     return {**merged, "anyOf": rest}
 
 
+# What the API server serves as the status of an object the operator has not written yet
+# (structural defaulting applies on every read: the status subresource drops a status sent
+# with the create). Generation 1 against observedGeneration 0 reads InProgress to kstatus's
+# generic rules ("generation is 1, but latest observed generation is 0") and to Flux's
+# health-check evaluator, where an object without status read Current to kstatus until the
+# operator's first status write (issue 39; docs/operator.md, "GitOps health").
+NEW_STATUS: Schema = {"observedGeneration": 0}
+
+
 def _strip_defaults(node: Any) -> Any:
     """Status is written by the operator; defaulting it in the apiserver would only add noise."""
     if isinstance(node, dict):
@@ -148,7 +157,10 @@ def open_api_schema() -> Schema:
         "properties": {
             **_meta_schema(),
             "spec": model_schema(SpecDecodeDeploymentSpec),
-            "status": _strip_defaults(model_schema(SpecDecodeDeploymentStatus)),
+            "status": {
+                **_strip_defaults(model_schema(SpecDecodeDeploymentStatus)),
+                "default": NEW_STATUS,
+            },
         },
     }
 

@@ -11,10 +11,11 @@ leaves the cluster up for them until Ctrl-C).
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -55,6 +56,8 @@ compiles every planned graph (minutes to hours), the runner checks the engine's 
 same way, and only then does serving roll out.
 """
 FINAL = ("Ready", "Failed")
+# An example deleted while the demo watches it (by the user, from another terminal).
+DELETED = "(deleted)"
 # The real engine's warmup and serving start (each `vllm serve` compiles its graphs on the CPU).
 REAL_ENGINE_S = 1500.0
 NO_STATUS = "(no status)"
@@ -86,7 +89,7 @@ def run(namespace: str, timeout: float = 420.0, keep: bool = False) -> int:
         for name, why in LEFT_OUT.items():
             print(f"   (left out {name}: {why})")
         began = time.monotonic()
-        phases, final_at = _watch(cluster, namespace, names, timeout)
+        phases, final_at = follow(cluster, namespace, names, timeout)
         print("\n" + cluster.kubectl("get", "sdd", "-n", namespace, "-o", "wide").stdout)
         print(cluster.kubectl("get", "jobs,pods", "-n", namespace).stdout)
         _report(cluster, namespace, phases, final_at, time.monotonic() - began)
@@ -151,31 +154,60 @@ def _apply(cluster: DevCluster, file: str, namespace: str, image: str) -> str:
     return str(doc["metadata"]["name"])
 
 
-def _watch(
-    cluster: DevCluster, namespace: str, names: list[str], timeout: float
+class Kubectl(Protocol):
+    """What the watch needs of a cluster: its kubectl (DevCluster, ControlPlane)."""
+
+    def kubectl(
+        self, *args: str, stdin: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]: ...
+
+
+def follow(
+    cluster: Kubectl, namespace: str, names: list[str], timeout: float
 ) -> tuple[dict[str, str], dict[str, float]]:
-    """Print `t  name: old -> new (message)` for every phase change until all are final;
-    return the last phases and when each became final."""
+    """Print `t  name: old -> new (message)` for every phase change of the examples the demo
+    applied (``names``) until all are final; return their last phases and when each became
+    final. Objects the demo did not apply (the user's own, from another terminal while the
+    demo watches) are named once and not followed; an example deleted meanwhile is reported
+    and no longer waited for. Nothing in the namespace ends the watch but its examples."""
     began, seen = time.monotonic(), dict.fromkeys(names, NO_STATUS)
     final_at: dict[str, float] = {}
+    others: set[str] = set()
     print("\n== phases as the operator writes them (kubectl get sdd, polled every second):")
     print("\n".join(paragraph(LEGEND)))
     while time.monotonic() - began < timeout:
         items = json.loads(cluster.kubectl("get", "sdd", "-n", namespace, "-o", "json").stdout)
+        at, listed = time.monotonic() - began, set()
         for obj in items["items"]:
             name, status = obj["metadata"]["name"], obj.get("status") or {}
-            phase, at = status.get("phase", NO_STATUS), time.monotonic() - began
-            if phase != seen.get(name):
+            listed.add(name)
+            if name not in seen:
+                if name not in others:
+                    others.add(name)
+                    print(_other(at, name, namespace), flush=True)
+                continue
+            phase = status.get("phase", NO_STATUS)
+            if phase != seen[name]:
                 print(_transition(at, name, seen[name], phase, phase_message(status)), flush=True)
                 seen[name] = phase
                 if phase in FINAL:
                     final_at[name] = at
-        if all(p in FINAL for p in seen.values()):
+        for name in seen.keys() - listed:
+            if seen[name] != DELETED:
+                print(_transition(at, name, seen[name], DELETED, ""), flush=True)
+                seen[name] = DELETED
+        if all(p in FINAL or p == DELETED for p in seen.values()):
             break
         time.sleep(1)
     else:
         print(f"   timed out after {timeout:.0f} s", file=sys.stderr)
     return seen, final_at
+
+
+def _other(at: float, name: str, namespace: str) -> str:
+    """One line for an object the demo did not apply: named, not followed."""
+    line = f"   {at:6.1f} s  {name}: not one of the demo's examples, not followed here"
+    return f"{line}\n{' ' * 14}(kubectl get sdd {name} -n {namespace} -w)"
 
 
 def _transition(at: float, name: str, old: str, new: str, message: str) -> str:
@@ -196,7 +228,8 @@ def _report(
     items = json.loads(cluster.kubectl("get", "sdd", "-n", namespace, "-o", "json").stdout)
     print("\n".join(headline(phases, seconds)))
     for obj in items["items"]:
-        print("\n".join(example_summary(obj, final_at.get(obj["metadata"]["name"]))))
+        if obj["metadata"]["name"] in phases:  # the examples only, not the user's own objects
+            print("\n".join(example_summary(obj, final_at.get(obj["metadata"]["name"]))))
 
 
 def _watch_command(cluster: DevCluster, namespace: str) -> list[str]:

@@ -98,9 +98,13 @@ def test_names_subresources_and_columns() -> None:
     assert columns["Ready"]["jsonPath"] == '.status.conditions[?(@.type=="Ready")].status'
 
 
-def test_status_has_no_defaults_and_conditions_are_a_map_keyed_by_type() -> None:
+def test_status_defaults_only_to_generation_0_and_conditions_are_a_map_keyed_by_type() -> None:
+    """The one default: a status the operator has not written reads observedGeneration 0, so
+    kstatus and Flux read a new object InProgress (issue 39); no field inside is defaulted."""
     status = open_api_schema()["properties"]["status"]
-    assert "default:" not in yaml.safe_dump(status)
+    assert status["default"] == {"observedGeneration": 0}
+    inside = {k: v for k, v in status.items() if k != "default"}
+    assert "default:" not in yaml.safe_dump(inside)
     conditions = status["properties"]["conditions"]
     assert conditions["x-kubernetes-list-type"] == "map"
     assert conditions["x-kubernetes-list-map-keys"] == ["type"]

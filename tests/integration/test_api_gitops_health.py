@@ -1,0 +1,70 @@
+"""A new SpecDecodeDeployment as the real API server serves it, read by the GitOps readers.
+
+Issue 39 item 2: an object applied a moment ago, without a status until the operator's first
+status write, read Current to kstatus (sigs.k8s.io/cli-utils `status.Compute`: its generic
+rules find nothing to wait for). The CRD's one status default, `{observedGeneration: 0}`, is
+applied by the API server on every read (GET, LIST and WATCH: what Flux's poller and Argo
+CD's cache read); generation 1 against 0 is InProgress to kstatus's own generation rule. No
+operator runs here: the object stays as applied.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client, watch
+from support.examples import example_doc
+from support.gitops_health import MEANING, read, statuses
+
+from warmgate.controlplane import ControlPlane
+
+pytestmark = pytest.mark.integration
+
+GROUP, VERSION, PLURAL = "warmgate.dev", "v1alpha1", "specdecodedeployments"
+
+
+def test_a_new_object_is_served_with_observed_generation_0_and_reads_in_progress(
+    warmgate_crd: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    cp = warmgate_crd
+    doc = example_doc("minimal-ngram")
+    doc["metadata"]["namespace"] = namespace
+    doc["status"] = {"observedGeneration": 1, "phase": "Ready"}  # dropped: the status subresource
+    name = doc["metadata"]["name"]
+    cp.kubectl("apply", "-f", "-", stdin=json.dumps(doc))
+    got = _get(cp, namespace, name)
+    assert got["metadata"]["generation"] == 1
+    assert got["status"] == {"observedGeneration": 0}
+    reading = read(got, tmp_path)
+    assert reading["kstatus"]["message"] == (
+        "SpecDecodeDeployment generation is 1, but latest observed generation is 0"
+    )
+    assert statuses(reading) == MEANING["InProgress"]
+
+    api = client.CustomObjectsApi(cp.api_client())
+    listed = api.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)
+    assert [item["status"] for item in listed["items"]] == [{"observedGeneration": 0}]
+    events = watch.Watch().stream(
+        api.list_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, timeout_seconds=2
+    )
+    assert [(e["type"], e["object"]["status"]) for e in events] == [
+        ("ADDED", {"observedGeneration": 0})
+    ]
+
+    # The operator's first write replaces it (here written by the test: no operator runs).
+    written = {"observedGeneration": 1, "phase": "Pending"}
+    patch = json.dumps({"status": written})
+    cp.kubectl(
+        "patch", "sdd", name, "-n", namespace, "--subresource=status", "--type=merge", "-p", patch
+    )
+    assert _get(cp, namespace, name)["status"] == written
+
+
+def _get(cp: ControlPlane, namespace: str, name: str) -> dict[str, Any]:
+    got: dict[str, Any] = json.loads(
+        cp.kubectl("get", "sdd", name, "-n", namespace, "-o", "json").stdout
+    )
+    return got
