@@ -146,7 +146,7 @@ def test_report_is_versioned_and_written_whole(tmp_path: Path) -> None:
     rec = record(1)
     path = write_report(build_report(rec), tmp_path / "reports", "config-a")
     doc = json.loads(path.read_text())
-    assert (doc["report_version"], doc["outcome"], doc["exit_code"]) == (6, "unwarmed_shapes", 3)
+    assert (doc["report_version"], doc["outcome"], doc["exit_code"]) == (7, "unwarmed_shapes", 3)
     assert doc["digest_algorithm"] == "sha256-canonical-json-v1"
     assert [p.name for p in (tmp_path / "reports").iterdir()] == ["config-a.json"]
 

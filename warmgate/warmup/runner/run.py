@@ -312,8 +312,11 @@ class Runner:
         drafted = drafter.hook != "off" or self.plan.drafter_sweep is not None
         if self.record.outcome is Outcome.VERIFIED and drafted:
             if self.plan.drafter_hook.required and not drafter.verified:
+                # Fail closed (issue 33): the target verified, the drafter without evidence.
                 self.record.outcome = Outcome.DRAFTER_UNVERIFIED
-            self.record.reason = f"{self.record.reason}; {drafter.line()}"
+                self.record.reason = f"{drafter.line()}; target: {self.record.reason}"
+            else:
+                self.record.reason = f"{self.record.reason}; {drafter.line()}"
         if self.record.outcome is Outcome.VERIFIED:
             self._publish()
 
