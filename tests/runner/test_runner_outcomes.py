@@ -39,7 +39,7 @@ def test_verified_run_publishes_cache_and_reports(tmp_path: Path) -> None:
     result = run_runner(tmp_path, make_plan(tmp_path, k=1))
     _assert_outcome(result, Outcome.VERIFIED)
     report = result.report()
-    assert report["report_version"] == 6
+    assert report["report_version"] == 7
     assert {n: c["match"] for n, c in report["buckets"].items()} == {
         "decode": True,
         "prompt": True,
