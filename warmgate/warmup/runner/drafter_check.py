@@ -46,9 +46,9 @@ NOT_NAMED = "the drafter's forwards were not named"
 # hook saw it run or compile during the sweep, or run during the engine's own warmup. Another
 # source (e.g. a direct drafter warmup in the engine) adds its graphs with ``add_evidence``.
 SWEEP = "sweep"
-# The causes whose detail is the hook's own reason (the others say it all).
-SAID_BY_HOOK = ("hook-not-attached", "metric-unreadable", "proposer-not-found")
 ENGINE_WARMUP = "engine-warmup"
+# The causes whose ``detail`` is the hook's own reason (the others say it all).
+SAID_BY_HOOK = ("hook-not-attached", "metric-unreadable", "proposer-not-found")
 
 
 @dataclass
@@ -214,10 +214,7 @@ class DrafterCheck:
             gaps=len(self.known_gaps),
             unverified=self.unverified,
             cause=self.cause,
-            # the hook's own reason, where the cause does not say it all
-            detail=self.reason
-            if self.cause not in ("", "plugin-not-loaded", "shapes-missing")
-            else "",
+            detail=self.reason if self.cause in SAID_BY_HOOK else "",
         )
 
 
