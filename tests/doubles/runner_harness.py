@@ -108,10 +108,18 @@ DRAFTER_CONFIG = {"max_num_seqs": 8, "max_model_len": 4096, "max_num_batched_tok
 
 
 def make_drafter_plan(
-    tmp: Path, *, method: str = "eagle3", k: int = 3, hook: bool = True, **top: Any
+    tmp: Path,
+    *,
+    method: str = "eagle3",
+    k: int = 3,
+    hook: bool = True,
+    verification: str = "Required",
+    **top: Any,
 ) -> dict[str, Any]:
     """A plan for a draft-model method as the operator builds it: the drafter sweep of the
-    plan, the compile hook, and a probe that replays the sweep's steps after its own."""
+    plan, the compile hook (required by spec.warmup.drafter.verification Required, the
+    default; BestEffort accepts missing graphs instead), and a probe that replays the sweep's
+    steps after its own."""
     config = EngineShapeConfig(**DRAFTER_CONFIG, num_gpu_blocks=8192, num_speculative_tokens=k)
     plan = plan_buckets(config)
     expected = _digests(plan)
@@ -123,7 +131,9 @@ def make_drafter_plan(
     sweep = plan_sweep(plan, prove_drafter(plan, method), budget_s=1800).to_dict()  # type: ignore[arg-type]
     if sweep["steps"]:
         doc["drafter_sweep"] = sweep
-    doc["drafter_hook"] = {"enabled": hook}
+    doc["drafter_hook"] = {"enabled": hook, "required": hook and verification == "Required"}
+    if verification == "BestEffort":
+        doc["drafter_hook"]["accept_missing"] = True
     replays = [s.to_json() for s in sweep_replay_steps(read_sweep(sweep))]
     steps = [*DEFAULT_STEPS[:2], *replays]
     doc["probe"]["steps"] = steps

@@ -35,6 +35,10 @@ Faults are injected with STANDIN_FAULTS, a comma list of:
   drop_drafter_graph=P/B/Q/N  the drafter never runs graph (P, B, Q, N), e.g. decode/32/1/168:
                         an engine whose call sequence differs from the planner's model
   metric_unreadable     Habana's graph_compilation stats() raises (a changed metrics API)
+  no_general_plugins    load no vllm.general_plugins entry point (a vLLM that does not load the
+                        runner's compile hook): the drafter still runs, nothing reports it
+  proposer_renamed      vllm_gaudi's eagle proposer is HpuEagleProposerV2, its method
+                        propose_draft (a vllm-gaudi whose drafter code moved)
   skip_requests=N       answer the first N completions at once without scheduling them (a
                         burst that never reached the scheduler together)
 STANDIN_RECORD=<path> writes the argv and the runner-owned env variables there as JSON.
@@ -767,7 +771,8 @@ def fake_modules(engine: Engine, runtime: HpuRuntime) -> dict[str, ModuleType]:
             self.scheduled: list[tuple[Graph, list[Graph]]] = []
             if drafts:  # hpu_model_runner.py 1449-1450: imported only for eagle-type methods
                 eagle = importlib.import_module("vllm_gaudi.v1.spec_decode.hpu_eagle")
-                self.drafter = eagle.HpuEagleProposer()
+                proposer = getattr(eagle, "HpuEagleProposer", None) or eagle.HpuEagleProposerV2
+                self.drafter = proposer()
 
         def warmup_model(
             self, prompt: list[Graph], decode: list[Graph], drafts: list[list[Graph]]
@@ -775,7 +780,11 @@ def fake_modules(engine: Engine, runtime: HpuRuntime) -> dict[str, ModuleType]:
             for g in prompt + decode:
                 runtime.run("target", g)
             for calls in drafts if self.drafter else []:
-                self.drafter.propose(calls)
+                self._propose(calls)
+
+        def _propose(self, calls: list[Graph]) -> None:
+            propose = getattr(self.drafter, "propose", None) or self.drafter.propose_draft  # type: ignore[union-attr]
+            propose(calls)
 
         def execute_model(self, scheduled: list[tuple[Graph, list[Graph]]]) -> None:
             self.scheduled = scheduled  # like the real one: it only stores the step
@@ -788,12 +797,19 @@ def fake_modules(engine: Engine, runtime: HpuRuntime) -> dict[str, ModuleType]:
                         lambda p, text=text: p.log("WARNING", "hpu_model_runner.py:3588", text)
                     )
                 if calls and self.drafter is not None:
-                    self.drafter.propose(calls)
+                    self._propose(calls)
 
     metrics = mods["habana_frameworks.torch.hpu.metrics"]
     metrics.metric_localcontext = LocalContext  # type: ignore[attr-defined]
     mods["habana_frameworks.torch.hpu"].synchronize = lambda: None  # type: ignore[attr-defined]
-    mods["vllm_gaudi.v1.spec_decode.hpu_eagle"].HpuEagleProposer = HpuEagleProposer  # type: ignore[attr-defined]
+    eagle_module = mods["vllm_gaudi.v1.spec_decode.hpu_eagle"]
+    if "proposer_renamed" in faults():  # the drafter's code moved: a hook finds no target
+        HpuEagleProposer.__name__ = "HpuEagleProposerV2"
+        HpuEagleProposer.propose_draft = HpuEagleProposer.propose  # type: ignore[attr-defined]
+        del HpuEagleProposer.propose
+        eagle_module.HpuEagleProposerV2 = HpuEagleProposer  # type: ignore[attr-defined]
+    else:
+        eagle_module.HpuEagleProposer = HpuEagleProposer  # type: ignore[attr-defined]
     if "hook_targets_moved" not in faults():  # an engine whose code moved: nothing to patch
         HPUModelRunner.sample_tokens = HPUModelRunner._sample  # type: ignore[attr-defined]
     mods["vllm_gaudi.v1.worker.hpu_model_runner"].HPUModelRunner = HPUModelRunner  # type: ignore[attr-defined]
@@ -823,6 +839,8 @@ class FakeModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 def load_general_plugins(engine: Engine) -> None:
     """vllm/plugins/__init__.py load_general_plugins: every entry point of the group found
     (VLLM_PLUGINS allow-list honoured), each called once; a failing plugin is logged."""
+    if "no_general_plugins" in faults():  # a vLLM whose plugin loading changed
+        return
     allowed = os.environ.get("VLLM_PLUGINS")
     names = None if allowed is None else allowed.split(",")
     for plugin in importlib.metadata.entry_points(group="vllm.general_plugins"):

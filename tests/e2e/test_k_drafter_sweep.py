@@ -5,6 +5,10 @@ stand-in engine image (a test double), which loads the runner's compile hook thr
 general-plugin entry point exactly as the real engine would; the stand-in's drafter compiles
 its graphs on a fake HPU that only the hook reports. The runner drives the sweep, replays it in
 the probe, and the operator records what the hook saw.
+
+Fail closed (issue 33): a second eagle3 SDD whose engine loads no general plugin (the stand-in's
+fault ``no_general_plugins``: the hook is missing) is Warmed=False with reason DrafterUnverified,
+naming the cause and the planned shapes without evidence, and nothing serves it.
 """
 
 from __future__ import annotations
@@ -18,15 +22,29 @@ from e2e_support import E2ECluster, condition, is_true, sdd, wait_for
 NAME = "drafter"
 
 
-@pytest.fixture(scope="module")
-def warmed(e2e: E2ECluster, namespace: str) -> dict[str, Any]:
-    e2e.apply(sdd(NAME, namespace, e2e.images.engine.ref, k=2, method="eagle3"))
+BLIND = "drafter-blind"
 
+
+@pytest.fixture(scope="module")
+def applied(e2e: E2ECluster, namespace: str) -> None:
+    """Both SDDs at once: their Jobs run side by side."""
+    e2e.apply(sdd(NAME, namespace, e2e.images.engine.ref, k=2, method="eagle3"))
+    blind = sdd(BLIND, namespace, e2e.images.engine.ref, k=2, method="eagle3")
+    blind["spec"]["engine"]["env"] = [{"name": "STANDIN_FAULTS", "value": "no_general_plugins"}]
+    e2e.apply(blind)
+
+
+def settled(e2e: E2ECluster, namespace: str, name: str) -> dict[str, Any]:
     def done() -> dict[str, Any] | None:
-        obj = e2e.get("sdd", "-n", namespace, NAME)
+        obj = e2e.get("sdd", "-n", namespace, name)
         return obj if is_true(obj, "Warmed") or is_true(obj, "Stalled") else None
 
-    return dict(wait_for("Warmed=True", done, 420))
+    return dict(wait_for(f"{name}: Warmed=True or Stalled", done, 420))
+
+
+@pytest.fixture(scope="module")
+def warmed(e2e: E2ECluster, namespace: str, applied: None) -> dict[str, Any]:
+    return settled(e2e, namespace, NAME)
 
 
 def test_the_plan_status_shows_target_and_drafter(warmed: dict[str, Any]) -> None:
@@ -76,6 +94,40 @@ def test_the_job_drove_the_sweep_and_the_hook_verified_it(
     # The runner plan's ConfigMap is named like the Job that mounts it (resources.md).
     plan_map = e2e.get("configmap", "-n", namespace, status["jobName"])
     runner_plan = json.loads(plan_map["data"]["plan.json"])
-    assert runner_plan["drafter_hook"] == {"enabled": True, "required": False}
+    assert runner_plan["drafter_hook"] == {"enabled": True, "required": True}
     assert runner_plan["buckets"]["known_unwarmable"] == [["prompt", 1, 2048, 1]]
     assert len(runner_plan["drafter_sweep"]["steps"]) > 0
+
+
+def test_a_missing_hook_leaves_the_warmup_not_verified(
+    e2e: E2ECluster, namespace: str, applied: None
+) -> None:
+    """Issue 33: the engine loaded no compile hook, so no planned drafter shape has evidence:
+    the runner ends drafter_unverified (exit 11, the Job fails at once) and the operator writes
+    Warmed=False, DrafterUnverified, with the cause and the count; no Deployment serves it."""
+    obj = settled(e2e, namespace, BLIND)
+    warmed_condition = condition(obj, "Warmed")
+    assert (warmed_condition["status"], warmed_condition["reason"]) == (
+        "False",
+        "DrafterUnverified",
+    ), warmed_condition
+    planned = obj["status"]["plan"]["drafterSwept"]
+    assert planned > 0
+    assert (
+        "drafter not verified: the engine loaded no compile hook (vLLM did not load the plugin)"
+        f": {planned} of {planned} planned drafter shapes without evidence"
+    ) in warmed_condition["message"]
+    (job,) = e2e.items("jobs", namespace, BLIND)
+    assert is_true(job, "Failed"), job["status"]
+    pods = e2e.get(
+        "pods", "-n", namespace, "-l", f"batch.kubernetes.io/job-name={job['metadata']['name']}"
+    )
+    (pod,) = pods["items"]  # exit 11 is permanent: no retry
+    (runner,) = [s for s in pod["status"]["containerStatuses"] if s["name"] == "warmup"]
+    summary = json.loads(runner["state"]["terminated"]["message"])
+    assert (summary["outcome"], runner["state"]["terminated"]["exitCode"]) == (
+        "drafter_unverified",
+        11,
+    )
+    assert summary["drafter"]["cause"] == "plugin-not-loaded"
+    assert e2e.items("deployments", namespace, BLIND) == []

@@ -16,7 +16,7 @@ from warmgate.reconcile.warmup_state import JOB_TRACKING_FINALIZER
 
 NOW = "2026-11-29T12:00:00Z"
 LATER = "2026-11-29T12:07:30Z"
-RUNNER_CODES = {"verified": 0, "unwarmed_shapes": 3}
+RUNNER_CODES = {"verified": 0, "unwarmed_shapes": 3, "drafter_unverified": 11}
 
 
 def runner_summary(outcome: str, key: str, **extra: Any) -> dict[str, Any]:

@@ -66,7 +66,7 @@ from warmgate.api.vllm_spec import (
     SpeculativeSpec,
     WeightsVolume,
 )
-from warmgate.api.workload import RecipeCache, ServingSpec, WarmupSpec
+from warmgate.api.workload import DrafterWarmup, RecipeCache, ServingSpec, WarmupSpec
 
 __all__ = [
     "API_VERSION",
@@ -86,6 +86,7 @@ __all__ = [
     "CoveragePolicy",
     "DecodeRanges",
     "DraftModel",
+    "DrafterWarmup",
     "EngineSpec",
     "EnvVar",
     "Manifest",

@@ -85,6 +85,10 @@ class Reason:
     # A CPU build of vLLM ran the plan (spec.engine.acceptCPUEngine): Warmed, no Gaudi graph checked
     CPU_ENGINE: Final = "CPUEngine"
     WARMUP_FAILED: Final = "WarmupFailed"
+    # Planned drafter shapes without evidence (hook not loaded or attached, proposer not found,
+    # metric unreadable, drafter graphs not modelled) under spec.warmup.drafter.verification
+    # Required: Warmed=False.
+    DRAFTER_UNVERIFIED: Final = "DrafterUnverified"
     # The warmup children cannot be built for this plan (e.g. plan files over 1 MiB).
     BUILD_FAILED: Final = "BuildFailed"
     # Why a warmup Pod is Pending, as Kubernetes says it (scheduler, kubelet, Job controller).

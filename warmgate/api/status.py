@@ -222,6 +222,16 @@ class WarmupSummary(StatusModel):
             "false when it could not attach."
         ),
     )
+    drafter_unverified: int | None = Field(
+        default=None,
+        ge=0,
+        description=(
+            "Planned drafter shapes Warmed=True stands without evidence for: accepted by "
+            "spec.warmup.drafter.verification BestEffort (or, for shapes never reached, "
+            "spec.buckets.coverage.complete false), or not checked on a CPU engine; the Warmed "
+            "message says why. Absent or 0: every planned drafter shape was verified."
+        ),
+    )
     engine_kind: Literal["gaudi", "cpu"] | None = Field(
         default=None,
         description=(

@@ -79,6 +79,27 @@ class RecipeCache(ApiModel):
     )
 
 
+DrafterVerification = Literal["Required", "BestEffort"]
+
+
+class DrafterWarmup(ApiModel):
+    """What the warmup must prove about the draft model's graphs (eagle, eagle3, mtp)."""
+
+    verification: DrafterVerification = Field(
+        default="Required",
+        description=(
+            "Required: Warmed=True only with evidence for every planned drafter shape (warmed "
+            "in the warmup, as the engine's compile hook saw, and none compiled in the probe); "
+            "a hook the engine did not load, a proposer class or method not found, an "
+            "unreadable compile metric, a shape never reached, or drafter graphs the planner "
+            "cannot model leave Warmed=False with reason DrafterUnverified. BestEffort: the "
+            "warmup may pass without that evidence; Warmed=True then says what was not "
+            "verified and status.warmup.drafterUnverified counts the shapes. ngram (no draft "
+            "model) is unaffected."
+        ),
+    )
+
+
 class WarmupSpec(ApiModel):
     """The warmup Job: compiles every planned bucket once and fills the recipe cache."""
 
@@ -114,6 +135,10 @@ class WarmupSpec(ApiModel):
             "After warmup, replay a short synthetic load over the planned shapes and fail if "
             "the engine logs a shape that was not warmed up."
         ),
+    )
+    drafter: DrafterWarmup = Field(
+        default_factory=DrafterWarmup,
+        description="The draft model's graphs: how strictly the warmup must verify them.",
     )
 
 

@@ -75,7 +75,13 @@ def recorded_verdict(sdd: SpecDecodeDeployment, key: str, claim_uid: str | None)
     """The status records a verified warmup of ``key`` on this claim: nothing to read."""
     old = sdd.status or SpecDecodeDeploymentStatus()
     warmed = get_condition(old.conditions, WARMED)
-    return remembered(warmed, old.warmup, key, claim_uid) is not None
+    required = drafter_required(sdd)
+    return remembered(warmed, old.warmup, key, claim_uid, drafter_required=required) is not None
+
+
+def drafter_required(sdd: SpecDecodeDeployment) -> bool:
+    """spec.warmup.drafter.verification is Required: no Warmed without drafter evidence."""
+    return sdd.spec.warmup.drafter.verification == "Required"
 
 
 def claim_uid(sdd: SpecDecodeDeployment, seen: Observed) -> str | None:
@@ -196,7 +202,8 @@ def _warmup(
         sdd.status or SpecDecodeDeploymentStatus(),
         to_run.cache_claim_uid,
     )
-    known = remembered(get_condition(old.conditions, WARMED), old.warmup, key, claim)
+    warmed = get_condition(old.conditions, WARMED)
+    known = remembered(warmed, old.warmup, key, claim, drafter_required=drafter_required(sdd))
     if known is not None:
         return known, ()
     taken = _taken_child(sdd, children, seen)
@@ -352,12 +359,20 @@ def _evaluate(
     limit = sdd.spec.warmup.pending_timeout_seconds
     old = sdd.status.warmup if sdd.status else None
     since = old.pending_since if old is not None and old.job_uid == uid_of(job) else None
-    accept_cpu = sdd.spec.engine.accept_cpu_engine
     warmed = get_condition(sdd.status.conditions if sdd.status else None, WARMED)
     stopped = None
     if warmed is not None and old is not None and old.job_uid == uid_of(job):
         stopped = (warmed.reason, warmed.message or "")
-    observed = WarmupSeen(seen.events_of(job), seen.at, limit, since, accept_cpu, stopped)
+    observed = WarmupSeen(
+        seen.events_of(job),
+        seen.at,
+        limit,
+        since,
+        accept_cpu=sdd.spec.engine.accept_cpu_engine,
+        stopped=stopped,
+        drafter_required=drafter_required(sdd),
+        holes_allowed=not sdd.spec.buckets.coverage.complete,
+    )
     return evaluate_warmup(job, found, key, observed), owned_pods(job, found)
 
 

@@ -20,6 +20,7 @@ from warmgate.buckets import (
     UncoveredShape,
 )
 from warmgate.buckets.cost import format_seconds
+from warmgate.buckets.engine.methods import DRAFT_MODEL_METHODS
 from warmgate.reconcile.model_size import ModelSize, model_size
 from warmgate.reconcile.proven_plan import (
     MAX_PLAN_BUCKETS,
@@ -93,12 +94,16 @@ class PlanningInputs:
     policy: PlanPolicy
     size: ModelSize
     timeout_s: int
+    # spec.warmup.drafter.verification is Required (the default): a draft model whose graphs
+    # cannot be verified is refused (issue 33).
+    drafter_required: bool = True
 
     @classmethod
     def of(cls, sdd: SpecDecodeDeployment) -> PlanningInputs:
         """The spec's inputs; ValueError (pydantic's ValidationError is one) when it has none."""
         timeout = sdd.spec.warmup.timeout_seconds
-        return cls(engine_of(sdd).shape, PlanPolicy.of(sdd), model_size(sdd), timeout)
+        required = sdd.spec.warmup.drafter.verification == "Required"
+        return cls(engine_of(sdd).shape, PlanPolicy.of(sdd), model_size(sdd), timeout, required)
 
     @property
     def digest(self) -> str:
@@ -109,6 +114,8 @@ class PlanningInputs:
             "size": asdict(self.size),
             "timeout": self.timeout_s,
         }
+        if not self.drafter_required:  # the inputs of Required specs keep their digest
+            doc["drafter"] = "BestEffort"
         text = json.dumps(doc, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()
 
@@ -132,7 +139,29 @@ def evaluate(sdd: SpecDecodeDeployment) -> PlanningResult:
         failed = Verdict("False", reason, one_line(exc))
         return PlanningResult(None, failed, waiting, stalled=True)
     result = _result(evaluation, size, *_coverage(evaluation))
-    return _in_time(result, size, inputs.timeout_s)
+    return _drafter_verifiable(_in_time(result, size, inputs.timeout_s), inputs)
+
+
+def _drafter_verifiable(result: PlanningResult, inputs: PlanningInputs) -> PlanningResult:
+    """Fail closed (issue 33): a draft model whose graphs the planner cannot model gets no
+    drafter sweep and no compile hook, so no warmup could verify any of its graphs. With
+    spec.warmup.drafter.verification Required such a plan is refused before any Gaudi time is
+    spent (Warmed=False DrafterUnverified, Stalled); BestEffort warms the target's plan."""
+    evaluation = result.evaluation
+    policy = inputs.policy
+    if not inputs.drafter_required or evaluation is None or result.refused is not None:
+        return result
+    drafts = policy.method in DRAFT_MODEL_METHODS and inputs.config.num_speculative_tokens > 0
+    if not drafts or evaluation.drafter.sweep_spec is not None:
+        return result
+    why = evaluation.drafter.error or f"{policy.method}: no drafter graphs were planned"
+    message = (
+        f"The drafter's graphs cannot be verified ({why}): no warmup can give evidence for any "
+        "of them, and spec.warmup.drafter.verification is Required, so none is started. Set it "
+        "to BestEffort to warm the target's plan and serve with the drafter's graphs unverified "
+        "(they compile at runtime), or change the configuration the message names"
+    )
+    return replace(result, refused=Verdict("False", Reason.DRAFTER_UNVERIFIED, message))
 
 
 def _too_large(plan: PlanSize, size: ModelSize) -> Verdict | None:

@@ -31,19 +31,40 @@ STOP_REASONS = frozenset(
     {Reason.PENDING_TIMEOUT, Reason.UNSCHEDULABLE, Reason.FAILED_CREATE, *STUCK_WAITING}
 )
 
+# What each drafter cause (summary.DRAFTER_CAUSES) means, for the Warmed message.
+CAUSES = {
+    "plugin-not-loaded": "the engine loaded no compile hook (vLLM did not load the plugin)",
+    "hook-not-attached": "the compile hook did not attach to vllm_gaudi's model runner",
+    "metric-unreadable": "Habana's graph_compilation metric could not be read",
+    "proposer-not-found": (
+        "the compile hook found no drafter proposer to attach to (class or method not found)"
+    ),
+    "shapes-missing": "planned shapes were never reached in the warmup",
+    "probe-compiles": "drafter graphs compiled during the probe",
+    "direct-warmup-failed": "the engine plugin's direct drafter warmup failed planned shapes",
+}
 
-def drafter_sentence(drafter: DrafterCounts) -> str:
-    """'; drafter: 77 of 77 planned graphs driven in the sweep, none compiled in the probe'."""
+
+def missing_evidence(drafter: DrafterCounts) -> str:
+    """'Habana's graph_compilation metric could not be read (RuntimeError: ...): 77 of 77
+    planned drafter shapes without evidence'."""
+    cause = CAUSES.get(drafter.cause, "the compile hook could not tell")
+    detail = f" ({drafter.detail})" if drafter.detail else ""
+    count = drafter.unverified if drafter.cause else drafter.expected
+    return f"{cause}{detail}: {count} of {drafter.expected} planned drafter shapes without evidence"
+
+
+def drafter_sentence(drafter: DrafterCounts, accepted_by: str = "") -> str:
+    """'; drafter: 77 of 77 planned graphs driven in the sweep, none compiled in the probe', or
+    what was not verified and which spec field accepted it (``accepted_by``)."""
     if drafter.hook == "off":
         return (
             f"; drafter: the sweep ran, {drafter.expected} planned graphs, not verified (no hook)"
         )
     if drafter.verified is not True:
-        return "; drafter not verified: the compile hook did not attach (see the report)"
+        return f"; drafter not verified, accepted by {accepted_by}: {missing_evidence(drafter)}"
     accepted = (
-        f" ({drafter.missing} never driven: accepted by spec.buckets.coverage.complete=false)"
-        if drafter.missing
-        else ""
+        f" ({drafter.missing} never driven: accepted by {accepted_by})" if drafter.missing else ""
     )
     return (
         f"; drafter: {drafter.driven} of {drafter.expected} planned graphs driven in the sweep"
@@ -177,6 +198,10 @@ class Observed:
     # The Warmed reason and message the status holds for this Job (its UID), the operator's
     # own words when it stopped it: a stopped Job's verdict is told with them.
     stopped: tuple[str, str] | None = None
+    # spec.warmup.drafter.verification Required: no Warmed without drafter evidence (issue 33)
+    drafter_required: bool = True
+    # spec.buckets.coverage.complete false: planned drafter shapes never reached are accepted
+    holes_allowed: bool = False
 
 
 def evaluate_warmup(
@@ -203,7 +228,7 @@ def evaluate_warmup(
     if complete:
         if not pods:
             return _lost(summary)
-        return _completed(summary, run, key, seen.accept_cpu)
+        return _completed(summary, run, key, seen)
     if failed is not None:
         return _failed(summary, run, failed)
     return _active(job, pods, summary, run, seen)
@@ -358,7 +383,9 @@ def _lost(summary: WarmupSummary) -> WarmupState:
 
 def _cpu_engine(summary: WarmupSummary, run: TerminationSummary, accepted: bool) -> WarmupState:
     """A CPU build of vLLM ran this plan: Warmed only when the spec accepts a CPU engine, and
-    then saying so (docs/runner.md, "A CPU engine"); never a Gaudi verification."""
+    then saying so (docs/runner.md, "A CPU engine"); never a Gaudi verification. acceptCPUEngine
+    is itself the explicit opt-out of every Gaudi graph's verification, the drafter's included:
+    the message and status.warmup.drafterUnverified count the planned drafter shapes."""
     vllm = run.engine.vllm if run.engine else None
     engine = f"vLLM {vllm}" if vllm else "vLLM"
     if not accepted:
@@ -371,21 +398,62 @@ def _cpu_engine(summary: WarmupSummary, run: TerminationSummary, accepted: bool)
         f"The engine was a CPU build ({engine}): it started, answered and served the probe; no "
         f"Gaudi graph was verified (Job {summary.job_name})"
     )
-    summary = summary.model_copy(update={"kv_blocks": None, "engine_kind": "cpu"})
+    update: dict[str, Any] = {"kv_blocks": None, "engine_kind": "cpu"}
+    if run.drafter is not None and run.drafter.expected:
+        message += (
+            f"; drafter: {run.drafter.expected} planned drafter shapes not verified "
+            "(spec.engine.acceptCPUEngine)"
+        )
+        update["drafter_unverified"] = run.drafter.expected
+    summary = summary.model_copy(update=update)
     return WarmupState(Verdict("True", Reason.CPU_ENGINE, message), summary, False, run)
 
 
+def _accepted_by(drafter: DrafterCounts, seen: Observed) -> str | None:
+    """The spec field that lets Warmed stand without the drafter's evidence, or None (Required:
+    fail closed). complete: false accepts planned shapes never reached (uncovered shapes,
+    issue 25), nothing else."""
+    if drafter.verified is True and not drafter.missing:
+        return ""
+    if not seen.drafter_required:
+        return "spec.warmup.drafter.verification=BestEffort"
+    # verified with shapes missing: the runner accepted them, and nothing else lacks evidence
+    if drafter.verified is True and seen.holes_allowed:
+        return "spec.buckets.coverage.complete=false"
+    return None
+
+
+def _unverified(
+    summary: WarmupSummary, run: TerminationSummary, drafter: DrafterCounts
+) -> WarmupState:
+    """A run whose drafter lacks evidence under verification Required: not Warmed (issue 33)."""
+    message = (
+        f"Job {summary.job_name}: drafter not verified: {missing_evidence(drafter)}; "
+        "spec.warmup.drafter.verification is Required (BestEffort would serve without it)"
+    )
+    if run.outcome == "verified":  # the runner let it pass: its summary is not the evidence
+        message += "; the runner's summary said verified"
+    summary = summary.model_copy(
+        update={"drafter_driven": drafter.driven, "drafter_verified": drafter.verified}
+    )
+    verdict = Verdict("False", Reason.DRAFTER_UNVERIFIED, message[:MESSAGE_LIMIT])
+    return WarmupState(verdict, summary, True, run)
+
+
 def _completed(
-    summary: WarmupSummary, run: TerminationSummary | None, key: str, accept_cpu: bool = False
+    summary: WarmupSummary, run: TerminationSummary | None, key: str, seen: Observed
 ) -> WarmupState:
     if run is not None and run.outcome == "cpu_engine" and run.key == key:
-        return _cpu_engine(summary, run, accept_cpu)
+        return _cpu_engine(summary, run, seen.accept_cpu)
     if run is None or run.outcome != "verified" or run.key != key:
         found = "no runner summary" if run is None else f"outcome {run.outcome!r}, key {run.key}"
         message = (
             f"Job {summary.job_name} completed but the runner did not verify key {key}: {found}"
         )
         return WarmupState(Verdict("False", Reason.WARMUP_FAILED, message), summary, True, run)
+    accepted_by = _accepted_by(run.drafter, seen) if run.drafter is not None else ""
+    if run.drafter is not None and accepted_by is None:
+        return _unverified(summary, run, run.drafter)
     message = "The engine warmed every planned bucket and logged no unwarmed shape"
     if run.known_gaps:
         message += (
@@ -398,14 +466,33 @@ def _completed(
     kind = run.engine.kind if run.engine else None
     update: dict[str, Any] = {"kv_blocks": run.kv_blocks, "engine_kind": kind}
     if run.drafter is not None:
-        message += drafter_sentence(run.drafter)
-        update.update(drafter_driven=run.drafter.driven, drafter_verified=run.drafter.verified)
+        message += drafter_sentence(run.drafter, accepted_by or "")
+        update.update(
+            drafter_driven=run.drafter.driven,
+            drafter_verified=run.drafter.verified,
+            drafter_unverified=_unverified_count(run.drafter),
+        )
     summary = summary.model_copy(update=update)
     return WarmupState(Verdict("True", Reason.WARMUP_SUCCEEDED, message), summary, False, run)
 
 
+def _unverified_count(drafter: DrafterCounts) -> int:
+    """Planned drafter shapes without evidence (a summary before issue 33 has no ``cause``:
+    every planned shape when the hook could not see, else the missing ones)."""
+    if drafter.cause:
+        return drafter.unverified
+    if drafter.verified is True:
+        return drafter.missing
+    return drafter.expected
+
+
 def remembered(
-    warmed: Condition | None, summary: WarmupSummary | None, key: str, claim_uid: str | None
+    warmed: Condition | None,
+    summary: WarmupSummary | None,
+    key: str,
+    claim_uid: str | None,
+    *,
+    drafter_required: bool = True,
 ) -> WarmupState | None:
     """A verdict this operator already recorded for the key, so verification survives the Job.
 
@@ -419,9 +506,13 @@ def remembered(
         return None
     if summary.cache_claim_uid != claim_uid:
         return None
+    # A record Warmed without the drafter's evidence (an operator before issue 33 passed an
+    # unattached hook) is no record under verification Required: the plan is warmed again.
+    cpu = warmed.reason == Reason.CPU_ENGINE
+    if drafter_required and summary.drafter_verified is False and not cpu:
+        return None
     # A CPU engine's record keeps its reason: its key holds acceptCPUEngine, so it never
     # stands for a Gaudi plan (resources/cache_key.py).
-    cpu = warmed.reason == Reason.CPU_ENGINE
     verdict = Verdict("True", Reason.CPU_ENGINE if cpu else Reason.WARMUP_SUCCEEDED, warmed.message)
     outcome = "cpu_engine" if cpu else "verified"
     run = TerminationSummary(outcome, "recorded in status", key=key, kv_blocks=summary.kv_blocks)
@@ -434,10 +525,14 @@ def _failed(
     if run is None:
         why = f"{failed.get('reason', '')}: {failed.get('message', '')}".strip(": ")
         message = f"Job {summary.job_name} failed ({why}) without a runner summary"
+    elif run.outcome == "drafter_unverified" and run.drafter is not None:
+        return _unverified(summary, run, run.drafter)
     else:
         message = f"Job {summary.job_name} failed: {run.outcome}: {run.reason}"
         if run.unwarmed:
             message += f"; unwarmed: {', '.join(run.unwarmed[:5])}"
+        if run.drafter is not None and run.drafter.cause:
+            message += f"; drafter not verified: {missing_evidence(run.drafter)}"
     return WarmupState(
         Verdict("False", Reason.WARMUP_FAILED, message[:MESSAGE_LIMIT]), summary, True, run
     )

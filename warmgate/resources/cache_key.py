@@ -9,6 +9,7 @@ from typing import Final
 from warmgate.api import SpecDecodeDeployment
 from warmgate.api.constants import ANNOTATION_REWARM
 from warmgate.buckets import BucketPlan
+from warmgate.buckets.engine.methods import DRAFT_MODEL_METHODS
 from warmgate.resources.vllm_engine import (
     bucket_env,
     engine_args,
@@ -27,7 +28,9 @@ def cache_key(sdd: SpecDecodeDeployment, plan: BucketPlan) -> str:
     image (PyTorch, Gaudi software, vllm-gaudi versions), device generation, TP size, dtype,
     vllm-gaudi profile, spec method, k and the draft model, the model name and revision, the
     pinned KV block count, the engine flags and environment, and the plan digest (the bucket
-    set), and spec.engine.acceptCPUEngine when set. Replica count, placement, resources and
+    set), spec.engine.acceptCPUEngine when set, and spec.warmup.drafter.verification when it is
+    BestEffort for a draft-model method (its verdict may stand without drafter evidence, so it is
+    never a Required plan's record). Replica count, placement, resources and
     timeouts are not in it: they change no graph.
     The `warmgate.dev/rewarm` annotation's value is, when set: a re-warm asked for by the user
     starts from an empty cache entry, and serving rolls to it once it is verified.
@@ -49,6 +52,9 @@ def cache_key(sdd: SpecDecodeDeployment, plan: BucketPlan) -> str:
     }
     if spec.engine.accept_cpu_engine:  # a CPU engine's verdict is never a Gaudi plan's record
         identity["accept_cpu_engine"] = True
+    drafts = spec.speculative.method in DRAFT_MODEL_METHODS
+    if drafts and spec.warmup.drafter.verification == "BestEffort":
+        identity["drafter_verification"] = "BestEffort"
     rewarm = (sdd.metadata.annotations or {}).get(ANNOTATION_REWARM)
     if rewarm is not None:
         identity["rewarm"] = rewarm

@@ -82,15 +82,22 @@ def _drafter(
 ) -> tuple[HookSpec, SweepSpec | None]:
     """The compile hook and the sweep, for methods with a draft model whose graphs the planner
     models (a sweep, possibly without steps); without one the hook stays off: every drafter
-    graph would compile in the probe (docs/runner.md). With complete: false the user accepts
-    uncovered shapes: a planned drafter graph the sweep never drives is a counted gap, not a
-    failed warmup (issue 25)."""
+    graph would compile in the probe (docs/runner.md), and the operator refuses such a plan
+    unless spec.warmup.drafter.verification is BestEffort (planning.py).
+
+    Fail closed (issue 33): with verification Required (the default) the hook is required, so
+    a run whose hook could not see the drafter (not loaded, proposer not found, metric
+    unreadable) ends ``drafter_unverified``. A planned drafter graph never reached is a named,
+    counted gap instead of a failed warmup with BestEffort, or with complete: false, which
+    accepts uncovered shapes (issue 25)."""
     speculative = sdd.spec.speculative
     drafts = speculative.method in DRAFT_MODEL_METHODS and speculative.num_speculative_tokens > 0
+    best_effort = sdd.spec.warmup.drafter.verification == "BestEffort"
+    enabled = drafts and sweep is not None
     hook = HookSpec(
-        enabled=drafts and sweep is not None,
-        required=False,
-        accept_missing=not sdd.spec.buckets.coverage.complete,
+        enabled=enabled,
+        required=enabled and not best_effort,
+        accept_missing=not sdd.spec.buckets.coverage.complete or (enabled and best_effort),
     )
     return hook, sweep if drafts else None
 

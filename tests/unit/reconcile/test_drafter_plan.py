@@ -8,10 +8,12 @@ import pytest
 from support.examples import example_sdd
 from support.resource_cases import SETTINGS, UID
 
+from warmgate.api import DrafterWarmup
 from warmgate.buckets.drafter.graphs import prove_drafter
 from warmgate.buckets.drafter.sweep import SWEEP_FORMAT
 from warmgate.reconcile.drafter_plan import sweep_budget
 from warmgate.reconcile.planning import evaluate
+from warmgate.reconcile.warmup_state import Observed as WarmupSeen
 from warmgate.reconcile.warmup_state import evaluate_warmup
 from warmgate.resources import desired_children
 from warmgate.warmup.wire.order import parse_plan
@@ -81,7 +83,8 @@ def test_the_runner_plan_carries_the_sweep_hook_replay_and_deadline() -> None:
     plan = parse_plan(doc)  # the runner's own validator accepts it
     assert doc["drafter_sweep"]["format"] == SWEEP_FORMAT
     assert plan.drafter_hook.enabled
-    assert not plan.drafter_hook.required
+    # verification Required (the default): the runner fails closed without the hook (issue 33)
+    assert (plan.drafter_hook.required, plan.drafter_hook.accept_missing) == (True, False)
     sweep = plan.drafter_sweep
     assert sweep is not None
     assert sweep.budget_s == sweep_budget(sdd.spec.warmup.timeout_seconds)
@@ -93,14 +96,32 @@ def test_the_runner_plan_carries_the_sweep_hook_replay_and_deadline() -> None:
 
 
 def test_an_unmodelled_drafter_gets_no_hook_and_says_why() -> None:
-    result = evaluate(example_sdd("llama31-8b-lin-contiguous-pa", uid=UID, namespace="llm"))
+    """The example opts out (BestEffort): the target's plan warms, the drafter unverified."""
+    sdd = example_sdd("llama31-8b-lin-contiguous-pa", uid=UID, namespace="llm")
+    assert sdd.spec.warmup.drafter.verification == "BestEffort"
+    result = evaluate(sdd)
     assert "drafter: eagle: not modelled: prompt batches" in result.coverage.message
+    assert result.refused is None
     to_run = result.to_run(kv_blocks=None)
     assert to_run is not None
-    doc = desired_children(
-        example_sdd("llama31-8b-lin-contiguous-pa", uid=UID, namespace="llm"), to_run, SETTINGS
-    )
+    doc = desired_children(sdd, to_run, SETTINGS)
     assert doc.runner_plan["drafter_hook"]["enabled"] is False
+
+
+def test_an_unmodelled_drafter_is_refused_when_verification_is_required() -> None:
+    """Issue 33: no warmup can give evidence for a drafter the planner cannot model, so with
+    verification Required (the default) the plan is refused before any Gaudi time is spent."""
+    sdd = example_sdd("llama31-8b-lin-contiguous-pa", uid=UID, namespace="llm")
+    warmup = sdd.spec.warmup.model_copy(update={"drafter": DrafterWarmup()})
+    sdd = sdd.model_copy(update={"spec": sdd.spec.model_copy(update={"warmup": warmup})})
+    result = evaluate(sdd)
+    assert result.refused is not None
+    assert (result.refused.status, result.refused.reason) == ("False", "DrafterUnverified")
+    assert "eagle: not modelled: prompt batches" in result.refused.message
+    assert "spec.warmup.drafter.verification is Required" in result.refused.message
+    assert result.to_run(kv_blocks=None) is None
+    # ngram has no drafter graphs: nothing to refuse
+    assert evaluate(example_sdd("minimal-ngram", uid=UID, namespace="llm")).refused is None
 
 
 def _job_with(summary: dict[str, object]) -> tuple[dict[str, object], list[dict[str, object]]]:
@@ -126,34 +147,39 @@ def _job_with(summary: dict[str, object]) -> tuple[dict[str, object], list[dict[
 
 
 @pytest.mark.parametrize(
-    ("drafter", "fields", "text"),
+    ("drafter", "seen", "fields", "text"),
     [
         (
             {"hook": "attached", "verified": True, "expected": 77, "driven": 77, "probe": 0},
-            (77, True),
+            WarmupSeen(),
+            (77, True, 0),
             "; drafter: 77 of 77 planned graphs driven in the sweep, none compiled in the probe",
         ),
         (
             {"hook": "attached", "verified": True, "expected": 77, "driven": 75, "missing": 2},
-            (75, True),
+            WarmupSeen(holes_allowed=True),
+            (75, True, 2),
             "; drafter: 75 of 77 planned graphs driven in the sweep (2 never driven: accepted by "
             "spec.buckets.coverage.complete=false), none compiled in the probe",
         ),
         (
             {"hook": "not-attached", "verified": False, "expected": 77, "driven": 0, "probe": 0},
-            (0, False),
-            "; drafter not verified: the compile hook did not attach",
+            WarmupSeen(drafter_required=False),
+            (0, False, 77),
+            "; drafter not verified, accepted by spec.warmup.drafter.verification=BestEffort: "
+            "the compile hook could not tell: 77 of 77 planned drafter shapes without evidence",
         ),
     ],
 )
 def test_warmed_reports_the_drafter_check(
-    drafter: dict[str, object], fields: tuple[int, bool], text: str
+    drafter: dict[str, object], seen: WarmupSeen, fields: tuple[int, bool, int], text: str
 ) -> None:
     job, pods = _job_with({"kv_blocks": 9, "drafter": drafter})
-    state = evaluate_warmup(job, pods, KEY)
+    state = evaluate_warmup(job, pods, KEY, seen)
     assert state.verdict.status == "True"
     assert text in state.verdict.message
-    assert (state.summary.drafter_driven, state.summary.drafter_verified) == fields
+    warmup = state.summary
+    assert (warmup.drafter_driven, warmup.drafter_verified, warmup.drafter_unverified) == fields
 
 
 def test_a_summary_without_drafter_leaves_the_fields_unset() -> None:

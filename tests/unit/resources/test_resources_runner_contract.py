@@ -13,6 +13,7 @@ import pytest
 import runner_harness
 from support.resource_cases import EXAMPLES, SETTINGS, Case, make_case
 
+from warmgate.api import DrafterWarmup
 from warmgate.buckets import plan_buckets
 from warmgate.resources import desired_children
 from warmgate.resources.probe_workload import MAX_TOKENS
@@ -122,9 +123,13 @@ def test_the_plan_accepts_missing_drafter_graphs_only_when_the_spec_allows_holes
     case: Case,
 ) -> None:
     """complete: false accepts uncovered shapes, so a planned drafter graph the sweep never
-    drives is a counted gap there (issue 25); every other plan fails closed on it."""
+    drives is a counted gap there (issue 25), and so does verification BestEffort (issue 33);
+    every other plan fails closed on it, and requires the hook (verification Required)."""
     stated = case.sdd.spec.buckets.coverage.complete
-    assert _doc(case)["drafter_hook"].get("accept_missing", False) is not stated
+    best_effort = case.sdd.spec.warmup.drafter.verification == "BestEffort"
+    hook = _doc(case)["drafter_hook"]
+    assert hook.get("accept_missing", False) is (not stated or (hook["enabled"] and best_effort))
+    assert hook["required"] is (hook["enabled"] and not best_effort)
     coverage = case.sdd.spec.buckets.coverage.model_copy(update={"complete": False})
     buckets = case.sdd.spec.buckets.model_copy(update={"coverage": coverage})
     sdd = case.sdd.model_copy(
@@ -133,7 +138,17 @@ def test_the_plan_accepts_missing_drafter_graphs_only_when_the_spec_allows_holes
     hook = desired_children(sdd, case.to_run, SETTINGS).runner_plan["drafter_hook"]
     assert hook["accept_missing"] is True
     assert parse_plan(desired_children(sdd, case.to_run, SETTINGS).runner_plan).drafter_hook == (
-        HookSpec(enabled=hook["enabled"], required=False, accept_missing=True)
+        HookSpec(enabled=hook["enabled"], required=hook["required"], accept_missing=True)
+    )
+    warmup = case.sdd.spec.warmup.model_copy(
+        update={"drafter": DrafterWarmup(verification="BestEffort")}
+    )
+    sdd = case.sdd.model_copy(update={"spec": case.sdd.spec.model_copy(update={"warmup": warmup})})
+    hook = desired_children(sdd, case.to_run, SETTINGS).runner_plan["drafter_hook"]
+    # ngram has no drafter: BestEffort changes nothing in its plan
+    assert (hook["required"], hook.get("accept_missing", False)) == (
+        False,
+        hook["enabled"] or not stated,
     )
 
 

@@ -12,7 +12,9 @@ from runner_harness import make_drafter_plan
 from warmgate.warmup.engine.parse import LogParser
 from warmgate.warmup.hook.lines import HookEvent, format_hook_line, parse_hook_line
 from warmgate.warmup.runner.drafter_check import (
-    NO_PROCESS,
+    DIRECT,
+    NO_RUNNER,
+    NOT_LOADED,
     DrafterCheck,
     check_drafter,
     missing_steps,
@@ -83,7 +85,7 @@ def test_the_operator_sweep_document_parses(tmp_path: Path) -> None:
     sweep = plan.drafter_sweep
     assert sweep is not None
     assert (sweep.method, sweep.k, len(sweep.steps), len(sweep.expected)) == ("eagle3", 3, 49, 77)
-    assert plan.drafter_hook == HookSpec(enabled=True, required=False)
+    assert plan.drafter_hook == HookSpec(enabled=True, required=True)
     assert sweep.steps[0].expected[0][0] == "decode"
 
 
@@ -208,8 +210,17 @@ def test_compiles_are_placed_in_sweep_steps_and_the_probe() -> None:
     assert check.unwarmed[0].startswith("Drafter graph ('decode', 8, 1, 8) planned for the sweep")
     assert check.unwarmed[1:] == check.probe
     assert check.verified is False
+    # Without evidence: the missing graph, which the probe also compiled (issue 33).
     assert check.summary() == DrafterCounts(
-        hook="attached", verified=False, expected=3, driven=2, missing=1, probe=2, gaps=1
+        hook="attached",
+        verified=False,
+        expected=3,
+        driven=2,
+        missing=1,
+        probe=2,
+        gaps=1,
+        unverified=1,
+        cause="shapes-missing",
     )
 
 
@@ -299,12 +310,18 @@ def test_the_plans_known_unwarmable_shapes_are_gaps_in_the_probe_and_nothing_els
 
 def test_without_an_attached_hook_nothing_is_verified() -> None:
     silent = check_drafter([], HookSpec(enabled=True), SPEC, RUN, 130.0)
-    assert (silent.hook, silent.reason, silent.verified) == ("not-attached", NO_PROCESS, False)
+    assert (silent.hook, silent.reason, silent.verified) == ("not-attached", NOT_LOADED, False)
+    assert (silent.cause, silent.unverified) == ("plugin-not-loaded", 3)
+    loaded = check_drafter(
+        [HookEvent("loaded", 1, 1.0, {"gaudi": True})], HookSpec(enabled=True), SPEC, RUN, 130.0
+    )
+    assert (loaded.reason, loaded.cause, loaded.unverified) == (NO_RUNNER, "hook-not-attached", 3)
     moved = [
         HookEvent("not-attached", 1, 1.0, {"target": "step", "reason": "X.sample_tokens missing"})
     ]
     check = check_drafter(moved, HookSpec(enabled=True), SPEC, RUN, 130.0)
     assert check.line() == "drafter: not verified: X.sample_tokens missing"
+    assert (check.cause, check.unverified) == ("hook-not-attached", 3)
     off = check_drafter(ATTACHED, HookSpec(), SPEC, RUN, 130.0)
     assert (off.hook, off.verified, off.line()) == (
         "off",
@@ -323,3 +340,65 @@ def test_a_drafter_that_cannot_be_named_still_counts_step_compiles() -> None:
     assert (check.hook, check.drafter_named) == ("attached", False)
     assert len(check.probe) == 1
     assert check.probe[0].startswith("2 graph compilation(s) outside the drafter")
+
+
+def test_missing_evidence_names_its_cause_and_counts_every_planned_graph() -> None:
+    """Issue 33: each way the hook cannot see leaves every planned graph without evidence, with
+    the cause the operator names; only the hook's own view (attached, drafter named) counts."""
+    metric = [
+        *ATTACHED,
+        drafter(101.0, ["decode", 2, 1, 8]),
+        HookEvent(
+            "not-attached",
+            1,
+            102.0,
+            {"target": "step", "reason": "graph_compilation metric failed: RuntimeError: x"},
+        ),
+    ]
+    check = check_drafter(metric, HookSpec(enabled=True), SPEC, RUN, 130.0)
+    assert (check.cause, check.unverified, check.verified) == ("metric-unreadable", 3, False)
+    assert check.summary().detail == "graph_compilation metric failed: RuntimeError: x"
+    renamed = [
+        ATTACHED[0],
+        HookEvent(
+            "not-attached",
+            1,
+            10.0,
+            {"target": "drafter", "reason": "LookupError: hpu_eagle.HpuEagleProposer.propose"},
+        ),
+    ]
+    check = check_drafter(renamed, HookSpec(enabled=True), SPEC, RUN, 130.0)
+    assert (check.cause, check.unverified, check.verified) == ("proposer-not-found", 3, False)
+    never = check_drafter([ATTACHED[0]], HookSpec(enabled=True), SPEC, RUN, 130.0)
+    assert (never.cause, never.unverified) == ("proposer-not-found", 3)
+    assert "HpuEagleProposer (the drafter module was never imported)" in never.reason
+
+
+def test_evidence_from_another_source_counts_and_the_rest_stays_missing() -> None:
+    """The design stays open for a direct drafter warmup (issue 33 item 1): its graphs count as
+    evidence like the sweep's; a planned graph no source warmed is missing."""
+    events = [*ATTACHED, drafter(101.0, ["decode", 2, 1, 8]), step(101.0, 1, 1)]
+    check = check_drafter(events, HookSpec(enabled=True), SPEC, RUN, probe_began=130.0)
+    assert check.missing == [("decode", 4, 1, 4), ("decode", 8, 1, 8)]
+    check.add_evidence("direct", [("decode", 8, 1, 8), ("decode", 99, 1, 1)])
+    assert check.missing == [("decode", 4, 1, 4)]
+    assert check.driven == {("decode", 2, 1, 8), ("decode", 8, 1, 8)}
+    assert (check.cause, check.unverified, check.verified) == ("shapes-missing", 1, False)
+    assert check.to_json()["evidence"] == {"direct": 1, "engine-warmup": 0, "sweep": 1}
+    check.add_evidence("direct", [("decode", 4, 1, 4)])
+    assert (check.cause, check.unverified, check.verified) == ("", 0, True)
+
+
+def test_a_shape_the_direct_warmup_failed_is_never_evidence_and_fails_closed() -> None:
+    """Issue 33: warmed directly counts as evidence; a planned shape the engine plugin tried and
+    failed leaves the run not verified, with its own cause, whatever the other sources saw."""
+    events = [*ATTACHED, drafter(101.0, ["decode", 2, 1, 8]), step(101.0, 1, 1)]
+    check = check_drafter(events, HookSpec(enabled=True), SPEC, RUN, probe_began=130.0)
+    check.add_evidence(DIRECT, [("decode", 4, 1, 4), ("decode", 8, 1, 8)])
+    assert (check.cause, check.unverified, check.verified) == ("", 0, True)
+    check.direct_failed = 2
+    assert (check.cause, check.unverified, check.verified) == ("direct-warmup-failed", 2, False)
+    assert "2 failed in the direct warmup" in check.line()
+    counts = DrafterCounts.from_json(check.summary().to_json())
+    assert counts is not None
+    assert (counts.cause, counts.unverified, counts.verified) == ("direct-warmup-failed", 2, False)

@@ -78,3 +78,28 @@ def test_fields_of_the_wrong_type_read_as_absent_never_as_a_pass() -> None:
     assert read.drafter == DrafterCounts("attached", None, expected=0, driven=0)
     assert read.engine == EngineKind(None, None, None)
     assert (read.truncated, read.version) == (False, 0)
+
+
+def test_the_drafters_missing_evidence_travels_whole_and_an_odd_cause_reads_unknown() -> None:
+    """Issue 33: unverified, cause and detail (capped) reach the operator; a verified drafter
+    writes none of them (its counts stay as before)."""
+    blind = DrafterCounts(
+        "not-attached",
+        False,
+        expected=77,
+        unverified=77,
+        cause="metric-unreadable",
+        detail="graph_compilation metric failed: " + "x" * 300,
+    )
+    doc = json.loads(TerminationSummary("drafter_unverified", drafter=blind).to_json())
+    assert (doc["drafter"]["unverified"], doc["drafter"]["cause"]) == (77, "metric-unreadable")
+    back = TerminationSummary.from_json(json.dumps(doc))
+    assert back is not None
+    assert back.drafter is not None
+    assert back.drafter == DrafterCounts(**{**blind.__dict__, "detail": blind.detail[:200]})
+    assert "cause" not in json.loads(FULL.to_json())["drafter"]
+    doc["drafter"]["cause"] = "made-up"
+    odd = TerminationSummary.from_json(json.dumps(doc))
+    assert odd is not None
+    assert odd.drafter is not None
+    assert odd.drafter.cause == "unknown"

@@ -36,6 +36,20 @@ NO_PROCESS = (
     "no engine process loaded the hook: vLLM did not load the plugin (check VLLM_PLUGINS), "
     "or no process imported vllm_gaudi's model runner"
 )
+NOT_LOADED = (
+    "no engine process loaded the compile hook: vLLM did not load the plugin (check "
+    "VLLM_PLUGINS, and that the image's vLLM loads vllm.general_plugins entry points)"
+)
+NO_RUNNER = "the compile hook loaded, but no engine process imported vllm_gaudi's model runner"
+NOT_NAMED = "the drafter's forwards were not named"
+# Where the evidence that a planned drafter graph was warmed comes from (issue 33, item 3): the
+# hook saw it run or compile during the sweep, or run during the engine's own warmup. Another
+# source (e.g. a direct drafter warmup in the engine) adds its graphs with ``add_evidence``.
+SWEEP = "sweep"
+ENGINE_WARMUP = "engine-warmup"
+DIRECT = "direct"  # the engine plugin's direct drafter warmup (runner/direct_check.py)
+# The causes whose ``detail`` is the hook's own reason (the others say it all).
+SAID_BY_HOOK = ("hook-not-attached", "metric-unreadable", "proposer-not-found")
 
 
 @dataclass
@@ -55,9 +69,62 @@ class DrafterCheck:
     # Planned graphs seen running in the sweep, and in the engine's warmup before it.
     ran: set[Graph] = field(default_factory=set)
     warmup_ran: set[Graph] = field(default_factory=set)
-    # Planned graphs never seen running; accepted ones are gaps the plan allows.
-    missing: list[Graph] = field(default_factory=list)
+    # Missing planned graphs are gaps the plan allows (complete: false, or BestEffort).
     accepted: bool = False
+    # Graphs with evidence of being warmed, by source (SWEEP, ENGINE_WARMUP, ...).
+    evidence: dict[str, set[Graph]] = field(default_factory=dict)
+    # Drafter graphs compiled during the probe (each also named in ``probe``).
+    probe_graphs: set[Graph] = field(default_factory=set)
+    # Engine processes that loaded the hook (its ``loaded`` lines).
+    loaded: int = 0
+    # Planned shapes the engine plugin's direct warmup tried and failed (issue 33): a shape
+    # that failed is never evidence, and the run is not verified while any did.
+    direct_failed: int = 0
+
+    def add_evidence(self, source: str, graphs: Collection[Graph]) -> None:
+        """Record that ``source`` warmed ``graphs`` (only planned ones count)."""
+        self.evidence.setdefault(source, set()).update(graphs)
+
+    @property
+    def seeing(self) -> bool:
+        """Whether the hook can tell which planned graphs ran: it attached and named the
+        drafter's forwards (or the plan has no graph to name)."""
+        return self.hook == "attached" and (self.drafter_named or not self.expected)
+
+    @property
+    def missing(self) -> list[Graph]:
+        """Planned graphs no source has evidence for (only known while the hook sees)."""
+        return sorted(self.expected - self.driven) if self.seeing else []
+
+    @property
+    def unverified(self) -> int:
+        """Planned graphs without evidence: every one when the hook cannot see (or no compile
+        count tells whether the probe compiled them), else the missing ones and those the
+        probe compiled."""
+        if self.hook == "off":
+            return 0
+        if not self.seeing:
+            return len(self.expected)
+        return len(set(self.missing) | (self.probe_graphs & self.expected)) + self.direct_failed
+
+    @property
+    def cause(self) -> str:
+        """Why planned graphs lack evidence, one of summary.DRAFTER_CAUSES ("" when none)."""
+        if self.hook == "off":
+            return ""
+        if self.hook != "attached":
+            if self.reason == NOT_LOADED:
+                return "plugin-not-loaded"
+            return "metric-unreadable" if _metric(self.reason) else "hook-not-attached"
+        if not self.seeing:
+            return "proposer-not-found"
+        if self.missing:
+            return "shapes-missing"
+        if self.probe_graphs & self.expected or self.probe:
+            return "probe-compiles"
+        if self.direct_failed:
+            return "direct-warmup-failed"
+        return ""
 
     @property
     def verified(self) -> bool | None:
@@ -66,9 +133,8 @@ class DrafterCheck:
         probe compiled nothing (each compile in the probe is also an unwarmed shape)."""
         if self.hook == "off":
             return None
-        named = self.drafter_named or not self.expected
         settled = not self.missing or self.accepted
-        return self.hook == "attached" and named and settled and not self.probe
+        return self.seeing and settled and not self.probe and not self.direct_failed
 
     @property
     def unwarmed(self) -> list[str]:
@@ -92,8 +158,12 @@ class DrafterCheck:
 
     @property
     def driven(self) -> set[Graph]:
-        """Planned graphs the sweep compiled or ran, or the engine's warmup ran."""
-        return (self.compiled | self.ran | self.warmup_ran) & self.expected
+        """Planned graphs with evidence from any source: the sweep compiled or ran them, or
+        the engine's warmup ran them (or a source ``add_evidence`` recorded)."""
+        warmed: set[Graph] = set()
+        for graphs in self.evidence.values():
+            warmed |= graphs
+        return warmed & self.expected
 
     def line(self) -> str:
         """One line for the report's reason and the logs."""
@@ -101,17 +171,18 @@ class DrafterCheck:
             return "drafter: not checked (no compile hook)"
         if self.hook != "attached":
             return f"drafter: not verified: {self.reason}"
-        if self.expected and not self.drafter_named:
-            return f"drafter: not verified: the drafter's forwards were not named ({self.reason})"
+        if not self.seeing:
+            return f"drafter: not verified: {NOT_NAMED} ({self.reason})"
         missing = ""
         if self.missing:
             allowed = " (accepted by the plan)" if self.accepted else ""
             missing = f", {len(self.missing)} never ran{allowed}"
+        direct = f"; {self.direct_failed} failed in the direct warmup" if self.direct_failed else ""
         return (
             f"drafter: the sweep drove {len(self.driven)} of {len(self.expected)} planned graphs "
             f"({len(self.compiled & self.expected)} compiled in it){missing}; "
             f"{len(self.probe)} unexpected compile(s) in the probe, {len(self.known_gaps)} of the "
-            "undriven graphs"
+            f"undriven graphs{direct}"
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -128,6 +199,9 @@ class DrafterCheck:
             "not_compiled": [list(g) for g in self.not_compiled],
             "missing": [list(g) for g in self.missing],
             "missing_accepted": self.accepted,
+            "unverified": self.unverified,
+            "cause": self.cause,
+            "evidence": {k: len(v & self.expected) for k, v in sorted(self.evidence.items())},
             "warmup_ran": [list(g) for g in sorted(self.warmup_ran & self.expected)],
             "other_sweep_graphs": [list(g) for g in sorted(self.other)],
             "steps": self.steps,
@@ -145,6 +219,9 @@ class DrafterCheck:
             missing=len(self.missing),
             probe=len(self.probe),
             gaps=len(self.known_gaps),
+            unverified=self.unverified,
+            cause=self.cause,
+            detail=self.reason if self.cause in SAID_BY_HOOK else "",
         )
 
 
@@ -182,14 +259,16 @@ def check_drafter(
     check.other = graphs - check.expected
     check.ran = {g for e in in_sweep if e.kind == "ran" and (g := _graph(e)) is not None}
     check.warmup_ran = {g for e in before if e.kind == "ran" and (g := _graph(e)) is not None}
-    if check.hook == "attached" and check.drafter_named:
-        check.missing = sorted(check.expected - check.driven)
+    check.add_evidence(SWEEP, check.compiled | check.ran)
+    check.add_evidence(ENGINE_WARMUP, check.warmup_ran)
     undriven = {g for g, _ in sweep.undriven} if sweep is not None else set()
     undriven |= set(unwarmable)
     compiles = [e for e in in_probe if e.kind == "compile"]
     known = [e for e in compiles if _graph(e) in undriven]
     check.known_gaps = sorted({g for e in known if (g := _graph(e)) is not None})
-    check.probe = _probe_reasons([e for e in compiles if e not in known], target_gaps)
+    cold = [e for e in compiles if e not in known]
+    check.probe_graphs = {g for e in cold if (g := _graph(e)) is not None}
+    check.probe = _probe_reasons(cold, target_gaps)
     return check
 
 
@@ -216,7 +295,13 @@ def missing_steps(check: DrafterCheck, sweep: SweepSpec) -> list[str]:
     return [s.name for s in sweep.steps if missing & set(s.expected)]
 
 
+def _metric(reason: str) -> bool:
+    """Whether the hook's reason is Habana's compile metric (missing, or unreadable)."""
+    return "graph_compilation metric failed" in reason or "metric_localcontext missing" in reason
+
+
 def _state(check: DrafterCheck, events: list[HookEvent]) -> None:
+    check.loaded = len({e.pid for e in events if e.kind == "loaded"})
     attached = [e for e in events if e.kind == "attached"]
     failed = [e for e in events if e.kind == "not-attached"]
     step_ok = any("sample_tokens" in (e.fields.get("targets") or []) for e in attached)
@@ -227,10 +312,20 @@ def _state(check: DrafterCheck, events: list[HookEvent]) -> None:
         drafter_failed = [e for e in failed if e.fields.get("target") == "drafter"]
         if drafter_failed:
             check.reason = str(drafter_failed[0].fields.get("reason", ""))
+        elif not check.drafter_named:
+            check.reason = (
+                "no engine process attached the hook to vllm_gaudi's HpuEagleProposer (the "
+                "drafter module was never imported)"
+            )
         return
     check.hook = "not-attached"
     first = step_failed[0] if step_failed else None
-    check.reason = str(first.fields.get("reason", "")) if first else NO_PROCESS
+    if first is not None:
+        check.reason = str(first.fields.get("reason", ""))
+    elif not check.loaded and not attached:
+        check.reason = NOT_LOADED
+    else:
+        check.reason = NO_RUNNER if check.loaded else NO_PROCESS
 
 
 def _graph(event: HookEvent) -> Graph | None:

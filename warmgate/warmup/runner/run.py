@@ -17,7 +17,12 @@ from warmgate.warmup.engine.parse import LogParser
 from warmgate.warmup.hook import install as hookenv
 from warmgate.warmup.runner import cpu_mode
 from warmgate.warmup.runner.direct_check import check_direct
-from warmgate.warmup.runner.drafter_check import DrafterCheck, check_drafter, missing_steps
+from warmgate.warmup.runner.drafter_check import (
+    DIRECT,
+    DrafterCheck,
+    check_drafter,
+    missing_steps,
+)
 from warmgate.warmup.runner.outcomes import Outcome, RunFailure
 from warmgate.warmup.runner.probe import run_probe, wait_for_health
 from warmgate.warmup.runner.report import (
@@ -317,8 +322,11 @@ class Runner:
         drafted = drafter.hook != "off" or self.plan.drafter_sweep is not None
         if self.record.outcome is Outcome.VERIFIED and drafted:
             if self.plan.drafter_hook.required and not drafter.verified:
+                # Fail closed (issue 33): the target verified, the drafter without evidence.
                 self.record.outcome = Outcome.DRAFTER_UNVERIFIED
-            self.record.reason = f"{self.record.reason}; {drafter.line()}"
+                self.record.reason = f"{drafter.line()}; target: {self.record.reason}"
+            else:
+                self.record.reason = f"{self.record.reason}; {drafter.line()}"
         if self.record.outcome is Outcome.VERIFIED:
             self._publish()
 
@@ -344,6 +352,9 @@ class Runner:
             unwarmable=plan.buckets.known_unwarmable,
             target_gaps=target_gaps,
         )
+        if record.direct is not None:  # warmed directly counts as evidence; a failure never
+            check.add_evidence(DIRECT, record.direct.warmed)
+            check.direct_failed = len(record.direct.failed)
         self.record.drafter = check
         return check
 

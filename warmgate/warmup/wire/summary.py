@@ -9,7 +9,8 @@ an ``outcome`` is no summary at all (None), never a pass. The full report on the
 
 Format version 7 (the report's version, ``v``): 2: list copies and unreadable lists; 3: drafter;
 4: known_gaps; 5: engine kind and ``code``; 6: drafter driven and missing; 7: drafter_warmup,
-the direct drafter warmup's evidence (issue 33) (docs/runner.md).
+the direct drafter warmup's evidence, and drafter unverified, cause and detail (issue 33,
+docs/runner.md).
 """
 
 from __future__ import annotations
@@ -36,6 +37,21 @@ _LIST_CAP: Final = 40
 # The lists shrink first, in this order, then the reason, then these fields go.
 _LISTS: Final = ("unwarmed", "mismatches", "unreadable", "known_gaps")
 _DROPPED_LAST: Final = ("report", "key", "plan_hash")
+# The drafter's ``detail`` (the hook's own reason) is kept up to this many characters.
+DETAIL_CAP: Final = 200
+# Why planned drafter shapes lack evidence (``drafter.cause``), first cause first: the engine
+# loaded no hook; the hook found no model runner or a target moved; Habana's compile metric
+# could not be read; the drafter's proposer (class or method) was not found; shapes never
+# reached by the warmup; drafter graphs compiled in the probe.
+DRAFTER_CAUSES: Final = (
+    "plugin-not-loaded",
+    "hook-not-attached",
+    "metric-unreadable",
+    "proposer-not-found",
+    "shapes-missing",
+    "probe-compiles",
+    "direct-warmup-failed",
+)
 
 
 def _opt_count(value: object) -> int | None:
@@ -46,8 +62,10 @@ def _opt_count(value: object) -> int | None:
 class DrafterCounts:
     """The compile hook's check of the drafter's graphs, in counts (``drafter``): the hook's
     state (off, attached, ...), whether the drafter is verified (None: not decided), the planned
-    graphs, those the sweep drove, those it never drove (accepted by complete: false), drafter
-    compiles seen in the probe and known gaps."""
+    graphs, those with evidence of being warmed, those never reached (accepted by complete:
+    false or BestEffort), entries for compiles seen in the probe and known gaps; ``unverified``:
+    planned graphs without evidence (all of them when the hook could not see), ``cause`` why
+    (one of DRAFTER_CAUSES, "" when verified) and ``detail`` the hook's own reason."""
 
     hook: str
     verified: bool | None
@@ -56,9 +74,12 @@ class DrafterCounts:
     missing: int = 0
     probe: int = 0
     gaps: int = 0
+    unverified: int = 0
+    cause: str = ""
+    detail: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "hook": self.hook,
             "verified": self.verified,
             "expected": self.expected,
@@ -67,13 +88,20 @@ class DrafterCounts:
             "probe": self.probe,
             "gaps": self.gaps,
         }
+        if self.cause:  # a verified drafter's counts stay as they were
+            doc |= {
+                "unverified": self.unverified,
+                "cause": self.cause,
+                "detail": self.detail[:DETAIL_CAP],
+            }
+        return doc
 
     @classmethod
     def from_json(cls, data: object) -> DrafterCounts | None:
         """None when the run had no drafter check (or the field is not the runner's)."""
         if not isinstance(data, dict) or not isinstance(data.get("hook"), str):
             return None
-        verified = data.get("verified")
+        verified, cause = data.get("verified"), data.get("cause")
         return cls(
             hook=data["hook"][:_TEXT_CAP],
             verified=verified if isinstance(verified, bool) else None,
@@ -82,6 +110,9 @@ class DrafterCounts:
             missing=schema.count(data.get("missing")),
             probe=schema.count(data.get("probe")),
             gaps=schema.count(data.get("gaps")),
+            unverified=schema.count(data.get("unverified")),
+            cause=cause if cause in DRAFTER_CAUSES else ("unknown" if cause else ""),
+            detail=(schema.text(data.get("detail")) or "")[:DETAIL_CAP],
         )
 
 
