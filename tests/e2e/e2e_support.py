@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from warmgate.devcluster.cluster import DevCluster
@@ -28,6 +29,15 @@ class E2ECluster:
 
     def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> Any:
         return self.cluster.kubectl(*args, stdin=stdin, check=check)
+
+    @property
+    def kubectl_path(self) -> Path:
+        """The kubectl binary (the owner's control plane's, or the one the owner named)."""
+        guest = getattr(self.cluster, "kubectl_path", None)
+        if guest is not None:
+            return Path(guest)
+        assert self.cluster.cp is not None, "the cluster is not started"
+        return self.cluster.cp.assets / "kubectl"
 
     def get(self, *args: str) -> Manifest:
         """`kubectl get ... -o json` as a dict."""

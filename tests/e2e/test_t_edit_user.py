@@ -65,7 +65,7 @@ class User:
         }
         self.kubeconfig = folder / "user.kubeconfig"
         self.kubeconfig.write_text(json.dumps(config))
-        self.binary = str(e2e.cluster.cp.assets / "kubectl")
+        self.binary = str(e2e.kubectl_path)
         self.ns = ns
 
     def kubectl(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
