@@ -78,13 +78,19 @@ say "unit, runner and integration tiers done in $(duration "$rest_took"); waitin
 
 status() { if [ "$1" -eq 0 ]; then echo passed; else echo "FAILED (pytest exit $1)"; fi; }
 summaries=() all_rc=$rest
-for i in "${!pids[@]}"; do
-  wait "${pids[$i]}"
+declare -A ended=() code=()
+left=("${pids[@]}")
+while [ "${#left[@]}" -gt 0 ]; do  # as each run ends, its own time
+  wait -n -p done_pid "${left[@]}"
   rc=$?
-  took=$((SECONDS - began))
+  ended[$done_pid]=$((SECONDS - began)) code[$done_pid]=$rc
+  for j in "${!left[@]}"; do [ "${left[$j]}" != "$done_pid" ] || unset 'left[j]'; done
+done
+for i in "${!pids[@]}"; do
+  rc=${code[${pids[$i]}]}
   log="$LOG_DIR/pytest-${names[$i]}.log"
   summary="$(grep -E '^=+ .*(passed|failed|error|skipped|deselected).* in [0-9.]+s' "$log" | tail -1 | tr -d '=' | xargs)"
-  summaries+=("${names[$i]}: $(status "$rc") after $(duration "$took") (${summary:-no summary})")
+  summaries+=("${names[$i]}: $(status "$rc") after $(duration "${ended[${pids[$i]}]}") (${summary:-no summary})")
   [ "$rc" -eq 0 ] || all_rc=$rc
 done
 trap - INT TERM
