@@ -69,6 +69,8 @@ from warmgate.warmup.wire.schema import PlanError
 from warmgate.warmup.wire.sweepplan import Graph
 
 Emit = Callable[..., None]
+# Warms one planned shape: (warmed, why not, what the engine ran) for its drafter-warm line.
+Warmer = Callable[[Graph], tuple[bool, str, dict[str, Any]]]
 
 # What the Gaudi path relies on in vllm-gaudi (issue 33 item 4): the parameters of the methods
 # it calls, in order (it passes them positionally), and the attributes it reads. Checked
@@ -210,7 +212,7 @@ def switched_off() -> bool:
 def run(
     engine: str,
     emit: Emit,
-    warm_one: Callable[[Graph], tuple[bool, str, dict[str, Any]]],
+    warm_one: Warmer,
     spec: DrafterWarmupSpec,
 ) -> Outcome:
     """Warm every shape of ``spec`` with ``warm_one`` (True, "", fields) or (False, reason, ..),
@@ -329,7 +331,7 @@ def _split(total: int, parts: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(parts)]
 
 
-def cpu_warmer(runner: Any) -> Callable[[Graph], tuple[bool, str, dict[str, Any]]] | None:
+def cpu_warmer(runner: Any) -> Warmer | None:
     """The CPU warmer of one shape, or None when the runner has no eagle-type proposer."""
     drafter = getattr(runner, "drafter", None)
     if drafter is None or not callable(getattr(drafter, "propose", None)):
@@ -413,19 +415,32 @@ def cpu_warmer(runner: Any) -> Callable[[Graph], tuple[bool, str, dict[str, Any]
 
 def warm_cpu(worker: Any, *, emit: Emit) -> Outcome | None:
     """After the CPU worker's warmup: warm every planned shape (None: nothing asked)."""
-    spec = start("cpu", emit)
+    runner = getattr(worker, "model_runner", worker)
+    return _warm_all(
+        "cpu", emit, lambda _: cpu_warmer(runner), "the engine runs no eagle-type proposer"
+    )
+
+
+def _warm_all(
+    engine: str,
+    emit: Emit,
+    warmer_for: Callable[[DrafterWarmupSpec], Warmer | None],
+    no_drafter: str,
+) -> Outcome | None:
+    """Either engine's warmup: the planned shapes (None: nothing asked), the engine's warmer
+    of one shape (None: no drafter to warm, said as ``no_drafter``), every shape warmed."""
+    spec = start(engine, emit)
     if spec is None:
         return None
-    runner = getattr(worker, "model_runner", worker)
-    warmer = cpu_warmer(runner)
+    warmer = warmer_for(spec)
     if warmer is None:
-        outcome = Outcome("no-drafter", "cpu", planned=len(spec.shapes))
-        outcome.reason = "the engine runs no eagle-type proposer"
+        outcome = Outcome("no-drafter", engine, planned=len(spec.shapes))
+        outcome.reason = no_drafter
         close(emit, outcome)
         return outcome
     torch = importlib.import_module("torch")
     with torch.inference_mode():
-        return run("cpu", emit, warmer, spec)
+        return run(engine, emit, warmer, spec)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -434,7 +449,7 @@ def warm_cpu(worker: Any, *, emit: Emit) -> Outcome | None:
 
 def gaudi_warmer(
     runner: Any, spec: DrafterWarmupSpec, ran: Callable[[], list[tuple[Any, ...]]]
-) -> Callable[[Graph], tuple[bool, str, dict[str, Any]]] | None:
+) -> Warmer | None:
     """The Gaudi warmer of one shape; ``ran`` returns (and clears) the drafter graphs the compile
     hook saw run since its last call. None when the runner has no eagle-type proposer."""
     drafter = getattr(runner, "drafter", None)
@@ -513,15 +528,9 @@ def warm_gaudi(
     runner: Any, ran: Callable[[], list[tuple[Any, ...]]], *, emit: Emit
 ) -> Outcome | None:
     """After vllm-gaudi's warmup_model: warm every planned shape (None: nothing asked)."""
-    spec = start("gaudi", emit)
-    if spec is None:
-        return None
-    warmer = gaudi_warmer(runner, spec, ran)
-    if warmer is None:
-        outcome = Outcome("no-drafter", "gaudi", planned=len(spec.shapes))
-        outcome.reason = "the engine runs no HpuEagleProposer"
-        close(emit, outcome)
-        return outcome
-    torch = importlib.import_module("torch")
-    with torch.inference_mode():
-        return run("gaudi", emit, warmer, spec)
+    return _warm_all(
+        "gaudi",
+        emit,
+        lambda spec: gaudi_warmer(runner, spec, ran),
+        "the engine runs no HpuEagleProposer",
+    )
