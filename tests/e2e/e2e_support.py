@@ -281,3 +281,47 @@ def witness_node(e2e: E2ECluster, every_s: float = 5.0) -> Iterator[str]:
         thread.join(timeout=30)
         e2e.kubectl("delete", "node", WITNESS_NODE, "--wait=false", check=False)
         e2e.kubectl("delete", "lease", "-n", "kube-node-lease", WITNESS_NODE, check=False)
+
+
+class EditUser:
+    """kubectl as ServiceAccount ``name`` of the namespace, bound to the built-in `edit`
+    ClusterRole there, with its own token (a kubeconfig that holds nothing else)."""
+
+    def __init__(self, e2e: E2ECluster, ns: str, folder: Path, name: str) -> None:
+        e2e.kubectl("create", "serviceaccount", name, "-n", ns)
+        e2e.kubectl(
+            "create", "rolebinding", f"{name}-edit", "--clusterrole=edit",
+            f"--serviceaccount={ns}:{name}", "-n", ns,
+        )  # fmt: skip
+        token = e2e.kubectl("create", "token", name, "-n", ns, "--duration=1h").stdout
+        raw = json.loads(e2e.kubectl("config", "view", "--raw", "--minify", "-o", "json").stdout)
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "c", "cluster": raw["clusters"][0]["cluster"]}],
+            "users": [{"name": name, "user": {"token": token.strip()}}],
+            "contexts": [{"name": "u", "context": {"cluster": "c", "user": name}}],
+            "current-context": "u",
+        }
+        self.kubeconfig = folder / f"{name}.kubeconfig"
+        self.kubeconfig.write_text(json.dumps(config))
+        self.binary = str(e2e.kubectl_path)
+        self.ns = ns
+
+    def kubectl(
+        self, *args: str, stdin: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        """kubectl as the user in its namespace; with ``check`` a refusal fails the test."""
+        cmd = [self.binary, f"--kubeconfig={self.kubeconfig}", "-n", self.ns, *args]
+        done = subprocess.run(cmd, input=stdin, capture_output=True, text=True, check=False)
+        assert not check or done.returncode == 0, (
+            f"as the user: kubectl {' '.join(args)}: {done.stderr}"
+        )
+        return done
+
+    def create(self, manifest: Manifest) -> Manifest:
+        done = self.kubectl(
+            "create", "-o", "json", "-f", "-", stdin=json.dumps(manifest), check=False
+        )
+        assert done.returncode == 0, f"the API server refused the user's object: {done.stderr}"
+        return dict(json.loads(done.stdout))

@@ -25,14 +25,13 @@ warmed again by a new Job), and the object goes Ready from its own runner.
 from __future__ import annotations
 
 import json
-import subprocess
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 from e2e_support import (
     E2ECluster,
+    EditUser,
     Manifest,
     Sampler,
     condition,
@@ -56,45 +55,6 @@ TAKEN, FORGERY = "taken", "forgery"
 MARKER_KV_BLOCKS = 4242
 CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
 TRACKING = "batch.kubernetes.io/job-tracking"
-
-
-class Intruder:
-    """kubectl as the ServiceAccount `intruder`, bound to `edit` in the namespace, with its own
-    token (a kubeconfig that holds nothing else)."""
-
-    def __init__(self, e2e: E2ECluster, ns: str, folder: Path) -> None:
-        e2e.kubectl("create", "serviceaccount", "intruder", "-n", ns)
-        e2e.kubectl(
-            "create", "rolebinding", "intruder-edit", "--clusterrole=edit",
-            f"--serviceaccount={ns}:intruder", "-n", ns,
-        )  # fmt: skip
-        token = e2e.kubectl("create", "token", "intruder", "-n", ns, "--duration=1h").stdout
-        raw = json.loads(e2e.kubectl("config", "view", "--raw", "--minify", "-o", "json").stdout)
-        config = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "c", "cluster": raw["clusters"][0]["cluster"]}],
-            "users": [{"name": "intruder", "user": {"token": token.strip()}}],
-            "contexts": [{"name": "i", "context": {"cluster": "c", "user": "intruder"}}],
-            "current-context": "i",
-        }
-        self.kubeconfig = folder / "intruder.kubeconfig"
-        self.kubeconfig.write_text(json.dumps(config))
-        self.binary = str(e2e.cluster.cp.assets / "kubectl")
-        self.ns = ns
-
-    def kubectl(
-        self, *args: str, stdin: str | None = None, check: bool = True
-    ) -> subprocess.CompletedProcess[str]:
-        cmd = [self.binary, f"--kubeconfig={self.kubeconfig}", "-n", self.ns, *args]
-        return subprocess.run(cmd, input=stdin, capture_output=True, text=True, check=check)
-
-    def create(self, manifest: Manifest) -> Manifest:
-        done = self.kubectl(
-            "create", "-o", "json", "-f", "-", stdin=json.dumps(manifest), check=False
-        )
-        assert done.returncode == 0, f"the API server refused the user's object: {done.stderr}"
-        return dict(json.loads(done.stdout))
 
 
 def _names(manifest: Manifest, operator_image: str) -> dict[str, str]:
@@ -148,7 +108,7 @@ def _exits_saying(name: str, image: str, message: str, labels: dict[str, str]) -
     }
 
 
-def _pre_create(intruder: Intruder, names: dict[str, str], image: str) -> dict[str, Manifest]:
+def _pre_create(intruder: EditUser, names: dict[str, str], image: str) -> dict[str, Manifest]:
     """The user's objects under the operator's names, made before the object exists."""
     made = {
         "seed": intruder.create({
@@ -173,7 +133,7 @@ def _pre_create(intruder: Intruder, names: dict[str, str], image: str) -> dict[s
     return made
 
 
-def _forge(intruder: Intruder, job: Manifest, image: str, suffix: str) -> Manifest:
+def _forge(intruder: EditUser, job: Manifest, image: str, suffix: str) -> Manifest:
     """The Pod that claims to be the Job's: its controller-uid label, a controller owner
     reference to it, the Job controller's tracking finalizer; it says "verified"."""
     meta, key = job["metadata"], job["metadata"]["annotations"]["warmgate.dev/cache-key"]
@@ -200,7 +160,7 @@ def _stalled_naming(obj: Manifest | None, name: str) -> bool:
 @pytest.fixture(scope="module")
 def run(e2e: E2ECluster, namespace: str, tmp_path_factory: pytest.TempPathFactory) -> Any:
     ns, image = namespace, e2e.images.engine.ref
-    intruder = Intruder(e2e, ns, tmp_path_factory.mktemp("intruder"))
+    intruder = EditUser(e2e, ns, tmp_path_factory.mktemp("intruder"), "intruder")
     found: dict[str, Any] = {"whoami": intruder.kubectl("auth", "whoami", "-o", "json").stdout}
     rights = ("create pods", "patch specdecodedeployments.warmgate.dev/status")
     found["can"] = {right: _can(intruder, right) for right in rights}
@@ -252,13 +212,13 @@ def _logs(e2e: E2ECluster, found: dict[str, Any]) -> list[str]:
     return [line[:400] for line in lines if any(w in line for w in words)]
 
 
-def _can(intruder: Intruder, right: str) -> str:
+def _can(intruder: EditUser, right: str) -> str:
     """`kubectl auth can-i` as the user: yes or no (it exits 1 on no)."""
     return intruder.kubectl("auth", "can-i", *right.split(), check=False).stdout.strip()
 
 
 def _taken_steps(
-    e2e: E2ECluster, intruder: Intruder, ns: str, found: dict[str, Any], marks: dict[str, float]
+    e2e: E2ECluster, intruder: EditUser, ns: str, found: dict[str, Any], marks: dict[str, float]
 ) -> None:
     """NotOwned naming the seed ConfigMap; the user deletes it; NotOwned naming what serving
     reaches next; the user deletes the rest."""
@@ -296,7 +256,7 @@ def _theirs(e2e: E2ECluster, ns: str, theirs: dict[str, Manifest]) -> dict[str, 
 
 
 def _forgery_steps(
-    e2e: E2ECluster, intruder: Intruder, ns: str, found: dict[str, Any], marks: dict[str, float]
+    e2e: E2ECluster, intruder: EditUser, ns: str, found: dict[str, Any], marks: dict[str, float]
 ) -> None:
     """Two forged Pods: one while the runner's Pod is active (the Job has its one Pod), one in
     the Job's retry backoff after the user deleted the runner's Pod (the Job has none)."""

@@ -18,13 +18,20 @@ rolls out only after its own runner verified it.
 from __future__ import annotations
 
 import json
-import subprocess
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_support import E2ECluster, Manifest, condition, gate_open, is_true, sdd, wait_for
+from e2e_support import (
+    E2ECluster,
+    EditUser,
+    Manifest,
+    condition,
+    gate_open,
+    is_true,
+    sdd,
+    wait_for,
+)
 
 NAME = "edit-user"
 CACHE_KEY = "warmgate.dev/cache-key"
@@ -42,37 +49,6 @@ SERVE_BOARD = (
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
-
-
-class User:
-    """kubectl as a ServiceAccount bound to the built-in `edit` ClusterRole, own token."""
-
-    def __init__(self, e2e: E2ECluster, ns: str, folder: Path) -> None:
-        e2e.kubectl("create", "serviceaccount", "user", "-n", ns)
-        e2e.kubectl(
-            "create", "rolebinding", "user-edit", "--clusterrole=edit",
-            f"--serviceaccount={ns}:user", "-n", ns,
-        )  # fmt: skip
-        token = e2e.kubectl("create", "token", "user", "-n", ns, "--duration=1h").stdout
-        raw = json.loads(e2e.kubectl("config", "view", "--raw", "--minify", "-o", "json").stdout)
-        config = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "c", "cluster": raw["clusters"][0]["cluster"]}],
-            "users": [{"name": "user", "user": {"token": token.strip()}}],
-            "contexts": [{"name": "u", "context": {"cluster": "c", "user": "user"}}],
-            "current-context": "u",
-        }
-        self.kubeconfig = folder / "user.kubeconfig"
-        self.kubeconfig.write_text(json.dumps(config))
-        self.binary = str(e2e.kubectl_path)
-        self.ns = ns
-
-    def kubectl(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        cmd = [self.binary, f"--kubeconfig={self.kubeconfig}", "-n", self.ns, *args]
-        done = subprocess.run(cmd, input=stdin, capture_output=True, text=True, check=False)
-        assert done.returncode == 0, f"as the user: kubectl {' '.join(args)}: {done.stderr}"
-        return done
 
 
 def _events(e2e: E2ECluster, ns: str) -> list[Manifest]:
@@ -117,7 +93,7 @@ def _forged_pod(honest: Manifest, image: str) -> Manifest:
 @pytest.fixture(scope="module")
 def run(e2e: E2ECluster, namespace: str, tmp_path_factory: pytest.TempPathFactory) -> Any:
     ns, image = namespace, e2e.images.engine.ref
-    user = User(e2e, ns, tmp_path_factory.mktemp("user"))
+    user = EditUser(e2e, ns, tmp_path_factory.mktemp("user"), "user")
     found: dict[str, Any] = {}
     e2e.apply(sdd(NAME, ns, image))
     assert e2e.wait_ready(ns, NAME).returncode == 0, "the object never went Ready"
