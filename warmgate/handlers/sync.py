@@ -45,7 +45,7 @@ from warmgate.handlers.gather import (
 from warmgate.handlers.runner_watch import RunnerWatch
 from warmgate.reconcile.actions import Decision
 from warmgate.reconcile.decide import decide
-from warmgate.reconcile.decide_serving import open_gates, serving_template
+from warmgate.reconcile.decide_serving import open_gates, proven_uids, serving_template
 from warmgate.reconcile.observed import Observed, controlled_by
 from warmgate.reconcile.planning import PlanningResult
 from warmgate.reconcile.planning_cache import PlanningCache
@@ -274,7 +274,7 @@ def keep_serving(
         )
         record = served_record(shell, replace(seen, configmaps=(found,) if found else ()))
         template = serving_template(None, record)
-        gates = open_gates(seen, seen.deployment, template)
+        gates = open_gates(seen, seen.deployment, proven_uids(seen, seen.deployment, template))
         apply(gates, runtime.cluster, events, meta.uid or "", log)
     message = (
         f"This operator cannot read the spec (stored under other validation rules?): "

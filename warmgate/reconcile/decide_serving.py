@@ -130,10 +130,9 @@ def _decide_serving(
         if taken is not None:
             return ServingDecision(taken, tuple(actions))
         actions += _service(service, seen.service)
-    template = serving_template(verified, record)
+    proven = proven_uids(seen, deployment, serving_template(verified, record))
     if deployment is not None:
-        actions += open_gates(seen, deployment, template)
-    proven = frozenset(uid_of(p) for p in proven_pods(seen, deployment, template))
+        actions += open_gates(seen, deployment, proven)
     state = evaluate_serving(deployment, _asked(sdd, result))
     summary = state.summary.model_copy(update={"record_digest": digest})
     return ServingDecision(replace(state, summary=summary), tuple(actions), proven)
@@ -359,18 +358,24 @@ def proven_pods(
     ]
 
 
+def proven_uids(
+    seen: Observed, deployment: Manifest | None, template: Manifest | None
+) -> frozenset[str]:
+    """The UIDs of `proven_pods`, computed once a sync for the gates and the boards."""
+    return frozenset(uid_of(p) for p in proven_pods(seen, deployment, template))
+
+
 def _rs_template(rs: Manifest) -> Manifest:
     return dict((rs.get("spec") or {}).get("template") or {})
 
 
-def open_gates(seen: Observed, deployment: Manifest, template: Manifest | None) -> list[Action]:
+def open_gates(seen: Observed, deployment: Manifest, proven: frozenset[str]) -> list[Action]:
     """Open the `warmgate.dev/warmed` readiness gate of Pods that run the served, verified plan
-    and that the operator can prove it created (`proven_pods`)."""
+    and that the operator can prove it created (``proven``: `proven_uids`)."""
     candidates = gate_candidates(deployment, seen.serving_pods)
     if not candidates:
         return []
     served = served_pair(deployment)[0] or ""
-    proven = {uid_of(p) for p in proven_pods(seen, deployment, template)}
     trusted = _trusted_replicasets(seen, deployment)
     actions: list[Action] = []
     for pod in candidates:
