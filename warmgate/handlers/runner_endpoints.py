@@ -20,7 +20,7 @@ from warmgate.reconcile.progress import STATUS_PORT_NAME
 from warmgate.warmup.wire.board import STATUS_PATH, RunnerBoard, read_board
 from warmgate.warmup.wire.schema import DocumentError, decode, depth
 
-__all__ = ["RunnerDocError", "depth", "parse_board", "parse_doc", "status_url"]
+__all__ = ["RunnerDocError", "depth", "parse_board", "parse_doc"]
 
 TIMEOUT_S: Final = 2.0
 # The whole answer's deadline: connecting, the headers and the body together.
@@ -39,16 +39,6 @@ def status_address(pod: Manifest) -> tuple[str, int] | None:
             if port.get("name") == STATUS_PORT_NAME and ip and type(number) is int:
                 return str(ip), number
     return None
-
-
-def status_url(pod: Manifest) -> str | None:
-    """http://<podIP>:<port named warmgate-status>/warmgate/status, or None."""
-    address = status_address(pod)
-    if address is None:
-        return None
-    ip, port = address
-    host = f"[{ip}]" if ":" in ip else ip
-    return f"http://{host}:{port}{STATUS_PATH}"
 
 
 RunnerDocError = DocumentError  # a runner's answer that is no runner document
