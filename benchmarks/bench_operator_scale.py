@@ -87,7 +87,13 @@ def complete_jobs(
         job = watcher.jobs[warmup["jobName"]]
         # As the Job controller makes it: the template's labels, the controller's labels and
         # owner reference (the operator trusts only Pods the Job controls).
-        pod = warmup_pod(namespace, job["metadata"]["name"], job["metadata"]["uid"])
+        # the Job's own template too: the operator reads a verdict only from a Pod that runs it.
+        pod = warmup_pod(
+            namespace,
+            job["metadata"]["name"],
+            job["metadata"]["uid"],
+            template=job["spec"]["template"],
+        )
         pod["metadata"]["labels"].update(job["spec"]["template"]["metadata"]["labels"])
         pod_name = pod["metadata"]["name"]
         core.create_namespaced_pod(namespace, pod, _preload_content=False)
