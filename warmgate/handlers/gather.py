@@ -7,7 +7,9 @@ the claim's entries (before the first Job of a key, `cache_users`), the serving 
 Service, Pods and ReplicaSets (only when a Pod waits for its gate), the ConfigMaps and the
 object's cache claims (once there can be garbage; the claims only where an old one can be), and
 the runners' status documents (the running warmup Pod, the serving Pods of the served plan).
-A failed read marks its part failed in the snapshot: the decision keeps what the status said
+What to read is not decided here: after each part, `warmgate.reconcile.reads` says what to read
+next, a pure function of the object and of the snapshot so far. A failed read marks its part
+failed in the snapshot: the decision keeps what the status said
 about that part, and collects no garbage.
 """
 
@@ -22,33 +24,17 @@ from typing import Final, Protocol
 from warmgate.api import Manifest, SpecDecodeDeployment
 from warmgate.api.constants import (
     ANNOTATION_CACHE_KEY,
-    ANNOTATION_PLAN_HASH,
     COMPONENT_SERVING,
     COMPONENT_WARMUP,
     LABEL_COMPONENT,
     LABEL_NAME,
-    LABEL_PLAN_HASH,
 )
 from warmgate.handlers.cluster import CONTROLLER_UID_LABEL, Cluster, ClusterError, Logger
-from warmgate.reconcile.decide_collect import claims_to_list
-from warmgate.reconcile.decide_serving import gate_candidates
-from warmgate.reconcile.decide_warmup import (
-    adoptable,
-    claim_uid,
-    key_of,
-    recorded_verdict,
-    warmup_jobs,
-    warmup_target,
-)
-from warmgate.reconcile.observed import Observed, Part, controlled_by, uid_of
+from warmgate.reconcile.observed import Observed, Part, uid_of
 from warmgate.reconcile.planning import PlanningResult
-from warmgate.reconcile.pod_template import template_mismatch
-from warmgate.reconcile.progress import running_pod
-from warmgate.reconcile.warmup_state import owned_pods
+from warmgate.reconcile.reads import Reads, job_reads, reads
 from warmgate.resources import serving_name, serving_selector
-from warmgate.resources.cache_claim import legacy_claim_name
-from warmgate.resources.names import COMPONENT_CACHE, label_value, parent_name, plan_label
-from warmgate.resources.pod import cache_claim_name
+from warmgate.resources.names import COMPONENT_CACHE, label_value, parent_name
 from warmgate.warmup.wire.board import RunnerBoard
 from warmgate.warmup.wire.order import CacheUsers
 
@@ -133,37 +119,43 @@ def gather(
     log: Logger,
     at: datetime,
 ) -> tuple[Observed, list[ClusterError]]:
-    """The snapshot one decision needs, and the read errors (for the retry backoff)."""
-    reads = Gatherer(cluster, endpoints, log)
+    """The snapshot one decision needs, and the read errors (for the retry backoff): each part
+    reads what `reconcile.reads` says of the snapshot so far."""
+    gatherer = Gatherer(cluster, endpoints, log)
     namespace = sdd.metadata.namespace or "default"
-    seen = _warmup(sdd, result, reads, Observed(at=at), namespace)
-    seen = serving_snapshot(sdd, reads, seen, namespace)
-    if sdd.status is not None and sdd.status.conditions and not reads.failed:
-        seen = _garbage(sdd, reads, seen, namespace)  # an object's first sync has none
-    return replace(seen, failed=dict(reads.failed)), reads.errors
+    seen = _warmup(sdd, result, gatherer, Observed(at=at), namespace)
+    seen = serving_snapshot(sdd, result, gatherer, seen, namespace)
+    seen = replace(seen, failed=dict(gatherer.failed))
+    if reads(sdd, result, seen).garbage:
+        seen = _garbage(sdd, result, gatherer, seen, namespace)
+    return replace(seen, failed=dict(gatherer.failed)), gatherer.errors
 
 
 def _garbage(
-    sdd: SpecDecodeDeployment, reads: Gatherer, seen: Observed, namespace: str
+    sdd: SpecDecodeDeployment,
+    result: PlanningResult,
+    gatherer: Gatherer,
+    seen: Observed,
+    namespace: str,
 ) -> Observed:
     """The ConfigMaps and recipe-cache claims labelled as this object's, for the collection
-    (the claims only when there can be an old one, `claims_to_list`)."""
-    cluster = reads.cluster
-    configmaps = reads.many(
+    (the claims only when there can be an old one)."""
+    cluster = gatherer.cluster
+    configmaps = gatherer.many(
         "collect",
         "the ConfigMaps",
         lambda: cluster.list_objects("ConfigMap", namespace, selector(sdd)),
     )
     claims: list[Manifest] | None = None
-    if claims_to_list(sdd, seen):
-        claims = reads.many(
+    if reads(sdd, result, seen).claims:
+        claims = gatherer.many(
             "collect",
             "the recipe-cache claims",
             lambda: cluster.list_objects(
                 "PersistentVolumeClaim", namespace, selector(sdd, COMPONENT_CACHE)
             ),
         )
-    if "collect" in reads.failed:
+    if "collect" in gatherer.failed:
         return seen
     listed = None if claims is None else tuple(claims)
     return replace(seen, configmaps=tuple(configmaps), claims=listed)
@@ -172,56 +164,50 @@ def _garbage(
 def _warmup(
     sdd: SpecDecodeDeployment,
     result: PlanningResult,
-    reads: Gatherer,
+    gatherer: Gatherer,
     seen: Observed,
     namespace: str,
 ) -> Observed:
     """The claim, the warmup Jobs, and the Pods and Events of the current plan's Jobs."""
-    cluster, target = reads.cluster, warmup_target(sdd, result)
-    name = cache_claim_name(sdd)
-    if target is not None and name is not None:
-        seen = replace(seen, claim=_claim(sdd, reads, namespace, name))
-    jobs = reads.many(
+    cluster = gatherer.cluster
+    name = reads(sdd, result, seen).claim
+    if name is not None:
+        seen = replace(seen, claim=_claim(gatherer, reads(sdd, result, seen), namespace, name))
+    jobs = gatherer.many(
         "warmup",
         "the warmup Jobs",
         lambda: cluster.list_objects("Job", namespace, selector(sdd, COMPONENT_WARMUP)),
     )
     seen = replace(seen, jobs=tuple(jobs))
-    if target is None or recorded_verdict(sdd, target[1], claim_uid(sdd, seen)):
-        return seen
-    if name is not None and not any(key_of(j) == target[1] for j in warmup_jobs(sdd, seen)):
-        seen = replace(seen, cache_users=cache_users(reads, namespace, seen.at))
+    if reads(sdd, result, seen).cache_users:
+        seen = replace(seen, cache_users=cache_users(gatherer, namespace, seen.at))
     pods: dict[str, tuple[Manifest, ...]] = {}
     events: dict[str, tuple[Manifest, ...]] = {}
     docs: dict[str, RunnerBoard] = {}
-    for job in warmup_jobs(sdd, seen):
-        if key_of(job) == target[1]:
-            _job(reads, job, namespace, (pods, events, docs))
+    for job in reads(sdd, result, seen).jobs:
+        _job(gatherer, job, namespace, (pods, events, docs))
     return replace(seen, job_pods=pods, job_events=events, runner_docs=docs)
 
 
-def _claim(
-    sdd: SpecDecodeDeployment, reads: Gatherer, namespace: str, name: str
-) -> Manifest | None:
-    """The recipe-cache claim of the spec's name; without one, for a template, the claim an
-    earlier build made under `<parent>-recipe-cache` when it is still this object's
-    (`decide_warmup.adoptable`), so an upgrade keeps the cache."""
-    cluster = reads.cluster
+def _claim(gatherer: Gatherer, todo: Reads, namespace: str, name: str) -> Manifest | None:
+    """The recipe-cache claim of the spec's name; without one, the claim an earlier build made
+    when `reconcile.reads` says to read it and it is still this object's."""
+    cluster = gatherer.cluster
     what = f"the recipe-cache claim {name}"
-    claim = reads.one(
+    claim = gatherer.one(
         "warmup", what, lambda: cluster.read("PersistentVolumeClaim", namespace, name)
     )
-    if claim is not None or sdd.spec.warmup.cache.claim_template is None:
+    legacy = reads(todo.sdd, todo.result, replace(todo.seen, claim=claim)).legacy_claim
+    if legacy is None:
         return claim
-    legacy = legacy_claim_name(sdd)
     what = f"the recipe-cache claim {legacy}"
-    found = reads.one(
+    found = gatherer.one(
         "warmup", what, lambda: cluster.read("PersistentVolumeClaim", namespace, legacy)
     )
-    return found if found is not None and adoptable(sdd, found) else None
+    return found if found is not None and todo.adopted(found) else None
 
 
-def cache_users(reads: Gatherer, namespace: str, at: datetime) -> CacheUsers | None:
+def cache_users(gatherer: Gatherer, namespace: str, at: datetime) -> CacheUsers | None:
     """Who uses recipe-cache entries in the namespace, read before the first Job of a cache key
     is made (its runner prunes the entries of objects that are gone): every
     SpecDecodeDeployment's UID and status.warmup.cacheKey, and the cache key of every serving
@@ -229,13 +215,13 @@ def cache_users(reads: Gatherer, namespace: str, at: datetime) -> CacheUsers | N
     an entry, never remove one; one that cannot name an entry is dropped (`CacheUsers.listed`:
     the runner refuses a plan that carries it). A failed read leaves the prune out (None), not
     the warmup."""
-    cluster = reads.cluster
+    cluster = gatherer.cluster
     try:
         objects = cluster.list_objects("SpecDecodeDeployment", namespace, "")
         serving = f"{LABEL_COMPONENT}={COMPONENT_SERVING}"
         deployments = cluster.list_objects("Deployment", namespace, serving)
     except ClusterError as exc:
-        reads.log.warning(f"Could not read who uses the recipe cache, no prune: {exc}")
+        gatherer.log.warning(f"Could not read who uses the recipe cache, no prune: {exc}")
         return None
     keys = [((o.get("status") or {}).get("warmup") or {}).get("cacheKey") for o in objects]
     keys += [key for d in deployments for key in _deployment_keys(d)]
@@ -250,7 +236,7 @@ def _deployment_keys(deployment: Manifest) -> list[object]:
 
 
 def _job(
-    reads: Gatherer,
+    gatherer: Gatherer,
     job: Manifest,
     namespace: str,
     into: tuple[
@@ -258,86 +244,71 @@ def _job(
     ],
 ) -> None:
     """One Job's Pods, its runner's document while one runs, else its Events."""
-    cluster, uid, name = reads.cluster, uid_of(job), job["metadata"]["name"]
+    cluster, uid, name = gatherer.cluster, uid_of(job), job["metadata"]["name"]
     pods, events, docs = into
     label = f"{CONTROLLER_UID_LABEL}={uid}"
-    found = tuple(
-        reads.many("warmup", f"the Pods of Job {name}", lambda: cluster.list_pods(namespace, label))
-    )
+    what = f"the Pods of Job {name}"
+    found = tuple(gatherer.many("warmup", what, lambda: cluster.list_pods(namespace, label)))
     pods[uid] = found
-    running = running_pod(owned_pods(job, list(found)))  # only a Pod the Job controller tracks
+    running, read_events = job_reads(job, found)
     if running is not None:
-        doc = reads.doc(running)
+        doc = gatherer.doc(running)
         if doc is not None:
             docs[uid_of(running)] = doc
-    elif not any((p.get("status") or {}).get("phase") == "Running" for p in found):
+    elif read_events:
         what = f"the Events of Job {name}"
-        events[uid] = tuple(reads.many("warmup", what, lambda: cluster.events(namespace, uid)))
+        events[uid] = tuple(gatherer.many("warmup", what, lambda: cluster.events(namespace, uid)))
 
 
 def serving_snapshot(
-    sdd: SpecDecodeDeployment, reads: Gatherer, seen: Observed, namespace: str
+    sdd: SpecDecodeDeployment,
+    result: PlanningResult | None,
+    gatherer: Gatherer,
+    seen: Observed,
+    namespace: str,
 ) -> Observed:
-    """The serving Deployment, its Service, Pods, the ReplicaSets a gate needs, the runners."""
-    cluster, name = reads.cluster, serving_name(sdd)
-    deployment = reads.one(
+    """The serving Deployment, its Service, Pods, the ReplicaSets a gate needs, the runners
+    (``result`` None: an object whose spec cannot be read, which warms nothing)."""
+    cluster, name = gatherer.cluster, serving_name(sdd)
+    deployment = gatherer.one(
         "serving",
         f"the serving Deployment {name}",
         lambda: cluster.read("Deployment", namespace, name),
     )
     seen = replace(seen, deployment=deployment)
-    collecting = sdd.status is not None and bool(sdd.status.conditions)
-    if deployment is None and not collecting:
+    part = reads(sdd, result, seen).serving_pods
+    if part is None:
         return seen
     if deployment is not None:
-        service = reads.one(
+        service = gatherer.one(
             "serving", f"the Service {name}", lambda: cluster.read("Service", namespace, name)
         )
         seen = replace(seen, service=service)
-    part: Part = "serving" if deployment is not None else "collect"
     pods = tuple(
-        reads.many(
+        gatherer.many(
             part, "the serving Pods", lambda: cluster.list_pods(namespace, serving_selector(sdd))
         )
     )
     seen = replace(seen, serving_pods=pods)
-    if gate_candidates(deployment, pods) or (deployment is not None and _running(pods)):
-        sets = reads.many(
+    if reads(sdd, result, seen).replica_sets:
+        sets = gatherer.many(
             "serving",
             "the serving ReplicaSets",
             lambda: cluster.list_objects("ReplicaSet", namespace, serving_selector(sdd)),
         )
         seen = replace(seen, replica_sets=tuple(sets))
-    return replace(seen, runner_docs={**seen.runner_docs, **_drift_docs(sdd, reads, seen)})
+    docs = _runner_docs(gatherer, reads(sdd, result, seen).runners)
+    return replace(seen, runner_docs={**seen.runner_docs, **docs})
 
 
-def _running(pods: tuple[Manifest, ...]) -> bool:
-    return running_pod(list(pods)) is not None
-
-
-def _drift_docs(
-    sdd: SpecDecodeDeployment, reads: Gatherer, seen: Observed
-) -> dict[str, RunnerBoard]:
-    """The serve-mode documents of the running Pods of the served plan (one time budget)."""
-    annotations = ((seen.deployment or {}).get("metadata") or {}).get("annotations") or {}
-    old = sdd.status.serving.plan_hash if sdd.status and sdd.status.serving else None
-    served = {plan_label(p) for p in (annotations.get(ANNOTATION_PLAN_HASH), old) if p}
+def _runner_docs(gatherer: Gatherer, pods: list[Manifest]) -> dict[str, RunnerBoard]:
+    """The serve-mode documents of the serving runners to ask (one time budget)."""
     docs: dict[str, RunnerBoard] = {}
     deadline = monotonic() + READ_BUDGET_S
-    trusted = {
-        uid_of(rs) for rs in seen.replica_sets if controlled_by(rs, uid_of(seen.deployment or {}))
-    }
-    template = ((seen.deployment or {}).get("spec") or {}).get("template")
-    for pod in seen.serving_pods:
+    for pod in pods:
         if monotonic() > deadline:
             break  # the rest next sync; the record keeps what was read before
-        label = (pod["metadata"].get("labels") or {}).get(LABEL_PLAN_HASH)
-        ours = any(controlled_by(pod, rs) for rs in trusted)  # a Pod of the operator's Deployment
-        # ... running its template: a Pod made with an owner reference to the ReplicaSet is not
-        # asked (the decision counts only `decide_serving.proven_pods` anyway: issue 34 case 3)
-        ours = ours and template_mismatch(pod, template) is None
-        if label in served and ours and running_pod([pod]):
-            doc = reads.doc(pod)
-            if doc is not None:
-                docs[uid_of(pod)] = doc
+        doc = gatherer.doc(pod)
+        if doc is not None:
+            docs[uid_of(pod)] = doc
     return docs

@@ -263,7 +263,7 @@ def keep_serving(
     at = now()
     reads = Gatherer(runtime.cluster, NoEndpoints(), log)
     namespace = meta.namespace or "default"
-    seen = serving_snapshot(shell, reads, Observed(at=at), namespace)
+    seen = serving_snapshot(shell, None, reads, Observed(at=at), namespace)
     if seen.deployment is not None and controlled_by(seen.deployment, meta.uid or ""):
         # The Pods' template as the operator derived it: its served record, bound to the
         # status' digest (no spec to derive it from); without one, no gate opens.
