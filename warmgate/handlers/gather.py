@@ -112,7 +112,7 @@ class Gatherer:
 
 def gather(
     sdd: SpecDecodeDeployment,
-    result: PlanningResult,
+    result: PlanningResult | None,
     cluster: Cluster,
     *,
     endpoints: RunnerEndpoints,
@@ -120,20 +120,28 @@ def gather(
     at: datetime,
 ) -> tuple[Observed, list[ClusterError]]:
     """The snapshot one decision needs, and the read errors (for the retry backoff): each part
-    reads what `reconcile.reads` says of the snapshot so far."""
+    reads what `reconcile.reads` says of the snapshot so far (``result`` None: a spec this
+    operator cannot read, whose served plan alone is read)."""
     gatherer = Gatherer(cluster, endpoints, log)
     namespace = sdd.metadata.namespace or "default"
-    seen = _warmup(sdd, result, gatherer, Observed(at=at), namespace)
+    seen = Observed(at=at)
+    if reads(sdd, result, seen).warmup:
+        seen = _warmup(sdd, result, gatherer, seen, namespace)
     seen = serving_snapshot(sdd, result, gatherer, seen, namespace)
     seen = replace(seen, failed=dict(gatherer.failed))
     if reads(sdd, result, seen).garbage:
         seen = _garbage(sdd, result, gatherer, seen, namespace)
+    record = reads(sdd, result, seen).served_record
+    if record is not None:
+        what = f"the served record {record}"
+        found = gatherer.one("serving", what, lambda: cluster.read("ConfigMap", namespace, record))
+        seen = replace(seen, configmaps=(found,) if found else ())
     return replace(seen, failed=dict(gatherer.failed)), gatherer.errors
 
 
 def _garbage(
     sdd: SpecDecodeDeployment,
-    result: PlanningResult,
+    result: PlanningResult | None,
     gatherer: Gatherer,
     seen: Observed,
     namespace: str,
@@ -163,7 +171,7 @@ def _garbage(
 
 def _warmup(
     sdd: SpecDecodeDeployment,
-    result: PlanningResult,
+    result: PlanningResult | None,
     gatherer: Gatherer,
     seen: Observed,
     namespace: str,

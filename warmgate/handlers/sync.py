@@ -21,38 +21,29 @@ edit, another replica) makes it a 409, retried after the backoff from the newer 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
 from pydantic import ValidationError
 
-from warmgate.api import SpecDecodeDeployment, SpecDecodeDeploymentStatus, derive_phase
-from warmgate.api.conditions import get_condition, now, set_condition
+from warmgate.api import SpecDecodeDeployment, SpecDecodeDeploymentStatus
+from warmgate.api.conditions import get_condition, now
 from warmgate.api.constants import STALLED, Reason
 from warmgate.api.resource import ObjectMeta
 from warmgate.handlers.apply import StatusVersion, apply, write_status
 from warmgate.handlers.backoff import Backoff
 from warmgate.handlers.children import parent_key
 from warmgate.handlers.cluster import Cluster, ClusterError, Events, Logger
-from warmgate.handlers.gather import (
-    Gatherer,
-    NoEndpoints,
-    RunnerEndpoints,
-    gather,
-    serving_snapshot,
-)
+from warmgate.handlers.gather import NoEndpoints, RunnerEndpoints, gather
 from warmgate.handlers.runner_watch import RunnerWatch
 from warmgate.reconcile.actions import Decision
-from warmgate.reconcile.decide import decide
-from warmgate.reconcile.decide_serving import open_gates, proven_uids, serving_template
-from warmgate.reconcile.observed import Observed, controlled_by
+from warmgate.reconcile.decide import decide, decide_unreadable
+from warmgate.reconcile.observed import Observed
 from warmgate.reconcile.planning import PlanningResult
 from warmgate.reconcile.planning_cache import PlanningCache
-from warmgate.reconcile.served import served_record
-from warmgate.reconcile.status_builder import planning_notice, status_patch
-from warmgate.reconcile.verdict import MESSAGE_LIMIT
-from warmgate.resources.served_record import served_record_name
+from warmgate.reconcile.status_builder import planning_notice, stalled_status, status_patch
+from warmgate.reconcile.verdict import Verdict
 from warmgate.settings import ALLOW_OPERATOR_NAMESPACE_ENV, Settings
 
 # A claim, then the warmup's children, then one look at what the server stored: three rounds
@@ -180,16 +171,13 @@ def _write(
 ) -> Synced:
     """Write the status when it changed; the outcome and when to retry."""
     uid = sdd.metadata.uid or ""
-    patch = status_patch(written or sdd.status, status)
-    if patch:
-        namespace, name = sdd.metadata.namespace or "", sdd.metadata.name or ""
-        error = write_status(runtime.cluster, namespace, name, patch, writes)
-        if error is not None and error.status == HTTP_NOT_FOUND:  # deleted unseen
-            return Synced(result, status, patch, gone=True)
-        if error is not None:
-            _unwritten(error, log)
-            retry = runtime.backoff.after(uid, [*errors, error])
-            return Synced(result, status, patch, retry)
+    patch, error = _put_status(runtime.cluster, sdd, written or sdd.status, status, writes)
+    if error is not None and error.status == HTTP_NOT_FOUND:  # deleted unseen
+        return Synced(result, status, patch, gone=True)
+    if error is not None:
+        _unwritten(error, log)
+        retry = runtime.backoff.after(uid, [*errors, error])
+        return Synced(result, status, patch, retry)
     retry = runtime.backoff.after(uid, errors)
     replaced = frozenset(writes.replaced)
     return Synced(
@@ -220,38 +208,26 @@ def refuse_namespace(
     `pods/exec` into the operator (its token writes every status) and its Lease, so its users
     would hold the operator. Stalled, reason OperatorNamespace, saying where to put it and
     how to allow it; nothing is read, planned, created or written but the status."""
-    old = sdd.status or SpecDecodeDeploymentStatus()
     message = (
         f"SpecDecodeDeployments are not served in the operator's own namespace "
         f"{sdd.metadata.namespace}: whoever may edit there can exec into the operator; create "
         f"it in a namespace the operator watches, or set {ALLOW_OPERATOR_NAMESPACE_ENV}=true "
         "(the chart's allowOperatorNamespace)"
     )
-    conditions = set_condition(
-        old.conditions,
-        STALLED,
-        "True",
-        Reason.OPERATOR_NAMESPACE,
-        message,
-        generation=sdd.metadata.generation,
-        at=now(),
-    )
-    status = old.model_copy(update={"conditions": conditions, "phase": derive_phase(conditions)})
-    patch = status_patch(old, status)
-    if patch:
-        namespace, name = sdd.metadata.namespace or "", sdd.metadata.name or ""
-        error = write_status(runtime.cluster, namespace, name, patch, StatusVersion(version))
-        if error is not None:
-            log.error(f"Could not write the status, retrying: {error}")
+    stalled = Verdict("True", Reason.OPERATOR_NAMESPACE, message)
+    status = stalled_status(sdd.status, stalled, sdd.metadata.generation, now())
+    error = _put_status(runtime.cluster, sdd, sdd.status, status, StatusVersion(version))[1]
+    if error is not None:
+        log.error(f"Could not write the status, retrying: {error}")
 
 
 def keep_serving(
     raw: Mapping[str, Any], problem: str, runtime: Runtime, events: Events, log: Logger
-) -> Synced | None:
+) -> None:
     """An object whose spec this operator cannot read (stored under other validation rules):
-    its status says so (Stalled, reason InvalidSpec, naming the field) and what is verified
-    keeps serving: the gates of the Deployment's Pods of the verified plan keep opening, so a
-    replaced serving Pod is not left unready. Nothing else is read or written."""
+    the same sync on what can be read of it (`decide.decide_unreadable`): its status says so
+    (Stalled, reason InvalidSpec, naming the field) and what is verified keeps serving (the
+    gates of the verified plan's Pods keep opening). Nothing else is read or written."""
     meta = ObjectMeta.model_validate(raw.get("metadata") or {})
     try:
         old = SpecDecodeDeploymentStatus.model_validate(raw.get("status") or {})
@@ -260,45 +236,30 @@ def keep_serving(
     # Only its names and status are used (the children's names and selectors come from
     # metadata alone, the served record's digest from the status).
     shell = SpecDecodeDeployment.model_construct(metadata=meta, spec=None, status=old)  # type: ignore[arg-type]
-    at = now()
-    reads = Gatherer(runtime.cluster, NoEndpoints(), log)
-    namespace = meta.namespace or "default"
-    seen = serving_snapshot(shell, None, reads, Observed(at=at), namespace)
-    if seen.deployment is not None and controlled_by(seen.deployment, meta.uid or ""):
-        # The Pods' template as the operator derived it: its served record, bound to the
-        # status' digest (no spec to derive it from); without one, no gate opens.
-        name = served_record_name(shell)
-        what = f"the served record {name}"
-        found = reads.one(
-            "serving", what, lambda: runtime.cluster.read("ConfigMap", namespace, name)
-        )
-        record = served_record(shell, replace(seen, configmaps=(found,) if found else ()))
-        template = serving_template(None, record)
-        gates = open_gates(seen, seen.deployment, proven_uids(seen, seen.deployment, template))
-        apply(gates, runtime.cluster, events, meta.uid or "", log)
-    message = (
-        f"This operator cannot read the spec (stored under other validation rules?): "
-        f"{' '.join(problem.split())}; the last verified plan keeps serving"
-    )[:MESSAGE_LIMIT]
-    conditions = set_condition(
-        old.conditions,
-        STALLED,
-        "True",
-        Reason.INVALID_SPEC,
-        message,
-        generation=meta.generation,
-        at=at,
-    )
-    status = old.model_copy(update={"conditions": conditions, "phase": derive_phase(conditions)})
+    observed, _ = gather(shell, None, runtime.cluster, endpoints=NoEndpoints(), log=log, at=now())
+    decision = decide_unreadable(shell, observed, problem)
+    apply(decision.actions, runtime.cluster, events, meta.uid or "", log)
+    _report(decision, events, log)
+    version = str((raw.get("metadata") or {}).get("resourceVersion") or "") or None
+    error = _put_status(runtime.cluster, shell, old, decision.status, StatusVersion(version))[1]
+    if error is not None:
+        log.error(f"Could not write the status, retrying: {error}")
+
+
+def _put_status(
+    cluster: Cluster,
+    sdd: SpecDecodeDeployment,
+    old: SpecDecodeDeploymentStatus | None,
+    status: SpecDecodeDeploymentStatus,
+    writes: StatusVersion,
+) -> tuple[dict[str, Any], ClusterError | None]:
+    """The one status writer: the merge patch from ``old`` to ``status``, written when not
+    empty at the version ``writes`` holds; the patch and the error (None: written or none)."""
     patch = status_patch(old, status)
-    if patch:
-        version = StatusVersion(
-            str((raw.get("metadata") or {}).get("resourceVersion") or "") or None
-        )
-        error = write_status(runtime.cluster, meta.namespace or "", meta.name or "", patch, version)
-        if error is not None:
-            log.error(f"Could not write the status, retrying: {error}")
-    return None
+    if not patch:
+        return patch, None
+    namespace, name = sdd.metadata.namespace or "", sdd.metadata.name or ""
+    return patch, write_status(cluster, namespace, name, patch, writes)
 
 
 def _notice(
@@ -310,9 +271,7 @@ def _notice(
     notice = planning_notice(sdd, at)
     if notice is None:
         return None
-    body = status_patch(sdd.status, notice)
-    namespace, name = sdd.metadata.namespace or "", sdd.metadata.name or ""
-    error = write_status(cluster, namespace, name, body, writes)
+    error = _put_status(cluster, sdd, sdd.status, notice, writes)[1]
     if error is not None:
         log.warning(f"Could not write the Planning status: {' '.join(str(error).split())[:512]}")
         return None

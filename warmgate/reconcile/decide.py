@@ -19,14 +19,21 @@ from warmgate.api.constants import COVERAGE_PROVEN, LABEL_PLAN_HASH, Reason
 from warmgate.reconcile.acceptance import evaluate_acceptance
 from warmgate.reconcile.actions import Action, Decision, Delete, Event, EventType
 from warmgate.reconcile.decide_collect import decide_collect
-from warmgate.reconcile.decide_serving import decide_serving
+from warmgate.reconcile.decide_serving import (
+    decide_serving,
+    open_gates,
+    proven_uids,
+    serving_template,
+)
 from warmgate.reconcile.decide_warmup import decide_warmup
 from warmgate.reconcile.drift import DriftState, evaluate_drift, event_message
-from warmgate.reconcile.observed import Observed, uid_of
+from warmgate.reconcile.observed import Observed, controlled_by, uid_of
 from warmgate.reconcile.planning import PlanningResult
 from warmgate.reconcile.progress import running_pod
+from warmgate.reconcile.served import served_record
 from warmgate.reconcile.serving_state import ServingState
-from warmgate.reconcile.status_builder import build_status
+from warmgate.reconcile.status_builder import build_status, stalled_status
+from warmgate.reconcile.verdict import MESSAGE_LIMIT, Verdict
 from warmgate.resources.names import plan_label
 from warmgate.settings import Settings
 from warmgate.warmup.wire.board import ServeBoard
@@ -50,6 +57,27 @@ def decide(
     )
     events = (*announce(sdd.status, planning), *_drift_events(drift))
     return Decision(actions, status, events)
+
+
+def decide_unreadable(shell: SpecDecodeDeployment, observed: Observed, problem: str) -> Decision:
+    """An object whose spec this operator cannot read (stored under other validation rules;
+    ``shell`` has its metadata and status only): Stalled, reason InvalidSpec, naming the
+    field, and what is verified keeps serving: the gates of the Deployment's Pods that run the
+    verified plan, as its served record (bound to the status' digest) keeps the Pods' template,
+    keep opening, so a replaced serving Pod is not left unready. Without a record, no gate."""
+    deployment = observed.deployment
+    actions: tuple[Action, ...] = ()
+    if deployment is not None and controlled_by(deployment, shell.metadata.uid or ""):
+        template = serving_template(None, served_record(shell, observed))
+        proven = proven_uids(observed, deployment, template)
+        actions = tuple(open_gates(observed, deployment, proven))
+    message = (
+        f"This operator cannot read the spec (stored under other validation rules?): "
+        f"{' '.join(problem.split())}; the last verified plan keeps serving"
+    )[:MESSAGE_LIMIT]
+    stalled = Verdict("True", Reason.INVALID_SPEC, message)
+    status = stalled_status(shell.status, stalled, shell.metadata.generation, observed.at)
+    return Decision(actions, status)
 
 
 def serving_drift(

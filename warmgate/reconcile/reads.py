@@ -33,6 +33,7 @@ from warmgate.resources.cache_claim import legacy_claim_name
 from warmgate.resources.names import plan_label
 from warmgate.resources.plan_bundle import PlanBundle
 from warmgate.resources.pod import cache_claim_name
+from warmgate.resources.served_record import served_record_name
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,11 @@ class Reads:
 
     def _target(self) -> tuple[PlanBundle, str] | None:
         return None if self.result is None else warmup_target(self.sdd, self.result)
+
+    @property
+    def warmup(self) -> bool:
+        """The warmup's part (claim, Jobs, their Pods): not for a spec the operator cannot read."""
+        return self.result is not None
 
     @property
     def claim(self) -> str | None:
@@ -130,7 +136,20 @@ class Reads:
     def garbage(self) -> bool:
         """The ConfigMaps (and maybe the claims) for the collection: once there can be
         garbage, and only after every read so far succeeded."""
-        return self.collecting and not self.seen.failed
+        return self.warmup and self.collecting and not self.seen.failed
+
+    @property
+    def served_record(self) -> str | None:
+        """For a spec the operator cannot read, whose ConfigMaps are not listed: the served
+        record of the object's own Deployment (the Pods' template without a spec to derive it)."""
+        deployment = self.seen.deployment
+        if self.result is not None or deployment is None:
+            return None
+        return (
+            served_record_name(self.sdd)
+            if controlled_by(deployment, self.sdd.metadata.uid or "")
+            else None
+        )
 
     @property
     def claims(self) -> bool:

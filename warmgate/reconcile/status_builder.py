@@ -107,6 +107,16 @@ def planning_notice(
     )
 
 
+def stalled_status(
+    old: SpecDecodeDeploymentStatus | None, stalled: Verdict, gen: int | None, at: datetime
+) -> SpecDecodeDeploymentStatus:
+    """The status of an object the operator does not sync (its spec unreadable, or in the
+    operator's own namespace): Stalled with ``stalled``'s reason and message; the rest as it was."""
+    old = old or SpecDecodeDeploymentStatus()
+    conditions = _set(old.conditions, STALLED, stalled, gen, at)
+    return old.model_copy(update={"conditions": conditions, "phase": derive_phase(conditions)})
+
+
 def _warmed(result: PlanningResult, warmup: WarmupState | None) -> Verdict:
     if warmup is not None:
         return warmup.verdict

@@ -9,11 +9,18 @@ from typing import Any
 
 from support.examples import example_doc
 
-from warmgate.api import SpecDecodeDeployment, SpecDecodeDeploymentStatus, parse_manifest
-from warmgate.api.conditions import set_condition
+from warmgate.api import (
+    SpecDecodeDeployment,
+    SpecDecodeDeploymentStatus,
+    derive_phase,
+    parse_manifest,
+)
+from warmgate.api.conditions import get_condition, set_condition
+from warmgate.reconcile.decide import decide_unreadable
 from warmgate.reconcile.observed import Observed
 from warmgate.reconcile.planning import evaluate
 from warmgate.reconcile.reads import job_reads, reads
+from warmgate.reconcile.verdict import MESSAGE_LIMIT
 from warmgate.resources.cache_claim import legacy_claim_name
 from warmgate.resources.pod import cache_claim_name
 
@@ -72,3 +79,23 @@ def test_a_job_without_a_running_pod_has_its_events_read() -> None:
     assert job_reads(job, (pending,)) == (None, True)
     # a Running Pod the Job controller does not track: no runner asked, no Events either
     assert job_reads(job, (running,)) == (None, False)
+
+
+def test_an_unreadable_spec_reads_its_served_plan_alone_and_decides_a_stalled_status() -> None:
+    """keep_serving is a case of the one sync: reads (no warmup, no garbage), then a decision
+    whose status `status_builder` builds (Stalled InvalidSpec, the message cut to its limit)."""
+    sdd = sdd_with({"claimTemplate": {"size": "10Gi"}}, status=True)
+    meta, status = sdd.metadata, sdd.status
+    shell = SpecDecodeDeployment.model_construct(metadata=meta, spec=None, status=status)  # type: ignore[arg-type]
+    todo = reads(shell, None, Observed(at=AT))
+    assert not todo.warmup
+    assert not todo.garbage
+    assert todo.served_record is None
+    decision = decide_unreadable(shell, Observed(at=AT), "spec.engine.maxNumSeqs: " + "x" * 5000)
+    assert decision.actions == ()  # no Deployment of its own: no gate to open
+    stalled = get_condition(decision.status.conditions, "Stalled")
+    assert stalled is not None
+    assert (stalled.status, stalled.reason) == ("True", "InvalidSpec")
+    assert stalled.message.startswith("This operator cannot read the spec")
+    assert len(stalled.message) == MESSAGE_LIMIT
+    assert decision.status.phase == derive_phase(decision.status.conditions)
