@@ -16,7 +16,6 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from warmgate.controlplane import ControlPlane, _openssl
 from warmgate.devcluster import configs, network, teardown
@@ -396,15 +395,3 @@ def _prepare_cgroups() -> None:
         for name in ("cpuset.cpus", "cpuset.mems"):
             if (hierarchy / name).exists():
                 (folder / name).write_text((hierarchy / name).read_text())
-
-
-def node_config_summary() -> dict[str, Any]:
-    """What the dev cluster looks like, for docs and the demo."""
-    return {
-        "node": NODE_NAME,
-        "labels": NODE_LABELS,
-        "gaudi_cards": GAUDI_CARDS,
-        "pod_cidr": POD_CIDR,
-        "service_cidr": SERVICE_CIDR,
-        "apiserver": GATEWAY,
-    }

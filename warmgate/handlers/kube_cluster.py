@@ -147,18 +147,12 @@ class KubeCluster:
                 content_type=content_type,
                 timeouts=self.timeouts,
             )
-        except TRANSPORT_ERRORS as exc:
-            raise ClusterError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
-        except ApiException as exc:  # the client's own wrapping of a TLS error (status 0)
-            raise ClusterError(f"{method} {path}: {exc.reason}", status=exc.status or None) from exc
+        except (*TRANSPORT_ERRORS, ApiException) as exc:
+            raise unanswered(method, path, exc) from exc
         if not 200 <= response.status <= 299:
-            try:
-                ApiException.from_response(http_resp=response, body=None, data=None)  # raises
-            except ApiException as exc:
-                if exc.status in tolerate:
-                    return None
-                retry = _retry_after(exc)
-                raise ClusterError(str(exc), status=exc.status, retry_after=retry) from exc
+            if response.status in tolerate:
+                return None
+            raise refused(response)
         found: Manifest = json.loads(data) if data else {}
         return found
 
@@ -307,6 +301,23 @@ def send_json(
         raise
     observe_request(method, host, response.status, time.perf_counter() - started)
     return response, data
+
+
+def unanswered(method: str, path: str, exc: Exception) -> ClusterError:
+    """The one mapping of a request the API did not answer (for every adapter, the Lease's
+    too): the transport's error, or the client's own wrapping of a TLS error (status 0)."""
+    if isinstance(exc, ApiException):
+        return ClusterError(f"{method} {path}: {exc.reason}", status=exc.status or None)
+    return ClusterError(f"{method} {path}: {type(exc).__name__}: {exc}")
+
+
+def refused(response: Any) -> ClusterError:
+    """The one mapping of an API answer outside 2xx (for every adapter, the Lease's too): its
+    status, the server's message, and the Retry-After it asked for (429, 503)."""
+    exc = ApiException(http_resp=response)
+    error = ClusterError(str(exc), status=exc.status, retry_after=_retry_after(exc))
+    error.__cause__ = exc
+    return error
 
 
 def configuration(pool_size: int, config_file: str | None = None) -> client.Configuration:

@@ -18,6 +18,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from warmgate.api import Manifest
+from warmgate.handlers.cluster import ClusterError
 from warmgate.handlers.controller_metrics import host_of, observe_request
 from warmgate.handlers.kube_cluster import (
     HTTP_CONFLICT,
@@ -25,7 +26,9 @@ from warmgate.handlers.kube_cluster import (
     JSON,
     TRANSPORT_ERRORS,
     configuration,
+    refused,
     send_json,
+    unanswered,
 )
 from warmgate.settings import LeaseSettings
 
@@ -38,8 +41,13 @@ POOL_SIZE: Final = 2
 HTTP_OK: Final = 200
 
 
-class LeaseError(RuntimeError):
-    """A Lease request failed (an HTTP error other than the expected ones, or the transport)."""
+class LeaseError(ClusterError):
+    """A Lease request failed (an HTTP error other than the expected ones, or the transport),
+    as the cluster adapter maps every API error (`kube_cluster.unanswered`, `refused`)."""
+
+    @classmethod
+    def of(cls, error: ClusterError) -> LeaseError:
+        return cls(f"the Lease: {error}", error.status, error.retry_after)
 
 
 class KubeLeases:
@@ -72,6 +80,7 @@ class KubeLeases:
         query: dict[str, str] | None = None,
         body: Manifest | None = None,
         timeouts: tuple[float, float] | None = None,
+        tolerate: tuple[int, ...] = (),
     ) -> tuple[int, Manifest]:
         path = COLLECTION + ("/{name}" if name else "")
         params = {"namespace": self.namespace, "name": self.name}
@@ -86,29 +95,32 @@ class KubeLeases:
                 timeouts=timeouts or self.timeouts,
             )
         except (*TRANSPORT_ERRORS, ApiException) as exc:
-            raise LeaseError(f"{method} lease: {type(exc).__name__}: {exc}") from exc
+            raise LeaseError.of(unanswered(method, "lease", exc)) from exc
         found: Manifest = json.loads(data) if data else {}
+        if not 200 <= response.status <= 299 and response.status not in tolerate:
+            raise LeaseError.of(refused(response))
         return int(response.status), found
 
     def get(self) -> tuple[Manifest, str] | None:
-        status, found = self._request("GET")
+        status, found = self._request("GET", tolerate=(HTTP_NOT_FOUND,))
         if status == HTTP_NOT_FOUND:
             return None
-        self._check(status, found, "read")
         return dict(found.get("spec") or {}), str(found["metadata"]["resourceVersion"])
 
     def create(self, spec: Manifest) -> str | None:
-        status, found = self._request("POST", name=False, body=self._body(spec))
+        status, found = self._request(
+            "POST", name=False, body=self._body(spec), tolerate=(HTTP_CONFLICT,)
+        )
         if status == HTTP_CONFLICT:
             return None
-        self._check(status, found, "create")
         return str(found["metadata"]["resourceVersion"])
 
     def update(self, spec: Manifest, version: str) -> str | None:
-        status, found = self._request("PUT", body=self._body(spec, version))
+        status, found = self._request(
+            "PUT", body=self._body(spec, version), tolerate=(HTTP_CONFLICT,)
+        )
         if status == HTTP_CONFLICT:
             return None
-        self._check(status, found, "update")
         return str(found["metadata"]["resourceVersion"])
 
     def wait_change(self, version: str, seconds: float) -> None:
@@ -157,11 +169,6 @@ class KubeLeases:
         if version is not None:
             meta["resourceVersion"] = version
         return {"apiVersion": GROUP_VERSION, "kind": "Lease", "metadata": meta, "spec": spec}
-
-    def _check(self, status: int, found: Manifest, what: str) -> None:
-        if not 200 <= status <= 299:
-            reason = found.get("message") or found.get("reason") or ""
-            raise LeaseError(f"could not {what} the Lease {self.name!r}: {status} {reason}")
 
 
 def _released(chunks: Iterator[bytes]) -> bool:

@@ -33,9 +33,7 @@ from warmgate.reconcile.proven_plan import total_buckets
 from warmgate.reconcile.served import served_record
 from warmgate.reconcile.verdict import Verdict, not_owned, one_line
 from warmgate.reconcile.warmup_state import (
-    Observed as WarmupSeen,
-)
-from warmgate.reconcile.warmup_state import (
+    WarmupSeen,
     WarmupState,
     evaluate_warmup,
     owned_pods,

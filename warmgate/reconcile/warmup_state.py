@@ -185,7 +185,7 @@ def job_summary(job: Manifest, key: str) -> WarmupSummary:
 
 
 @dataclass(frozen=True)
-class Observed:
+class WarmupSeen:
     """What the sync read about the warmup besides the Job: its Events, the clock, the limit."""
 
     events: tuple[Manifest, ...] = ()
@@ -205,7 +205,7 @@ class Observed:
 
 
 def evaluate_warmup(
-    job: Manifest | None, pods: list[Manifest], key: str, seen: Observed | None = None
+    job: Manifest | None, pods: list[Manifest], key: str, seen: WarmupSeen | None = None
 ) -> WarmupState:
     """The Warmed verdict from the Job of this plan and the Pods it controls."""
     if job is None:
@@ -213,7 +213,7 @@ def evaluate_warmup(
             Verdict("False", Reason.WARMUP_PENDING, "Creating the warmup Job"),
             WarmupSummary(cache_key=key),
         )
-    seen = seen or Observed()
+    seen = seen or WarmupSeen()
     summary = job_summary(job, key)
     refused = refused_pods(job, pods)
     pods = owned_pods(job, pods)
@@ -234,7 +234,7 @@ def evaluate_warmup(
     return _active(job, pods, summary, run, seen)
 
 
-def _stopped(summary: WarmupSummary, annotation: str, seen: Observed) -> Verdict:
+def _stopped(summary: WarmupSummary, annotation: str, seen: WarmupSeen) -> Verdict:
     """The verdict of a Job the operator stopped: the reason word it wrote on the Job, and its
     own message from the status when it stopped this Job, never the annotation's text (anyone
     with `edit` may annotate a Job: issue 34 case 7). A reason that is no condition reason
@@ -261,7 +261,7 @@ def _active(
     pods: list[Manifest],
     summary: WarmupSummary,
     run: TerminationSummary | None,
-    seen: Observed,
+    seen: WarmupSeen,
 ) -> WarmupState:
     """A Job still working: the runner runs, its Pod waits (and why), or it retries."""
     pod = _newest(pods)
@@ -409,7 +409,7 @@ def _cpu_engine(summary: WarmupSummary, run: TerminationSummary, accepted: bool)
     return WarmupState(Verdict("True", Reason.CPU_ENGINE, message), summary, False, run)
 
 
-def _accepted_by(drafter: DrafterCounts, seen: Observed) -> str | None:
+def _accepted_by(drafter: DrafterCounts, seen: WarmupSeen) -> str | None:
     """The spec field that lets Warmed stand without the drafter's evidence, or None (Required:
     fail closed). complete: false accepts planned shapes never reached (uncovered shapes,
     issue 25), nothing else."""
@@ -441,7 +441,7 @@ def _unverified(
 
 
 def _completed(
-    summary: WarmupSummary, run: TerminationSummary | None, key: str, seen: Observed
+    summary: WarmupSummary, run: TerminationSummary | None, key: str, seen: WarmupSeen
 ) -> WarmupState:
     if run is not None and run.outcome == "cpu_engine" and run.key == key:
         return _cpu_engine(summary, run, seen.accept_cpu)

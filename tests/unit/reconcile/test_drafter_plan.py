@@ -13,8 +13,7 @@ from warmgate.buckets.drafter.graphs import prove_drafter
 from warmgate.buckets.drafter.sweep import SWEEP_FORMAT
 from warmgate.reconcile.drafter_plan import sweep_budget
 from warmgate.reconcile.planning import evaluate
-from warmgate.reconcile.warmup_state import Observed as WarmupSeen
-from warmgate.reconcile.warmup_state import evaluate_warmup
+from warmgate.reconcile.warmup_state import WarmupSeen, evaluate_warmup
 from warmgate.resources import desired_children
 from warmgate.warmup.wire.order import parse_plan
 from warmgate.warmup.wire.summary import TerminationSummary

@@ -13,7 +13,7 @@ from support.resource_cases import UID
 from warmgate.api import DrafterWarmup, SpecDecodeDeployment
 from warmgate.api.status import Condition, WarmupSummary
 from warmgate.reconcile.planning import evaluate
-from warmgate.reconcile.warmup_state import Observed, evaluate_warmup, remembered
+from warmgate.reconcile.warmup_state import WarmupSeen, evaluate_warmup, remembered
 from warmgate.resources import cache_key
 
 KEY = "gaudi2-tp1-" + "b" * 40
@@ -122,7 +122,7 @@ def test_best_effort_is_warmed_with_the_message_and_the_counts() -> None:
         "kv_blocks": 9,
         "drafter": blind("metric-unreadable", "graph_compilation metric failed: RuntimeError: x"),
     }
-    state = evaluate_warmup(*ended(summary, ok=True), KEY, Observed(drafter_required=False))
+    state = evaluate_warmup(*ended(summary, ok=True), KEY, WarmupSeen(drafter_required=False))
     assert (state.verdict.status, state.verdict.reason) == ("True", "WarmupSucceeded")
     assert (
         "; drafter not verified, accepted by spec.warmup.drafter.verification=BestEffort: "
@@ -186,7 +186,7 @@ def test_a_cpu_engine_counts_every_planned_drafter_shape_as_unverified() -> None
         "engine": {"kind": "cpu", "vllm": "0.32.0"},
         "drafter": blind("hook-not-attached", "vllm_gaudi is not installed in this engine"),
     }
-    state = evaluate_warmup(*ended(summary, ok=True), KEY, Observed(accept_cpu=True))
+    state = evaluate_warmup(*ended(summary, ok=True), KEY, WarmupSeen(accept_cpu=True))
     assert (state.verdict.status, state.verdict.reason) == ("True", "CPUEngine")
     assert "drafter: 77 planned drafter shapes not verified" in state.verdict.message
     assert state.summary.drafter_unverified == 77

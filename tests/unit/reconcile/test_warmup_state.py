@@ -10,7 +10,7 @@ import pytest
 from support.kube_objects import runner_summary, terminated_status, warmup_pod
 
 from warmgate.reconcile.warmup_state import (
-    Observed,
+    WarmupSeen,
     evaluate_warmup,
     owned_pods,
     runner_messages,
@@ -156,7 +156,7 @@ def test_a_pending_pod_says_why_and_never_warming(
     pods: list[Any], events: list[Any], reason: str, said: str
 ) -> None:
     """Issue 11 item 4: the scheduler's, the kubelet's or the Job controller's reason."""
-    seen = Observed(tuple(events), NOW, 3600)
+    seen = WarmupSeen(tuple(events), NOW, 3600)
     state = evaluate_warmup(job(active=1 if pods else 0), pods, KEY, seen)
     assert (state.verdict.status, state.verdict.reason) == ("False", reason)
     assert said in state.verdict.message
@@ -180,7 +180,7 @@ def test_an_events_text_never_reaches_the_condition(text: str, said: str) -> Non
     """Issue 34: `edit` may create Events, so a FailedCreate Event's message is told only by
     the cause the operator recognises in it, in its own words."""
     event = {"reason": "FailedCreate", "lastTimestamp": "2026-11-29T12:00:05Z", "message": text}
-    state = evaluate_warmup(job(active=0), [], KEY, Observed((event,), NOW, 3600))
+    state = evaluate_warmup(job(active=0), [], KEY, WarmupSeen((event,), NOW, 3600))
     assert state.verdict.reason == "FailedCreate"
     assert said in state.verdict.message
     assert "evil" not in state.verdict.message
@@ -189,13 +189,13 @@ def test_an_events_text_never_reaches_the_condition(text: str, said: str) -> Non
 def test_a_pod_pending_past_the_deadline_fails_the_warmup_with_its_reason() -> None:
     pods = [pending_pod(conditions=[UNSCHEDULABLE])]
     since = NOW - timedelta(seconds=3600)  # first seen waiting, on the operator's clock
-    state = evaluate_warmup(job(active=1), pods, KEY, Observed((), NOW, 1800, since))
+    state = evaluate_warmup(job(active=1), pods, KEY, WarmupSeen((), NOW, 1800, since))
     assert (state.verdict.reason, state.stalled, state.stop) == ("Unschedulable", True, True)
     assert "Pending for 3600 s, more than spec.warmup.pendingTimeoutSeconds=1800" in (
         state.verdict.message
     )
-    quiet = evaluate_warmup(job(active=1), [pending_pod()], KEY, Observed((), NOW, 1800, since))
-    fresh = evaluate_warmup(job(active=1), pods, KEY, Observed((), NOW, 1800))
+    quiet = evaluate_warmup(job(active=1), [pending_pod()], KEY, WarmupSeen((), NOW, 1800, since))
+    fresh = evaluate_warmup(job(active=1), pods, KEY, WarmupSeen((), NOW, 1800))
     assert (fresh.stop, fresh.summary.pending_since) == (False, NOW)  # the clock starts now
     assert (quiet.verdict.reason, quiet.stop) == ("PendingTimeout", True)
 
@@ -204,7 +204,7 @@ def test_a_stopped_job_keeps_its_verdict() -> None:
     """The reason word the operator wrote on the Job, and its own message from the status."""
     stopped = job(annotations={"warmgate.dev/warmup-failed": "Unschedulable: no Gaudi node"})
     told = ("Unschedulable", "0/1 nodes are available (the Job was stopped)")
-    state = evaluate_warmup(stopped, [], KEY, Observed(stopped=told))
+    state = evaluate_warmup(stopped, [], KEY, WarmupSeen(stopped=told))
     assert (state.verdict.reason, state.verdict.message, state.stalled) == (*told, True)
     state = evaluate_warmup(stopped, [], KEY)  # the status lost: the operator's own words
     assert (state.verdict.reason, state.stalled) == ("Unschedulable", True)
@@ -355,7 +355,7 @@ def test_a_cpu_engine_is_never_warmed_without_the_opt_in() -> None:
 
 def test_an_accepted_cpu_engine_is_warmed_and_says_it_was_a_cpu_build() -> None:
     done = job("Complete")
-    seen = Observed(accept_cpu=True)
+    seen = WarmupSeen(accept_cpu=True)
     state = evaluate_warmup(done, [pod("2026-11-29T12:00:00Z", cpu_engine())], KEY, seen)
     assert (state.verdict.status, state.verdict.reason) == ("True", "CPUEngine")
     assert state.verdict.message.startswith("The engine was a CPU build (vLLM 0.32.0)")
@@ -368,7 +368,7 @@ def test_an_accepted_cpu_engine_is_warmed_and_says_it_was_a_cpu_build() -> None:
 def test_a_gaudi_run_records_its_engine_kind_and_the_opt_in_changes_nothing_for_it() -> None:
     summary = {**json.loads(verified()), "engine": {"kind": "gaudi", "vllm": "0.26.0"}}
     message = json.dumps(summary)
-    for seen in (Observed(), Observed(accept_cpu=True)):
+    for seen in (WarmupSeen(), WarmupSeen(accept_cpu=True)):
         state = evaluate_warmup(job("Complete"), [pod("2026-11-29T12:00:00Z", message)], KEY, seen)
         assert (state.verdict.reason, state.summary.engine_kind) == ("WarmupSucceeded", "gaudi")
 

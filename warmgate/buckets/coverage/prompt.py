@@ -51,19 +51,6 @@ class PromptProver:
             tally_add(tally, shape, count, (bs, box[0], box[2]), (bs, q_last, top_ctx))
         return total
 
-    def row_needs(self, planned: frozenset[Bucket]) -> dict[tuple[int, int], int]:
-        """For each (bs, query row) whose states run unplanned shapes: the largest such ctx.
-
-        The query row is the planned query the interval pads to (or the interval's top beyond
-        the last one), so a bucket (bs, row, ctx) closes the gap with the engine's own padding.
-        """
-        need: dict[tuple[int, int], int] = {}
-        for bs, box, shape, q_row in self.reachable():
-            if shape not in planned:
-                top_ctx = min(box[3], self.space.ctx_max(bs, box[0]))
-                need[bs, q_row] = max(need.get((bs, q_row), 0), top_ctx)
-        return need
-
     def reachable(self) -> Iterator[tuple[int, Box, Bucket, int]]:
         """(bs, box, shape, query row) for every non-empty box of states the runner forms."""
         for bs in range(1, self.space.prompt_bs_max + 1):
