@@ -20,7 +20,7 @@ operators read warmgate's too (issue 37). What each one means here:
   queues is counted once, as client-go's queue does. `priority` is absent, as it is on a
   controller-runtime queue without priorities.
 - **rest client**: every request to the API server, the operator's own client
-  (`kube_cluster.send_json`: the syncs and the Lease) and kopf's session (`api_session`: the
+  (`kube_cluster.request`: the syncs and the Lease) and kopf's session (`api_session`: the
   watches, kopf's patches and Events); `code` is the HTTP status or `<error>` for a request
   without an answer (a refused, reset or timed-out connection), as client-go's; the duration
   runs until the answer's headers (a watch: until it started), as client-go measures it.

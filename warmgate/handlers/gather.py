@@ -16,7 +16,7 @@ about that part, and collects no garbage.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from time import monotonic
 from typing import Final, Protocol
@@ -110,6 +110,20 @@ class Gatherer:
             return []
 
 
+@dataclass(frozen=True)
+class _Reading:
+    """One sync's reading: the object, its planning result, the gatherer, the namespace."""
+
+    sdd: SpecDecodeDeployment
+    result: PlanningResult | None
+    gatherer: Gatherer
+    namespace: str
+
+    def next(self, seen: Observed) -> Reads:
+        """What to read after ``seen`` (`reconcile.reads`)."""
+        return reads(self.sdd, self.result, seen)
+
+
 def gather(
     sdd: SpecDecodeDeployment,
     result: PlanningResult | None,
@@ -123,31 +137,26 @@ def gather(
     reads what `reconcile.reads` says of the snapshot so far (``result`` None: a spec this
     operator cannot read, whose served plan alone is read)."""
     gatherer = Gatherer(cluster, endpoints, log)
-    namespace = sdd.metadata.namespace or "default"
+    reading = _Reading(sdd, result, gatherer, sdd.metadata.namespace or "default")
     seen = Observed(at=at)
-    if reads(sdd, result, seen).warmup:
-        seen = _warmup(sdd, result, gatherer, seen, namespace)
-    seen = serving_snapshot(sdd, result, gatherer, seen, namespace)
+    if reading.next(seen).warmup:
+        seen = _warmup(reading, seen)
+    seen = _serving(reading, seen)
     seen = replace(seen, failed=dict(gatherer.failed))
-    if reads(sdd, result, seen).garbage:
-        seen = _garbage(sdd, result, gatherer, seen, namespace)
-    record = reads(sdd, result, seen).served_record
+    if reading.next(seen).garbage:
+        seen = _garbage(reading, seen)
+    record = reading.next(seen).served_record
     if record is not None:
-        what = f"the served record {record}"
+        what, namespace = f"the served record {record}", reading.namespace
         found = gatherer.one("serving", what, lambda: cluster.read("ConfigMap", namespace, record))
         seen = replace(seen, configmaps=(found,) if found else ())
     return replace(seen, failed=dict(gatherer.failed)), gatherer.errors
 
 
-def _garbage(
-    sdd: SpecDecodeDeployment,
-    result: PlanningResult | None,
-    gatherer: Gatherer,
-    seen: Observed,
-    namespace: str,
-) -> Observed:
+def _garbage(reading: _Reading, seen: Observed) -> Observed:
     """The ConfigMaps and recipe-cache claims labelled as this object's, for the collection
     (the claims only when there can be an old one)."""
+    sdd, gatherer, namespace = reading.sdd, reading.gatherer, reading.namespace
     cluster = gatherer.cluster
     configmaps = gatherer.many(
         "collect",
@@ -155,7 +164,7 @@ def _garbage(
         lambda: cluster.list_objects("ConfigMap", namespace, selector(sdd)),
     )
     claims: list[Manifest] | None = None
-    if reads(sdd, result, seen).claims:
+    if reading.next(seen).claims:
         claims = gatherer.many(
             "collect",
             "the recipe-cache claims",
@@ -169,47 +178,43 @@ def _garbage(
     return replace(seen, configmaps=tuple(configmaps), claims=listed)
 
 
-def _warmup(
-    sdd: SpecDecodeDeployment,
-    result: PlanningResult | None,
-    gatherer: Gatherer,
-    seen: Observed,
-    namespace: str,
-) -> Observed:
+def _warmup(reading: _Reading, seen: Observed) -> Observed:
     """The claim, the warmup Jobs, and the Pods and Events of the current plan's Jobs."""
+    sdd, gatherer, namespace = reading.sdd, reading.gatherer, reading.namespace
     cluster = gatherer.cluster
-    name = reads(sdd, result, seen).claim
+    name = reading.next(seen).claim
     if name is not None:
-        seen = replace(seen, claim=_claim(gatherer, reads(sdd, result, seen), namespace, name))
+        seen = replace(seen, claim=_claim(reading, seen, name))
     jobs = gatherer.many(
         "warmup",
         "the warmup Jobs",
         lambda: cluster.list_objects("Job", namespace, selector(sdd, COMPONENT_WARMUP)),
     )
     seen = replace(seen, jobs=tuple(jobs))
-    if reads(sdd, result, seen).cache_users:
+    if reading.next(seen).cache_users:
         seen = replace(seen, cache_users=cache_users(gatherer, namespace, seen.at))
     pods: dict[str, tuple[Manifest, ...]] = {}
     events: dict[str, tuple[Manifest, ...]] = {}
     docs: dict[str, RunnerBoard] = {}
-    for job in reads(sdd, result, seen).jobs:
+    for job in reading.next(seen).jobs:
         _job(gatherer, job, namespace, (pods, events, docs))
     return replace(seen, job_pods=pods, job_events=events, runner_docs=docs)
 
 
-def _claim(gatherer: Gatherer, todo: Reads, namespace: str, name: str) -> Manifest | None:
+def _claim(reading: _Reading, seen: Observed, name: str) -> Manifest | None:
     """The recipe-cache claim of the spec's name; without one, the claim an earlier build made
     when `reconcile.reads` says to read it and it is still this object's."""
-    cluster = gatherer.cluster
+    cluster, namespace = reading.gatherer.cluster, reading.namespace
     what = f"the recipe-cache claim {name}"
-    claim = gatherer.one(
+    claim = reading.gatherer.one(
         "warmup", what, lambda: cluster.read("PersistentVolumeClaim", namespace, name)
     )
-    legacy = reads(todo.sdd, todo.result, replace(todo.seen, claim=claim)).legacy_claim
+    todo = reading.next(replace(seen, claim=claim))
+    legacy = todo.legacy_claim
     if legacy is None:
         return claim
     what = f"the recipe-cache claim {legacy}"
-    found = gatherer.one(
+    found = reading.gatherer.one(
         "warmup", what, lambda: cluster.read("PersistentVolumeClaim", namespace, legacy)
     )
     return found if found is not None and todo.adopted(found) else None
@@ -268,15 +273,9 @@ def _job(
         events[uid] = tuple(gatherer.many("warmup", what, lambda: cluster.events(namespace, uid)))
 
 
-def serving_snapshot(
-    sdd: SpecDecodeDeployment,
-    result: PlanningResult | None,
-    gatherer: Gatherer,
-    seen: Observed,
-    namespace: str,
-) -> Observed:
-    """The serving Deployment, its Service, Pods, the ReplicaSets a gate needs, the runners
-    (``result`` None: an object whose spec cannot be read, which warms nothing)."""
+def _serving(reading: _Reading, seen: Observed) -> Observed:
+    """The serving Deployment, its Service, Pods, the ReplicaSets a gate needs, the runners."""
+    sdd, gatherer, namespace = reading.sdd, reading.gatherer, reading.namespace
     cluster, name = gatherer.cluster, serving_name(sdd)
     deployment = gatherer.one(
         "serving",
@@ -284,7 +283,7 @@ def serving_snapshot(
         lambda: cluster.read("Deployment", namespace, name),
     )
     seen = replace(seen, deployment=deployment)
-    part = reads(sdd, result, seen).serving_pods
+    part = reading.next(seen).serving_pods
     if part is None:
         return seen
     if deployment is not None:
@@ -298,14 +297,14 @@ def serving_snapshot(
         )
     )
     seen = replace(seen, serving_pods=pods)
-    if reads(sdd, result, seen).replica_sets:
+    if reading.next(seen).replica_sets:
         sets = gatherer.many(
             "serving",
             "the serving ReplicaSets",
             lambda: cluster.list_objects("ReplicaSet", namespace, serving_selector(sdd)),
         )
         seen = replace(seen, replica_sets=tuple(sets))
-    docs = _runner_docs(gatherer, reads(sdd, result, seen).runners)
+    docs = _runner_docs(gatherer, reading.next(seen).runners)
     return replace(seen, runner_docs={**seen.runner_docs, **docs})
 
 

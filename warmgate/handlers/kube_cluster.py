@@ -136,25 +136,18 @@ class KubeCluster:
             path, params["name"] = path + "/{name}", name
         if subresource:
             path += f"/{subresource}"
-        try:
-            response, data = send_json(
-                self.api,
-                method,
-                path,
-                params,
-                query=query,
-                body=body,
-                content_type=content_type,
-                timeouts=self.timeouts,
-            )
-        except (*TRANSPORT_ERRORS, ApiException) as exc:
-            raise unanswered(method, path, exc) from exc
-        if not 200 <= response.status <= 299:
-            if response.status in tolerate:
-                return None
-            raise refused(response)
-        found: Manifest = json.loads(data) if data else {}
-        return found
+        status, found = request(
+            self.api,
+            method,
+            path,
+            params,
+            query=query,
+            body=body,
+            content_type=content_type,
+            timeouts=self.timeouts,
+            tolerate=tolerate,
+        )
+        return None if status in tolerate else found
 
     def read(self, kind: ReadKind, namespace: str, name: str) -> Manifest | None:
         """The object, or None when it does not exist (404)."""
@@ -264,7 +257,7 @@ class KubeCluster:
         return found is not None
 
 
-def send_json(
+def request(
     api: client.ApiClient,
     method: str,
     path: str,
@@ -272,13 +265,16 @@ def send_json(
     *,
     query: dict[str, str] | None,
     body: Manifest | None,
-    content_type: str = JSON,
     timeouts: tuple[float, float],
-) -> tuple[Any, bytes]:
+    content_type: str = JSON,
+    tolerate: tuple[int, ...] = (),
+) -> tuple[int, Manifest]:
     """One request through the client's ApiClient (its authentication, headers, transport and
-    retries) as plain JSON: the response and its body. Transport errors and the client's
-    ApiException are the caller's to map. Counted in `rest_client_requests_total` and
-    `rest_client_request_duration_seconds` (`controller_metrics`)."""
+    retries) as plain JSON, its errors mapped once for every adapter (the Lease's too): the
+    status and the answer ({} for a status in ``tolerate``); no answer, or another status
+    outside 2xx, raises ClusterError (`unanswered`, `refused`). Counted in
+    `rest_client_requests_total` and `rest_client_request_duration_seconds`
+    (`controller_metrics`)."""
     headers = {"Accept": JSON}
     if body is not None:
         headers["Content-Type"] = content_type
@@ -298,9 +294,16 @@ def send_json(
     except Exception as exc:  # no answer (or the client's status-0 ApiException): <error>
         status = exc.status if isinstance(exc, ApiException) else None
         observe_request(method, host, status, time.perf_counter() - started)
+        if isinstance(exc, (*TRANSPORT_ERRORS, ApiException)):
+            raise unanswered(method, path, exc) from exc
         raise
     observe_request(method, host, response.status, time.perf_counter() - started)
-    return response, data
+    if not 200 <= response.status <= 299:
+        if response.status in tolerate:
+            return int(response.status), {}  # its body is the server's, not the object's
+        raise refused(response)
+    found: Manifest = json.loads(data) if data else {}
+    return int(response.status), found
 
 
 def unanswered(method: str, path: str, exc: Exception) -> ClusterError:

@@ -26,9 +26,7 @@ from warmgate.handlers.kube_cluster import (
     JSON,
     TRANSPORT_ERRORS,
     configuration,
-    refused,
-    send_json,
-    unanswered,
+    request,
 )
 from warmgate.settings import LeaseSettings
 
@@ -85,7 +83,7 @@ class KubeLeases:
         path = COLLECTION + ("/{name}" if name else "")
         params = {"namespace": self.namespace, "name": self.name}
         try:
-            response, data = send_json(
+            return request(
                 self.api,
                 method,
                 path,
@@ -93,13 +91,10 @@ class KubeLeases:
                 query=query,
                 body=body,
                 timeouts=timeouts or self.timeouts,
+                tolerate=tolerate,
             )
-        except (*TRANSPORT_ERRORS, ApiException) as exc:
-            raise LeaseError.of(unanswered(method, "lease", exc)) from exc
-        found: Manifest = json.loads(data) if data else {}
-        if not 200 <= response.status <= 299 and response.status not in tolerate:
-            raise LeaseError.of(refused(response))
-        return int(response.status), found
+        except ClusterError as exc:
+            raise LeaseError.of(exc) from exc
 
     def get(self) -> tuple[Manifest, str] | None:
         status, found = self._request("GET", tolerate=(HTTP_NOT_FOUND,))
