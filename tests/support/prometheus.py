@@ -115,6 +115,11 @@ class Prometheus:
         """The abstract syntax tree of ``expr`` from Prometheus' own PromQL parser."""
         return dict(self.api("parse_query", query=expr))
 
+    def query_range(self, expr: str, start: float, end: float, step: float = 1.0) -> list[Manifest]:
+        """A range query's matrix: each series with its [time, value] samples."""
+        data = self.api("query_range", query=expr, start=str(start), end=str(end), step=str(step))
+        return list(data["result"])
+
     def alerts(self) -> list[Manifest]:
         return list(self.api("alerts")["alerts"])
 
