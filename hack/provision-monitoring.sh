@@ -11,6 +11,11 @@
 #   prometheus          github.com/prometheus/prometheus/cmd/prometheus, same module and build
 #                       (Prometheus v3.X.Y is published as the Go module version v0.3XX.Y)
 #
+# Not prometheus-operator: the Go module proxy here refuses its module
+# (github.com/prometheus-operator/prometheus-operator@v0.95.2: 403, "not available"), so its
+# scrape jobs are recorded once from a build of its source instead (hack/prometheus-operator-jobs.py,
+# docs/testing.md "prometheus-operator").
+#
 # Neither Debian nor PyPI has kube-state-metrics; Debian bookworm's prometheus package is 2.42
 # (2023), so they come from their Go modules. Targets: all (default), kube-state-metrics,
 # promtool (builds prometheus with it). Prints the folder on stdout (last line); each build

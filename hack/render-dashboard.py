@@ -5,9 +5,9 @@ No Grafana runs here (docs/operator.md, "Monitoring"), so this draws each panel 
 charts/warmgate/files/monitoring/dashboard.json where its gridPos puts it, from the panel's own
 expressions sent to Prometheus' HTTP API (`query_range`) with the dashboard's variables as
 Grafana would substitute them: state timelines as coloured bands, time series as lines with the
-panel's legend format. It needs matplotlib (`pip install -e '.[picture]'`), which the operator
-and the test tiers do not. The e2e tier calls it when `WARMGATE_DASHBOARD_PNG` is set
-(tests/e2e/test_m_monitoring.py), with the Prometheus of that scenario:
+panel's legend format. It needs matplotlib (the dev extra has it; `pip install -e '.[picture]'`
+alone), which the operator does not. E2e scenario m calls it at every run with its Prometheus
+(tests/e2e/test_m_monitoring.py); `WARMGATE_DASHBOARD_PNG` keeps the picture:
 
   WARMGATE_DASHBOARD_PNG=docs/images/dashboard.png \\
     .venv/bin/python -m pytest tests/e2e/test_m_monitoring.py

@@ -32,6 +32,9 @@ Faults are injected with STANDIN_FAULTS, a comma list of:
   probe_http_500        answer every completion with HTTP 500
   exit_on_probe         exit 4 on the first completion request
   slow_warmup=S         sleep S seconds before warming (a warmup long enough to interrupt)
+  graph_seconds=S       take S seconds over each graph, the tqdm bar's lines written as each
+                        one ends (a warmup that compiles slowly; with TP, one rank after the
+                        other)
   drop_drafter_graph=P/B/Q/N  the drafter never runs graph (P, B, Q, N), e.g. decode/32/1/168:
                         an engine whose call sequence differs from the planner's model
   metric_unreadable     Habana's graph_compilation stats() raises (a changed metrics API)
@@ -487,10 +490,14 @@ class Engine:
             proc.write("stderr", "\r" + line + " " * max(last[0] - len(line), 0))
             last[0] = len(line)
 
+        pace = float(faults().get("graph_seconds") or 0)
         show(0, "")
         for idx in range(total):  # set_postfix_str refreshes, then update(1) does
             show(idx, f"{idx}/{total}")
             show(idx + 1, f"{idx}/{total}")
+            if pace:  # the bar as it stands reaches the pipe, then the next graph compiles
+                emit(interleave([proc]))
+                time.sleep(pace)
         show(total, f"{total - 1}/{total}" if total else "")
         proc.write("stderr", "\n")  # tqdm.close with leave=True
         used = format_bytes(total * 1048576)

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -62,3 +63,38 @@ def test_the_standin_is_one_standard_library_file() -> None:
     assert "import warmgate" not in source
     assert "from warmgate" not in source
     assert "sys.path" not in source
+
+
+def test_graph_seconds_writes_the_bar_as_each_graph_ends(tmp_path: Path) -> None:
+    # graph_seconds paces the warmup (scenario m's WarmgateWarmupSlow): the bar's lines reach
+    # the pipe while the engine compiles, the decode bar a prompt graph's time after the first
+    # prompt line, not all at once when the warmup is over.
+    name = sorted(CASES)[0]
+    case = CASES[name]
+    skip = ("VLLM_", "NO_COLOR", "STANDIN_", "PT_HPU_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(skip)}
+    env.update(case["env"])
+    env["STANDIN_FAULTS"] = ",".join(
+        filter(None, [case["faults"], "fixed_clock", "exit_after_warmup", "graph_seconds=0.1"])
+    )
+    env["VLLM_BUCKETING_FROM_FILE"] = str(FIXTURES / f"seeds-{case['seeds']}.txt")
+    env["PT_HPU_RECIPE_CACHE_CONFIG"] = f"{tmp_path / 'recipes'},True,8"
+    argv = [sys.executable, "-S", "-E", str(STANDIN), *ARGS, *case["args"]]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert proc.stderr is not None
+    seen, first = b"", {}
+    try:
+        while b"Decode warmup processing:" not in seen:
+            piece = proc.stderr.read1(4096)
+            assert piece, "the engine ended before its decode bar"
+            seen += piece
+            for bar in (b"Prompt", b"Decode"):
+                if bar + b" warmup processing:" in seen:
+                    first.setdefault(bar, time.monotonic())
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+        proc.stderr.close()
+    assert first[b"Decode"] - first[b"Prompt"] >= 0.1
+    # the same run unpaced writes the golden log: the knob changes only the timing
+    assert run_standin(name, tmp_path).stderr == (FIXTURES / f"{name}.stderr").read_text()

@@ -35,25 +35,53 @@ def token_kubeconfig(cp: ControlPlane, account: str, namespace: str, path: Path)
     return path
 
 
+class KubeStateMetrics:
+    """kube-state-metrics serving only the custom resources on loopback, stopped and started
+    again on the same address (scenario m fires WarmgateKubeStateMetricsAbsent with it)."""
+
+    def __init__(self, kubeconfig: Path, config: Path, namespaces: str, log: Path) -> None:
+        port, telemetry = free_port(), free_port()
+        self.address, self.log = f"127.0.0.1:{port}", log
+        self.args = [
+            str(tool("kube-state-metrics")),
+            f"--kubeconfig={kubeconfig}",
+            "--host=127.0.0.1",
+            f"--port={port}",
+            "--telemetry-host=127.0.0.1",
+            f"--telemetry-port={telemetry}",
+            "--custom-resource-state-only",
+            f"--custom-resource-state-config-file={config}",
+            f"--namespaces={namespaces}",
+        ]
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log.open("a") as out:
+            self._proc = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT)
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            self._proc.wait(timeout=10)
+        self._proc = None
+
+
 @contextmanager
 def running(kubeconfig: Path, config: Path, namespaces: str, log: Path) -> Iterator[str]:
     """kube-state-metrics serving only the custom resources; yields its host:port."""
-    port, telemetry = free_port(), free_port()
-    args = [
-        str(tool("kube-state-metrics")),
-        f"--kubeconfig={kubeconfig}",
-        "--host=127.0.0.1",
-        f"--port={port}",
-        "--telemetry-host=127.0.0.1",
-        f"--telemetry-port={telemetry}",
-        "--custom-resource-state-only",
-        f"--custom-resource-state-config-file={config}",
-        f"--namespaces={namespaces}",
-    ]
-    with log.open("w") as out:
-        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
-        try:
-            yield f"127.0.0.1:{port}"
-        finally:
-            proc.terminate()
-            proc.wait(timeout=10)
+    with started(kubeconfig, config, namespaces, log) as ksm:
+        yield ksm.address
+
+
+@contextmanager
+def started(
+    kubeconfig: Path, config: Path, namespaces: str, log: Path
+) -> Iterator[KubeStateMetrics]:
+    """kube-state-metrics running (it can be stopped and started meanwhile), stopped at the end."""
+    log.write_text("")
+    ksm = KubeStateMetrics(kubeconfig, config, namespaces, log)
+    ksm.start()
+    try:
+        yield ksm
+    finally:
+        ksm.stop()

@@ -115,6 +115,11 @@ class Prometheus:
         """The abstract syntax tree of ``expr`` from Prometheus' own PromQL parser."""
         return dict(self.api("parse_query", query=expr))
 
+    def query_range(self, expr: str, start: float, end: float, step: float = 1.0) -> list[Manifest]:
+        """A range query's matrix: each series with its [time, value] samples."""
+        data = self.api("query_range", query=expr, start=str(start), end=str(end), step=str(step))
+        return list(data["result"])
+
     def alerts(self) -> list[Manifest]:
         return list(self.api("alerts")["alerts"])
 
@@ -161,46 +166,114 @@ def _namespaces(selector: Manifest) -> Manifest:
     return {"namespaces": {"names": list(selector.get("matchNames") or [])}}
 
 
+# The rules prometheus-operator puts first and last in every job it generates: the `job` label a
+# target may bring kept aside, and sharding (one shard here: the Pod's config reloader writes
+# the shard number for `$(SHARD)`, 0 with one, which SHARD stands for).
+SHARD = "0"
+
+
+def _job_first() -> list[Manifest]:
+    return [{"source_labels": ["job"], "target_label": "__tmp_prometheus_job_name"}]
+
+
+def _sharding() -> list[Manifest]:
+    return [
+        {"target_label": "__tmp_current_shard", "replacement": SHARD, "action": "replace"},
+        {"source_labels": ["__tmp_current_shard"], "regex": "0", "action": "keep"},
+        {
+            "source_labels": ["__address__", "__tmp_hash"],
+            "target_label": "__tmp_hash",
+            "regex": "(.+);",
+            "replacement": "$1",
+            "action": "replace",
+        },
+        {
+            "source_labels": ["__tmp_hash"],
+            "target_label": "__tmp_hash",
+            "modulus": 1,
+            "action": "hashmod",
+        },
+        {
+            "source_labels": ["__tmp_hash", "__tmp_disable_sharding"],
+            "regex": f"{SHARD};|.+;.+",
+            "action": "keep",
+        },
+    ]
+
+
+_NOT_RUNNING = {
+    "action": "drop",
+    "source_labels": ["__meta_kubernetes_pod_phase"],
+    "regex": "(Failed|Succeeded)",
+}
+
+
+def _endpoint_target(kind: str, label: str) -> Manifest:
+    return {
+        "source_labels": [
+            "__meta_kubernetes_endpoint_address_target_kind",
+            "__meta_kubernetes_endpoint_address_target_name",
+        ],
+        "separator": ";",
+        "regex": f"{kind};(.*)",
+        "replacement": "${1}",
+        "target_label": label,
+    }
+
+
 def service_monitor_job(monitor: Manifest, kubeconfig: Path) -> Manifest:
     """The scrape job prometheus-operator generates for the first endpoint of a ServiceMonitor
-    (role endpoints; `namespace`, `service`, `pod`, `container`, `job` and `endpoint` target
-    labels; job = the Service's name)."""
+    (role endpoints; `node` or `pod` from the endpoint's target, `namespace`, `service`, `pod`,
+    `container`, `job` and `endpoint` target labels; job = the Service's name), rule for rule
+    as the real prometheus-operator v0.93.0 wrote it (tests/integration/monitoring/
+    prometheus-operator-jobs.yaml), with the apiserver reached through ``kubeconfig``."""
     spec, meta = monitor["spec"], monitor["metadata"]
     endpoint = spec["endpoints"][0]
     sd: Manifest = {"role": "endpoints", "kubeconfig_file": str(kubeconfig)}
     sd |= _namespaces(spec.get("namespaceSelector") or {})
-    relabel = _keep_labels("__meta_kubernetes_service", spec["selector"].get("matchLabels", {}))
+    relabel = _job_first()
+    relabel += _keep_labels("__meta_kubernetes_service", spec["selector"].get("matchLabels", {}))
     relabel += [
         {
             "action": "keep",
             "source_labels": ["__meta_kubernetes_endpoint_port_name"],
             "regex": endpoint["port"],
         },
+        _endpoint_target("Node", "node"),
+        _endpoint_target("Pod", "pod"),
         *_target_labels("__meta_kubernetes_namespace", "namespace"),
         *_target_labels("__meta_kubernetes_service_name", "service"),
         *_target_labels("__meta_kubernetes_pod_name", "pod"),
         *_target_labels("__meta_kubernetes_pod_container_name", "container"),
-        *_target_labels("__meta_kubernetes_service_name", "job"),
+        _NOT_RUNNING,
+        {
+            "source_labels": ["__meta_kubernetes_service_name"],
+            "target_label": "job",
+            "replacement": "${1}",
+        },
         {"target_label": "endpoint", "replacement": endpoint["port"]},
+        *_sharding(),
     ]
     return {
         "job_name": f"serviceMonitor/{meta['namespace']}/{meta['name']}/0",
         "honor_labels": bool(endpoint.get("honorLabels", False)),
+        "kubernetes_sd_configs": [sd],
         "scrape_interval": endpoint.get("interval", "30s"),
         "metrics_path": endpoint.get("path", "/metrics"),
-        "kubernetes_sd_configs": [sd],
         "relabel_configs": relabel,
     }
 
 
 def pod_monitor_job(monitor: Manifest, kubeconfig: Path) -> Manifest:
     """The scrape job prometheus-operator generates for the first endpoint of a PodMonitor
-    (role pod; `namespace`, `pod`, `container`, `job` target labels, `podTargetLabels`)."""
+    (role pod; `namespace`, `container`, `pod`, `job` target labels, `podTargetLabels`), rule
+    for rule as the real prometheus-operator v0.93.0 wrote it."""
     spec, meta = monitor["spec"], monitor["metadata"]
     endpoint = spec["podMetricsEndpoints"][0]
     sd: Manifest = {"role": "pod", "kubeconfig_file": str(kubeconfig)}
     sd |= _namespaces(spec.get("namespaceSelector") or {})
-    relabel = _keep_labels("__meta_kubernetes_pod", spec["selector"].get("matchLabels", {}))
+    relabel = [*_job_first(), _NOT_RUNNING]
+    relabel += _keep_labels("__meta_kubernetes_pod", spec["selector"].get("matchLabels", {}))
     relabel += [
         {
             "action": "keep",
@@ -208,22 +281,30 @@ def pod_monitor_job(monitor: Manifest, kubeconfig: Path) -> Manifest:
             "regex": endpoint["port"],
         },
         *_target_labels("__meta_kubernetes_namespace", "namespace"),
-        *_target_labels("__meta_kubernetes_pod_name", "pod"),
         *_target_labels("__meta_kubernetes_pod_container_name", "container"),
+        *_target_labels("__meta_kubernetes_pod_name", "pod"),
     ]
     for label in spec.get("podTargetLabels") or []:
         name = "".join(c if c.isalnum() else "_" for c in label)
-        relabel += _target_labels(f"__meta_kubernetes_pod_label_{name}", name)
+        relabel.append(
+            {
+                "source_labels": [f"__meta_kubernetes_pod_label_{name}"],
+                "target_label": name,
+                "regex": "(.+)",
+                "replacement": "${1}",
+            }
+        )
     relabel += [
         {"target_label": "job", "replacement": f"{meta['namespace']}/{meta['name']}"},
         {"target_label": "endpoint", "replacement": endpoint["port"]},
+        *_sharding(),
     ]
     return {
         "job_name": f"podMonitor/{meta['namespace']}/{meta['name']}/0",
         "honor_labels": bool(endpoint.get("honorLabels", False)),
+        "kubernetes_sd_configs": [sd],
         "scrape_interval": endpoint.get("interval", "30s"),
         "metrics_path": endpoint.get("path", "/metrics"),
-        "kubernetes_sd_configs": [sd],
         "relabel_configs": relabel,
     }
 
