@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 import threading
@@ -164,6 +165,8 @@ class Runner:
         began = time.monotonic()
         keys = list(shard.keys(spec.key))
         deadline = min(self.deadline, began + shard.wait_s)
+        if self.cpu:  # a CPU engine publishes no recipes: its slices' reports say they ran
+            return self._await_cpu_slices(keys, deadline, began)
         while True:
             waiting = [k for k in keys if cache.find_published(spec.volume_dir, k) is None]
             self.progress.count("merge", len(keys) - len(waiting), len(keys))
@@ -191,6 +194,33 @@ class Runner:
         if result.problems:
             raise RunFailure(Outcome.SHARD_MISSING, f"merge: {result.problems[0]}")
         return True
+
+    def _await_cpu_slices(self, keys: list[str], deadline: float, began: float) -> bool:
+        """On a CPU engine (accepted): wait until every slice's report says ``cpu_engine``;
+        nothing to merge (a CPU build compiles no graphs). Never makes the run verified."""
+
+        def ran(key: str) -> bool:
+            try:
+                doc = json.loads((self.plan.report_dir / f"{key}.json").read_text())
+            except (OSError, ValueError):
+                return False
+            return isinstance(doc, dict) and doc.get("outcome") == Outcome.CPU_ENGINE.label
+
+        while True:
+            waiting = [k for k in keys if not ran(k)]
+            self.progress.count("merge", len(keys) - len(waiting), len(keys))
+            if not waiting or time.monotonic() >= deadline:
+                break
+            time.sleep(min(MERGE_POLL_S, max(0.0, deadline - time.monotonic())))
+        self._timed("merge_s", began)
+        self.record.cache["merged"] = {"slices": len(keys) - len(waiting), "files": 0}
+        if self.record.shard is not None:
+            self.record.shard["merged"] = len(keys) - len(waiting)
+        if waiting:
+            names = ", ".join(_slice_name(k, keys) for k in waiting)
+            raise RunFailure(Outcome.SHARD_MISSING, f"{names} did not report cpu_engine in time")
+        self.plan.cache.local_dir.mkdir(parents=True, exist_ok=True)
+        return False
 
     def _sink(self, text: str, stream: str) -> None:
         if self._echo is not None:
