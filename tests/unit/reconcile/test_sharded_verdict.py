@@ -135,3 +135,27 @@ def test_the_status_counts_the_shards() -> None:
     pods[-1]["status"]["phase"] = "Running"
     state = evaluate_warmup(sharded_job(), pods, KEY)
     assert state.summary.shards == WarmupShards(planned=4, running=1, verified=3)
+
+
+INDEX_VAR = {
+    "name": "JOB_COMPLETION_INDEX",
+    "valueFrom": {
+        "fieldRef": {
+            "apiVersion": "v1",
+            "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']",
+        }
+    },
+}
+
+
+def test_the_index_the_job_controller_adds_is_the_templates_and_nothing_else() -> None:
+    """An Indexed Job's Pods carry JOB_COMPLETION_INDEX in every container (the Job controller
+    adds it): still the template. The same name with a value of the Pod's own is not."""
+    from warmgate.reconcile.pod_template import template_mismatch
+
+    template = {"spec": {"containers": [{"name": "warmup", "image": "i", "env": []}]}}
+    pod = {"spec": {"containers": [{"name": "warmup", "image": "i", "env": [INDEX_VAR]}]}}
+    assert template_mismatch(pod, template) is None
+    forged = {"name": "JOB_COMPLETION_INDEX", "value": "1"}
+    pod["spec"]["containers"][0]["env"] = [forged]
+    assert template_mismatch(pod, template) == "container warmup: env differs"
