@@ -3,7 +3,6 @@ runner's wait for its slices (recipe entries on Gaudi, reports on an accepted CP
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 
