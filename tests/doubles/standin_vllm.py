@@ -45,6 +45,7 @@ Faults are injected with STANDIN_FAULTS, a comma list of:
   skip_requests=N       answer the first N completions at once without scheduling them (a
                         burst that never reached the scheduler together)
 STANDIN_RECORD=<path> writes the argv and the runner-owned env variables there as JSON.
+STANDIN_BUCKET_RECIPES=1 also writes one recipe file per bucket it warms (sharded warmup tests).
 STANDIN_TRACE=<path> appends one JSON line per engine step of the drafter loop: its wall-clock
 time and every forward (the target's graph and the drafter's calls).
 
@@ -1089,8 +1090,13 @@ def spec_tokens(args: argparse.Namespace) -> int:
     return int(json.loads(args.speculative_config).get("num_speculative_tokens", 0))
 
 
-def write_recipes() -> None:
-    """Fake recipes where PT_HPU_RECIPE_CACHE_CONFIG=<dir>,<delete>,<MB> points (§4.6)."""
+def write_recipes(lists: dict[str, list[Bucket]] | None = None) -> None:
+    """Fake recipes where PT_HPU_RECIPE_CACHE_CONFIG=<dir>,<delete>,<MB> points (§4.6).
+
+    With STANDIN_BUCKET_RECIPES=1 also one file per bucket it warms, named by the bucket
+    (``buckets/decode-64-1-2048.bin``), written only when absent, as a recipe cache hit would
+    leave it: what the sharded warmup's tests count in a merged entry. The stand-in's own
+    stand-in for "recipes are cached by graph" (docs/runner.md, "Sharded warmup")."""
     folder, delete, _size = os.environ["PT_HPU_RECIPE_CACHE_CONFIG"].split(",")
     root = Path(folder)
     if delete == "True":
@@ -1099,6 +1105,19 @@ def write_recipes() -> None:
     for i in range(3):
         (root / f"recipe-{i}.bin").write_bytes(bytes([i]) * 4096)
     (root / "graphs" / "decode.bin").write_bytes(b"decode-graph" * 100)
+    if lists is None or os.environ.get("STANDIN_BUCKET_RECIPES") != "1":
+        return
+    (root / "buckets").mkdir(exist_ok=True)
+    compiled = found = 0
+    for phase, rows in (("prompt", lists["prompt"]), ("decode", lists["decode"])):
+        for row in rows:
+            path = root / "buckets" / f"{phase}-{'-'.join(map(str, row))}.bin"
+            if path.exists():
+                found += 1
+            else:
+                compiled += 1
+                path.write_bytes(f"{phase} {row}".encode())
+    print(f"standin-recipes compiled={compiled} cached={found}", flush=True)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -1209,7 +1228,7 @@ def serve_or_hang(engine: Engine, lists: dict[str, list[Bucket]]) -> int:
     if "hang" in faults() or "hang_ignore_term" in faults():
         while True:
             time.sleep(3600)
-    write_recipes()
+    write_recipes(lists)
     engine.on_ranks(lambda p: engine.warm(p, lists))
     if "exit_after_warmup" in faults():  # the golden logs: the probe's lines follow at once
         if "unwarmed_on_probe" in faults():

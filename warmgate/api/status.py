@@ -171,6 +171,22 @@ class WarmupProgress(StatusModel):
     update_time: Time | None = Field(default=None, description="When the operator read it.")
 
 
+class WarmupShards(StatusModel):
+    """A sharded warmup's engines (spec.warmup.shards > 1): how many, running, verified."""
+
+    planned: int = Field(ge=1, le=64, description="Engine processes (Pods) of the warmup Job.")
+    running: int = Field(default=0, ge=0, le=64, description="Of them, Pods running now.")
+    verified: int = Field(
+        default=0,
+        ge=0,
+        le=64,
+        description=(
+            "Of them, those whose runner verified their part: each slice, and Pod 0's merge of "
+            "all slices with the whole plan's probe. Warmed needs all of them."
+        ),
+    )
+
+
 class WarmupSummary(StatusModel):
     """The warmup Job of the current plan."""
 
@@ -237,6 +253,13 @@ class WarmupSummary(StatusModel):
         description=(
             "The engine the verified warmup ran on, as its runner reported: gaudi, or cpu (a CPU "
             "build of vLLM accepted by spec.engine.acceptCPUEngine: no Gaudi graph verified)."
+        ),
+    )
+    shards: WarmupShards | None = Field(
+        default=None,
+        description=(
+            "A sharded warmup's engines; its wall time is durationSeconds, to compare with "
+            "the single-process estimate status.plan.estimatedWarmupSeconds."
         ),
     )
 

@@ -140,6 +140,17 @@ class WarmupSpec(ApiModel):
         default_factory=DrafterWarmup,
         description="The draft model's graphs: how strictly the warmup must verify them.",
     )
+    shards: int = Field(
+        default=1,
+        ge=1,
+        le=8,
+        description=(
+            "Engine processes that warm slices of the plan side by side (an Indexed Job, each "
+            "Pod with the engine's cards), merged into one recipe cache entry and probed once; "
+            "1 warms in one process. Capped at what the plan allows (a prompt bucket and a "
+            "decode seed per shard)."
+        ),
+    )
 
 
 def _unprefixed(keys: dict[str, str] | None) -> bool:

@@ -18,6 +18,7 @@ from warmgate.cli._engine_args import (
 from warmgate.cli.plan_drafter import add_drafter_arguments, drafter_summary
 from warmgate.cli.plan_figures import add_figure_arguments, figure_lines, figures
 from warmgate.cli.plan_render import render_json, render_table
+from warmgate.cli.plan_shards import add_shard_arguments, shard_figures, shard_lines
 from warmgate.reconcile.model_size import ModelSize, model_size
 from warmgate.reconcile.proven_plan import PlanPolicy, ProvenPlan, evaluate_plan
 
@@ -77,6 +78,7 @@ def _add_policy_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--top", type=int, default=10, help="uncovered shapes to list (default 10)")
     g.add_argument("--output", "-o", choices=("table", "json"), default="table")
     add_figure_arguments(g)
+    add_shard_arguments(g)
     g.add_argument(
         "--bucket-file",
         dest="write_bucket_file",
@@ -115,15 +117,24 @@ def run(args: argparse.Namespace) -> int:
     if args.write_bucket_file is not None:
         args.write_bucket_file.write_text(evaluation.effective.to_bucket_file())
     extra = figures(evaluation, args.optimum)
+    sharded = shard_figures(evaluation, args.shards, _tensor_parallel(args))
     drafter = drafter_summary(evaluation)
     if args.output == "json":
         document = render_json(evaluation, args.top, recipe_cache=args.recipe_cache)
-        document = {**document, **extra, "drafter": drafter.to_dict(args.top)}
+        document = {**document, **extra, **sharded, "drafter": drafter.to_dict(args.top)}
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
     else:
         table = render_table(evaluation, args.top, recipe_cache=args.recipe_cache)
-        sys.stdout.write(table + "\n".join(figure_lines(extra)) + "\n" + drafter.render())
+        lines = figure_lines(extra) + shard_lines(sharded)
+        sys.stdout.write(table + "\n".join(lines) + "\n" + drafter.render())
     return 1 if args.strict and not evaluation.covered else 0
+
+
+def _tensor_parallel(args: argparse.Namespace) -> int:
+    """The engine's TP (cards per shard): the manifest's, else 1."""
+    if args.manifest is None:
+        return 1
+    return int(load_manifest(args.manifest).spec.engine.tensor_parallel_size)
 
 
 def evaluate(args: argparse.Namespace) -> ProvenPlan:

@@ -55,7 +55,7 @@ def _container_mismatch(got: Manifest | None, want: Manifest) -> str | None:
         default = DEFAULTS.get(field)
         if _canonical(got.get(field) or default) != _canonical(want.get(field) or default):
             return f"{field} differs"
-    if _env(got) != _env(want):
+    if _env(got, job_index=not _has_index(want)) != _env(want):
         return "env differs"
     if _canonical(got.get("envFrom")) != _canonical(want.get("envFrom")):
         return "envFrom differs"
@@ -103,11 +103,35 @@ def _source(volume: Manifest) -> tuple[str, str, str] | None:
     return None
 
 
-def _env(container: Manifest) -> list[tuple[str, str, str]]:
+# What the Job controller adds to every container of an Indexed Job's Pods (a sharded warmup,
+# issue 38; k8s.io/kubernetes pkg/controller/job/indexed_job_utils.go): the Pod's completion
+# index, from its own annotation (or, with the PodIndexLabel feature, label). It only tells the
+# runner which slice to run; a Pod whose runner ran another slice than its index speaks for
+# another key and is not counted (reconcile/warmup_shards.py).
+INDEX_ENV = "JOB_COMPLETION_INDEX"
+INDEX_PATHS = frozenset(
+    f"metadata.{kind}['batch.kubernetes.io/job-completion-index']"
+    for kind in ("annotations", "labels")
+)
+
+
+def _has_index(container: Manifest) -> bool:
+    return any(var.get("name") == INDEX_ENV for var in container.get("env") or [])
+
+
+def _injected_index(var: Manifest) -> bool:
+    ref = (var.get("valueFrom") or {}).get("fieldRef") or {}
+    return var.get("name") == INDEX_ENV and ref.get("fieldPath") in INDEX_PATHS
+
+
+def _env(container: Manifest, *, job_index: bool = False) -> list[tuple[str, str, str]]:
     """(name, value, source) per variable, in order ($(VAR) expansion depends on it); the
-    fieldRef's apiVersion and the resourceFieldRef's divisor are the server's defaults."""
+    fieldRef's apiVersion and the resourceFieldRef's divisor are the server's defaults.
+    ``job_index``: leave out the completion index the Job controller adds (`INDEX_ENV`)."""
     variables = []
     for var in container.get("env") or []:
+        if job_index and _injected_index(var):
+            continue
         source = dict(var.get("valueFrom") or {})
         if "fieldRef" in source:
             source["fieldRef"] = {"fieldPath": source["fieldRef"].get("fieldPath")}

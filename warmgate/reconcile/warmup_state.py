@@ -19,10 +19,11 @@ from typing import Any
 
 from warmgate.api import Manifest
 from warmgate.api.constants import ANNOTATION_WARMUP_FAILED, Reason
-from warmgate.api.status import Condition, WarmupSummary
+from warmgate.api.status import Condition, WarmupShards, WarmupSummary
 from warmgate.reconcile.pending import STUCK_WAITING, time_of, why_pending
 from warmgate.reconcile.pod_template import template_mismatch
 from warmgate.reconcile.verdict import MESSAGE_LIMIT, Verdict
+from warmgate.reconcile.warmup_shards import job_shards, read_shards
 from warmgate.warmup.wire.summary import DrafterCounts, TerminationSummary
 
 # The reasons the operator stops a Job for (`_active`: a stuck Pod past the pending deadline);
@@ -218,6 +219,13 @@ def evaluate_warmup(
     refused = refused_pods(job, pods)
     pods = owned_pods(job, pods)
     run = next((s for s in map(TerminationSummary.from_json, runner_messages(pods)) if s), None)
+    shards = read_shards(job, pods, key) if job_shards(job) > 1 else None
+    if shards is not None:  # a sharded warmup (issue 38): the merge's summary speaks for it
+        run = shards.merge or shards.failed or run
+        counts = WarmupShards(
+            planned=shards.count, running=shards.running, verified=shards.verified
+        )
+        summary = summary.model_copy(update={"shards": counts})
     stopped = (job["metadata"].get("annotations") or {}).get(ANNOTATION_WARMUP_FAILED)
     if stopped:
         return WarmupState(_stopped(summary, str(stopped), seen), summary, True, run)
@@ -228,8 +236,18 @@ def evaluate_warmup(
     if complete:
         if not pods:
             return _lost(summary)
+        if shards is not None and shards.gap is not None:
+            message = f"Job {summary.job_name} completed but {shards.gap}"
+            verdict = Verdict("False", Reason.WARMUP_FAILED, message[:MESSAGE_LIMIT])
+            return WarmupState(verdict, summary, True, run)
         return _completed(summary, run, key, seen)
     if failed is not None:
+        if shards is not None and shards.gap is not None:
+            why = str(failed.get("reason") or "").strip()
+            said = f" ({why})" if why else ""
+            message = f"Job {summary.job_name} failed{said}: {shards.gap}"
+            verdict = Verdict("False", Reason.WARMUP_FAILED, message[:MESSAGE_LIMIT])
+            return WarmupState(verdict, summary, True, run)
         return _failed(summary, run, failed)
     return _active(job, pods, summary, run, seen)
 

@@ -16,6 +16,7 @@ from warmgate.resources.serving_children import (
 )
 from warmgate.resources.vllm_engine import engine_of
 from warmgate.resources.warmup_children import build_plan_configmap, build_warmup
+from warmgate.resources.warmup_shards import planned_shards, sharded_warmup
 from warmgate.settings import Settings
 from warmgate.warmup.wire.drafterwarm import DrafterWarmupSpec
 
@@ -58,7 +59,7 @@ def desired_children(sdd: SpecDecodeDeployment, plan: PlanBundle, settings: Sett
     buckets = plan.buckets
     key = cache_key(sdd, buckets)
     warmup_engine = engine_of(sdd).launch(buckets)
-    runner_plan = build_runner_plan(
+    order = build_runner_plan(
         sdd,
         buckets,
         key=key,
@@ -67,7 +68,10 @@ def desired_children(sdd: SpecDecodeDeployment, plan: PlanBundle, settings: Sett
         known_unwarmable=plan.known_unwarmable,
         users=plan.cache_users,
         drafter_warmup=plan.drafter_warmup,
-    ).to_json()
+    )
+    shards = planned_shards(sdd, buckets)
+    sharded = sharded_warmup(order, buckets, shards) if shards > 1 else None
+    runner_plan = (sharded.merge if sharded is not None else order).to_json()
     image = settings.operator_image
     warmup = build_warmup(
         sdd,
@@ -77,6 +81,7 @@ def desired_children(sdd: SpecDecodeDeployment, plan: PlanBundle, settings: Sett
         operator_image=image,
         cache_claim_uid=plan.cache_claim_uid,
         cache_claim=plan.cache_claim_name,
+        shard_plans=sharded.files() if sharded is not None else None,
     )
     return Children(
         cache_key=key,

@@ -39,6 +39,11 @@ from warmgate.resources.pod import (
 )
 from warmgate.resources.runner_plan import OUTSIDE_CONTENT, TERMINATION_LOG
 from warmgate.resources.vllm_engine import container_env
+from warmgate.resources.warmup_shards import (
+    SHARD_COMMAND_FLAG,
+    indexed_job_fields,
+    one_node_affinity,
+)
 from warmgate.warmup.wire.drafterwarm import DRAFTER_WARMUP_FILE, DrafterWarmupSpec
 
 CONTAINER: Final = "warmup"
@@ -77,6 +82,13 @@ RUNNER_COMMAND: Final = (
     f"{RUNNER_PATH} exec python3 -m warmgate.warmup --plan {PLAN_DIR}/{PLAN_FILE} "
     f"--status-port {RUNNER_STATUS_PORT}"
 )
+# A sharded warmup's Pods (issue 38): slice $JOB_COMPLETION_INDEX, and in Pod 0 the merge.
+SHARDED_COMMAND: Final = (
+    f"{RUNNER_PATH} exec python3 -m warmgate.warmup {SHARD_COMMAND_FLAG} {PLAN_DIR} "
+    f"--status-port {RUNNER_STATUS_PORT}"
+)
+# Pod 0 of a sharded warmup runs twice: its slice, then the merge (each within the timeout).
+SHARDED_ATTEMPTS: Final = 2
 # The runner's status endpoint: progress for the operator (docs/operator.md).
 STATUS_PORT: Final = {
     "name": RUNNER_STATUS_PORT_NAME,
@@ -211,7 +223,7 @@ def pod_failure_backoff_s(failures: int) -> int:
     return int(min(BACKOFF_BASE_S * 2 ** (failures - 1), BACKOFF_MAX_S))
 
 
-def job_deadline_s(warmup: WarmupSpec) -> int:
+def job_deadline_s(warmup: WarmupSpec, *, sharded: bool = False) -> int:
     """The Job's activeDeadlineSeconds: every attempt at its worst, the backoffs between them.
 
     The Job's clock runs from its start, so it must hold, for each of the retries + 1 attempts,
@@ -222,7 +234,8 @@ def job_deadline_s(warmup: WarmupSpec) -> int:
     16560 s; with retries 6 the backoffs alone are 10 + 20 + ... + 320 = 630 s.
     """
     attempts = warmup.retries + 1
-    attempt = warmup.pending_timeout_seconds + warmup.timeout_seconds + TERMINATION_GRACE_S
+    runs = SHARDED_ATTEMPTS if sharded else 1  # a sharded Pod 0: its slice, then the merge
+    attempt = warmup.pending_timeout_seconds + runs * warmup.timeout_seconds + TERMINATION_GRACE_S
     backoff = sum(pod_failure_backoff_s(failures) for failures in range(1, attempts))
     return attempts * attempt + backoff + CONTROLLER_SLACK_S
 
@@ -271,6 +284,7 @@ def build_warmup(
     operator_image: str,
     cache_claim_uid: str | None = None,
     cache_claim: str | None = None,
+    shard_plans: dict[str, Manifest] | None = None,
 ) -> Warmup:
     """The Job that runs `python3 -m warmgate.warmup` in the user's vLLM image on Gaudi nodes,
     and the ConfigMap with its plan.json. ``cache_claim`` replaces the spec's claim name
@@ -281,31 +295,47 @@ def build_warmup(
     count, placement or resource gets a new Job instead of the old one, and a new Job never
     mounts an old plan.
     """
-    data = _checked({PLAN_FILE: plan_text(runner_plan)})
+    shard_plans = shard_plans or {}
+    files = {PLAN_FILE: runner_plan, **shard_plans}
+    data = _checked({name: plan_text(doc) for name, doc in files.items()})
     annotations = _annotations(plan, key)
     if cache_claim_uid is not None:
         annotations[ANNOTATION_CACHE_CLAIM_UID] = cache_claim_uid
-    unnamed = _job_spec(sdd, "", operator_image, cache_claim)
-    hashed = {PLAN_FILE: content_text(runner_plan)}
+    shards = len(shard_plans)
+    unnamed = _job_spec(sdd, "", operator_image, cache_claim, shards)
+    hashed = {name: content_text(doc) for name, doc in files.items()}
     content = short_hash(json.dumps([hashed, unnamed, annotations], sort_keys=True))
     name = job_name(sdd, content)
     meta = metadata(sdd, name, COMPONENT_WARMUP, plan_digest=plan.digest, annotations=annotations)
     configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": copy.deepcopy(meta)}
     configmap["data"] = data
-    spec = _job_spec(sdd, name, operator_image, cache_claim)
+    spec = _job_spec(sdd, name, operator_image, cache_claim, shards)
+    if shards:
+        one_node_affinity(spec["template"]["spec"], name)
     spec["template"]["metadata"] = {"labels": meta["labels"], "annotations": annotations}
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
     return Warmup(configmap=configmap, job=job, content=content)
 
 
 def _job_spec(
-    sdd: SpecDecodeDeployment, configmap: str, operator_image: str, claim: str | None
+    sdd: SpecDecodeDeployment,
+    configmap: str,
+    operator_image: str,
+    claim: str | None,
+    shards: int = 0,
 ) -> Manifest:
     warmup = sdd.spec.warmup
-    return {
+    pod = _pod_spec(sdd, configmap, operator_image, claim)
+    spec: Manifest = {
         "backoffLimit": warmup.retries,
         # Bounds all attempts together; each Pod has its own activeDeadlineSeconds.
-        "activeDeadlineSeconds": job_deadline_s(warmup),
+        "activeDeadlineSeconds": job_deadline_s(warmup, sharded=bool(shards)),
         "podFailurePolicy": _failure_policy(),
-        "template": {"spec": _pod_spec(sdd, configmap, operator_image, claim)},
+        "template": {"spec": pod},
     }
+    if shards:
+        spec.update(indexed_job_fields(shards))
+        # Pod 0 warms its slice, then waits for the others and runs the whole plan: two runs.
+        pod["activeDeadlineSeconds"] = SHARDED_ATTEMPTS * warmup.timeout_seconds
+        pod["containers"][0]["command"] = ["/bin/sh", "-c", SHARDED_COMMAND]
+    return spec

@@ -1,11 +1,13 @@
-"""Command line: `python3 -m warmgate.warmup --plan plan.json`, `--restore-cache` for readers, or
-`--serve [--status-port N] -- ENGINE...` to run the serving engine under the runner (serve.py)."""
+"""Command line: `python3 -m warmgate.warmup --plan plan.json`, `--restore-cache` for readers,
+`--shards DIR` in a sharded warmup's Pods (issue 38), or `--serve [--status-port N] -- ENGINE...`
+to run the serving engine under the runner (serve.py)."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import json
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -15,12 +17,13 @@ from types import FrameType
 from warmgate.warmup import cache
 from warmgate.warmup.engine.launch import echo
 from warmgate.warmup.runner.outcomes import Outcome, RunFailure
-from warmgate.warmup.runner.report import Progress, write_termination_log
+from warmgate.warmup.runner.report import Progress, RunRecord, write_termination_log
 from warmgate.warmup.runner.run import Runner, finish
 from warmgate.warmup.serve import mode as serve
 from warmgate.warmup.statusboard import Board, serve_board
 from warmgate.warmup.wire.board import WarmupBoard
 from warmgate.warmup.wire.order import PlanError, load_plan
+from warmgate.warmup.wire.shardspec import INDEX_ENV, PLAN_FILE, shard_file
 from warmgate.warmup.wire.summary import TerminationSummary
 
 DEFAULT_TERMINATION_LOG = Path("/dev/termination-log")
@@ -30,6 +33,14 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python3 -m warmgate.warmup", description=__doc__)
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--plan", type=Path, help="the plan JSON written by the operator")
+    mode.add_argument(
+        "--shards",
+        type=Path,
+        metavar="DIR",
+        help="a sharded warmup's Pod: run DIR/shard-<i>.json (i: $JOB_COMPLETION_INDEX); Pod 0 "
+        "then merges every slice's recipes and runs DIR/plan.json on them",
+    )
+    parser.add_argument("--shard-index", type=int, help="overrides $JOB_COMPLETION_INDEX")
     mode.add_argument(
         "--restore-cache",
         nargs=3,
@@ -102,19 +113,48 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.restore_cache:
         return _restore(*args.restore_cache)
+    board = Board(WarmupBoard())
+    if args.status_port is not None:
+        serve_board(board, args.status_port)
+    if args.shards is not None:
+        return _sharded(args, board)
+    return _run(args.plan, args, board)[0]
+
+
+def _run(
+    path: Path, args: argparse.Namespace, board: Board, slice_outcome: str | None = None
+) -> tuple[int, RunRecord | None]:
+    """Run one plan file to its exit code (and record; None when the plan was refused)."""
     try:
-        plan = load_plan(args.plan)
+        plan = load_plan(path)
     except PlanError as exc:
-        return _invalid_plan(exc, args.termination_log or _declared_log(args.plan))
+        return _invalid_plan(exc, args.termination_log or _declared_log(path)), None
     if args.termination_log is not None:
         plan = dataclasses.replace(plan, termination_log=args.termination_log)
     signal.signal(signal.SIGTERM, _on_sigterm)
-    board = Board(WarmupBoard(key=plan.cache.key, plan_hash=plan.plan_hash))
-    if args.status_port is not None:
-        serve_board(board, args.status_port)
+    board.publish(WarmupBoard(key=plan.cache.key, plan_hash=plan.plan_hash))
     progress = Progress(board=board)
     runner = Runner(plan, progress, engine_echo=None if args.quiet_engine else echo)
-    return finish(runner.run(), plan, progress)
+    record = runner.run()
+    if slice_outcome is not None and record.shard is not None:
+        record.shard["slice"] = slice_outcome
+    return finish(record, plan, progress), record
+
+
+def _sharded(args: argparse.Namespace, board: Board) -> int:
+    """One Pod of a sharded warmup: its slice, then in Pod 0 the merge and the whole plan."""
+    raw = os.environ.get(INDEX_ENV, "") if args.shard_index is None else str(args.shard_index)
+    if not raw.isdigit():
+        problem = f"{INDEX_ENV}: expected the Pod's completion index, got {raw!r}"
+        return _invalid_plan(PlanError([problem]), args.termination_log or DEFAULT_TERMINATION_LOG)
+    index = int(raw)
+    code, record = _run(args.shards / shard_file(index), args, board)
+    # A CPU engine the plan accepts ends cpu_engine, never verified: its merge runs too, to
+    # show the mechanism (cpu_mode.py); it merges no recipes and is never verified either.
+    ok = (Outcome.VERIFIED, Outcome.CPU_ENGINE)
+    if index != 0 or record is None or record.outcome not in ok:
+        return code
+    return _run(args.shards / PLAN_FILE, args, board, slice_outcome=record.outcome.label)[0]
 
 
 if __name__ == "__main__":

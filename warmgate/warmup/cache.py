@@ -229,6 +229,12 @@ def _entries(volume_dir: Path) -> list[tuple[str, dict[str, Any]]]:
     return found
 
 
+def remove(volume_dir: Path, key: str) -> bool:
+    """Delete one published entry (a sharded warmup's merged slice); False when none was."""
+    _check_key(key)
+    return _remove(volume_dir, key)
+
+
 def _remove(volume_dir: Path, key: str) -> bool:
     """Rename an entry away, then delete it, so a reader never sees half of it."""
     doomed = volume_dir / f"{TMP_PREFIX}pruned-{key}-{uuid.uuid4().hex[:12]}"
@@ -326,3 +332,57 @@ def tidy(spec: CacheSpec, report_dir: Path) -> dict[str, Any]:
     except OSError as exc:
         return {**done, "prune_error": str(exc)}
     return dict(done)
+
+
+@dataclass
+class MergeResult:
+    """What merging the slices' entries into one local folder found (sharded warmup, issue 38).
+
+    ``missing``: keys with no complete entry; ``problems``: a file that did not copy or match
+    its manifest (the merge is then unusable); ``shared``: relative paths more than one slice
+    published (the same graph compiled by two engines: the first copy is kept, ``differing``
+    counts those whose bytes differ)."""
+
+    files: int = 0
+    total_bytes: int = 0
+    missing: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    shared: int = 0
+    differing: int = 0
+
+
+def merge(volume_dir: Path, keys: list[str], dest: Path) -> MergeResult:
+    """Copy every listed entry into ``dest`` (emptied first), each file checked against its
+    entry's manifest as in `restore`; a path two entries hold is kept from the first."""
+    result = MergeResult()
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    seen: dict[str, str] = {}
+    for key in keys:
+        _check_key(key)
+        manifest = find_published(volume_dir, key)
+        if manifest is None:
+            result.missing.append(key)
+            continue
+        staging = dest.with_name(dest.name + f".merging-{uuid.uuid4().hex[:8]}")
+        staging.mkdir(parents=True)
+        try:
+            part = _restore_into(volume_dir / key, staging, manifest)
+            result.problems.extend(f"{key}: {p}" for p in part.problems)
+            for entry in manifest.get("files", []):
+                rel, sha = str(entry["path"]), str(entry.get("sha256"))
+                if rel in seen:
+                    result.shared += 1
+                    result.differing += seen[rel] != sha
+                    continue
+                seen[rel] = sha
+                target = dest / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if (staging / rel).is_file():
+                    os.replace(staging / rel, target)
+                    result.files += 1
+                    result.total_bytes += target.stat().st_size
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return result

@@ -27,6 +27,9 @@ class Outcome(enum.IntEnum):
     # The plan accepts a CPU engine and got one: it started, answered and served the sweep and
     # probe, and has no Gaudi graphs to verify. Never "verified" (docs/runner.md, "A CPU engine").
     CPU_ENGINE = 12
+    # A sharded warmup's merge (issue 38): a slice's recipe entry was not published in time, or
+    # did not copy, so the merged cache would lack that slice's graphs.
+    SHARD_MISSING = 13
 
     @property
     def label(self) -> str:

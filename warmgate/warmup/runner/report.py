@@ -22,6 +22,7 @@ from warmgate.warmup.wire.order import DIGEST_ALGORITHM
 from warmgate.warmup.wire.summary import (
     SUMMARY_VERSION,
     EngineKind,
+    ShardReport,
     TerminationSummary,
 )
 
@@ -62,6 +63,9 @@ class RunRecord:
     engine_kind: EngineKind | None = None
     # The engine plugin's direct drafter warmup (None: the plan asked for none)
     direct: DirectCheck | None = None
+    # A sharded warmup's run (issue 38): the plan's shard section, with the merge's count of
+    # slices merged and, for the merge, the outcome of this Pod's own slice (None: unsharded)
+    shard: dict[str, Any] | None = None
 
 
 class Progress:
@@ -183,6 +187,7 @@ def build_report(record: RunRecord) -> dict[str, Any]:
         "drafter": _drafter_section(record),
         "drafter_warmup": record.direct.to_json() if record.direct is not None else None,
         "cache": record.cache,
+        "shard": record.shard,
         "timings": record.timings,
         "written_unix": int(time.time()),
     }
@@ -221,6 +226,7 @@ def summary(record: RunRecord, report_path: Path | None) -> str:
         ),
         engine=record.engine_kind,
         drafter_warmup=record.direct.counts() if record.direct is not None else None,
+        shard=ShardReport.from_json(record.shard),
     ).to_json()
 
 

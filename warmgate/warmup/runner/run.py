@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 import threading
@@ -50,6 +51,13 @@ from warmgate.warmup.wire.sweepplan import SweepSpec
 # missing graphs are counted, wait until none arrived for QUIET_S, at most SETTLE_S.
 QUIET_S = 0.3
 SETTLE_S = 3.0
+# How often a sharded warmup's merge looks for the slices' entries.
+MERGE_POLL_S = 1.0
+
+
+def _slice_name(key: str, keys: list[str]) -> str:
+    """'slice 2 of 4 (key K)': the shard a cache key belongs to."""
+    return f"slice {keys.index(key)} of {len(keys)} (key {key})"
 
 
 class Runner:
@@ -65,6 +73,7 @@ class Runner:
             plan_hash=plan.plan_hash,
             cache_key=plan.cache.key,
             kv_blocks_expected=plan.kv_blocks_expected,
+            shard=plan.shard.to_json() if plan.shard is not None else None,
         )
         self.parser = LogParser(on_progress=progress.count)
         self.record.log = self.parser.state
@@ -103,6 +112,8 @@ class Runner:
         reuse = self._prepare_local()
         self._start_engine(reuse)
         self._await_health()
+        if self.plan.shard is not None and not self.plan.shard.merge:
+            return  # one slice (issue 38): the sweep and the probe need the whole plan
         self._sweep()
         self._probe()
 
@@ -130,6 +141,8 @@ class Runner:
         (self.plan.work_dir / "buckets.txt").write_text(self.plan.buckets.seed_file_text)
         spec = self.plan.cache
         shutil.rmtree(spec.local_dir, ignore_errors=True)
+        if self.plan.shard is not None and self.plan.shard.merge:
+            return self._merge_slices()
         restored = None
         if spec.reuse_existing:
             try:
@@ -142,6 +155,71 @@ class Runner:
         if restored is not None:
             self.record.cache["restore_problems"] = restored.problems
         spec.local_dir.mkdir(parents=True, exist_ok=True)
+        return False
+
+    def _merge_slices(self) -> bool:
+        """Wait for every slice's entry, then merge them into ``local_dir`` (issue 38)."""
+        shard, spec = self.plan.shard, self.plan.cache
+        assert shard is not None
+        self.progress.stage("merge")
+        began = time.monotonic()
+        keys = list(shard.keys(spec.key))
+        deadline = min(self.deadline, began + shard.wait_s)
+        if self.cpu:  # a CPU engine publishes no recipes: its slices' reports say they ran
+            return self._await_cpu_slices(keys, deadline, began)
+        while True:
+            waiting = [k for k in keys if cache.find_published(spec.volume_dir, k) is None]
+            self.progress.count("merge", len(keys) - len(waiting), len(keys))
+            if not waiting or time.monotonic() >= deadline:
+                break
+            time.sleep(min(MERGE_POLL_S, max(0.0, deadline - time.monotonic())))
+        result = cache.merge(spec.volume_dir, keys, spec.local_dir)
+        self._timed("merge_s", began)
+        self.record.cache["merged"] = {
+            "slices": len(keys) - len(result.missing),
+            "files": result.files,
+            "bytes": result.total_bytes,
+            "shared": result.shared,
+            "differing": result.differing,
+        }
+        if self.record.shard is not None:
+            self.record.shard["merged"] = len(keys) - len(result.missing)
+        if result.missing:
+            names = ", ".join(_slice_name(k, keys) for k in result.missing)
+            raise RunFailure(
+                Outcome.SHARD_MISSING,
+                f"{names} not published within {shard.wait_s:.0f} s: the merged cache would "
+                "lack its graphs",
+            )
+        if result.problems:
+            raise RunFailure(Outcome.SHARD_MISSING, f"merge: {result.problems[0]}")
+        return True
+
+    def _await_cpu_slices(self, keys: list[str], deadline: float, began: float) -> bool:
+        """On a CPU engine (accepted): wait until every slice's report says ``cpu_engine``;
+        nothing to merge (a CPU build compiles no graphs). Never makes the run verified."""
+
+        def ran(key: str) -> bool:
+            try:
+                doc = json.loads((self.plan.report_dir / f"{key}.json").read_text())
+            except (OSError, ValueError):
+                return False
+            return isinstance(doc, dict) and doc.get("outcome") == Outcome.CPU_ENGINE.label
+
+        while True:
+            waiting = [k for k in keys if not ran(k)]
+            self.progress.count("merge", len(keys) - len(waiting), len(keys))
+            if not waiting or time.monotonic() >= deadline:
+                break
+            time.sleep(min(MERGE_POLL_S, max(0.0, deadline - time.monotonic())))
+        self._timed("merge_s", began)
+        self.record.cache["merged"] = {"slices": len(keys) - len(waiting), "files": 0}
+        if self.record.shard is not None:
+            self.record.shard["merged"] = len(keys) - len(waiting)
+        if waiting:
+            names = ", ".join(_slice_name(k, keys) for k in waiting)
+            raise RunFailure(Outcome.SHARD_MISSING, f"{names} did not report cpu_engine in time")
+        self.plan.cache.local_dir.mkdir(parents=True, exist_ok=True)
         return False
 
     def _sink(self, text: str, stream: str) -> None:
@@ -376,6 +454,13 @@ class Runner:
             self.record.outcome = Outcome.CACHE_FAILED
             self.record.reason = f"cache key {spec.key}: {result.detail}"
             return
+        if self.plan.shard is not None and self.plan.shard.merge:
+            # The slices' entries are in the merged one now: they would only take retention
+            # slots (a failed merge keeps them for the retry).
+            removed = [
+                k for k in self.plan.shard.keys(spec.key) if cache.remove(spec.volume_dir, k)
+            ]
+            self.record.cache["slices_removed"] = len(removed)
         self._prune()
 
     def _prune(self) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from warmgate.warmup.wire.drafterwarm import DrafterWarmupSpec, parse_drafter_warmup
 from warmgate.warmup.wire.schema import Fields, PlanError
+from warmgate.warmup.wire.shardspec import SHARD, ShardSpec, parse_shard
 from warmgate.warmup.wire.sweepplan import (
     Graph,
     HookSpec,
@@ -279,6 +280,8 @@ class WarmupOrder:
     # Run a CPU build of vLLM to the cpu_engine outcome instead of refusing it (docs/runner.md,
     # "A CPU engine"); a Gaudi engine's run is the same either way.
     accept_cpu_engine: bool = False
+    # One engine of a sharded warmup, or the merge after it (issue 38; wire/shardspec.py).
+    shard: ShardSpec | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The plan document as the operator writes it (plan.json; `plan_hash` is the
@@ -304,6 +307,8 @@ class WarmupOrder:
             doc["drafter_warmup"] = self.drafter_warmup.to_json()
         if self.accept_cpu_engine:
             doc["accept_cpu_engine"] = True
+        if self.shard is not None:
+            doc[SHARD] = self.shard.to_json()
         return doc
 
 
@@ -369,6 +374,7 @@ def _build(top: Fields, plan_hash: str) -> WarmupOrder:
         drafter_hook=parse_hook(top.obj("drafter_hook", required=False)),
         drafter_warmup=parse_drafter_warmup(top.obj("drafter_warmup", required=False)),
         accept_cpu_engine=top.boolean("accept_cpu_engine", False),
+        shard=parse_shard(top.obj(SHARD, required=False)),
     )
     report.finish()
     return plan

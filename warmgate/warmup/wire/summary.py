@@ -209,6 +209,44 @@ class EngineKind:
 
 
 @dataclass(frozen=True)
+class ShardReport:
+    """A sharded warmup's run (issue 38): its role (``slice`` or ``merge``), the slice index and
+    the count; a merge also says how many slices it merged and how its own Pod's slice ended
+    (``slice``: an outcome label)."""
+
+    role: str
+    index: int
+    count: int
+    merged: int | None = None
+    slice: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"role": self.role, "index": self.index, "count": self.count}
+        if self.merged is not None:
+            doc["merged"] = self.merged
+        if self.slice is not None:
+            doc["slice"] = self.slice
+        return doc
+
+    @classmethod
+    def from_json(cls, data: object) -> ShardReport | None:
+        """Lenient: anything but an object with a known role and integer index and count is
+        None (then the run does not speak for a slice)."""
+        if not isinstance(data, dict) or data.get("role") not in ("slice", "merge"):
+            return None
+        index, count, merged = data.get("index"), data.get("count"), data.get("merged")
+        if type(index) is not int or type(count) is not int:
+            return None
+        return cls(
+            role=str(data["role"]),
+            index=schema.count(index),
+            count=schema.count(count),
+            merged=schema.count(merged) if type(merged) is int else None,
+            slice=schema.text(data.get("slice"), _TEXT_CAP),
+        )
+
+
+@dataclass(frozen=True)
 class TerminationSummary:
     """What one run ended with: its outcome (label and code), why, the plan and cache key it
     speaks for, the unwarmed shapes and known gaps (with their full counts), the bucket lists
@@ -235,6 +273,8 @@ class TerminationSummary:
     known_gaps_count: int | None = None
     truncated: bool = False
     version: int = SUMMARY_VERSION
+    # A sharded warmup's slice or merge (issue 38); absent from unsharded runs.
+    shard: ShardReport | None = None
 
     def to_json(self, limit: int = SUMMARY_LIMIT) -> str:
         """Compact JSON of at most ``limit`` bytes: the free text capped, list entries dropped
@@ -262,6 +302,8 @@ class TerminationSummary:
             doc["engine"] = self.engine.to_json()
         if self.drafter_warmup is not None:
             doc["drafter_warmup"] = self.drafter_warmup.to_json()
+        if self.shard is not None:
+            doc["shard"] = self.shard.to_json()
         if self.truncated:
             doc["truncated"] = True
         return _shrink(doc, limit)
@@ -297,6 +339,7 @@ class TerminationSummary:
             known_gaps_count=_opt_count(data.get("known_gaps_count")),
             truncated=data.get("truncated") is True,
             version=schema.count(version) if type(version) is int else 0,
+            shard=ShardReport.from_json(data.get("shard")),
         )
 
 
