@@ -158,7 +158,7 @@ def measure(
         row.update(completions(api, watcher, namespace, n, args))
         row["peak RSS"] = f"{peak_rss_mb(pid):.0f} MB (now {rss_mb(pid):.0f} MB)"
         plans = op.get("/metrics")
-        row["  plans computed in all (planning CPU)"] = (
+        row["  plans computed in all (their wall times summed over the sync threads)"] = (
             f"{metric(plans, PLAN_COUNT):.0f} ({metric(plans, PLAN_SUM):.1f} s)"
         )
         row["clean shutdown (SIGTERM to exit)"] = shutdown(op)

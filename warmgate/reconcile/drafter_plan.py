@@ -10,7 +10,6 @@ verifies it with its compile hook (docs/runner.md). ngram and k = 0 have no draf
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any, Final, cast, get_args
 
 from warmgate.buckets import BucketPlan, ModelProfile
@@ -24,6 +23,7 @@ from warmgate.buckets.drafter.graphs import (
     prove_drafter,
 )
 from warmgate.buckets.drafter.sweep import DEFAULT_BUDGET_S, DrafterSweep, plan_sweep
+from warmgate.buckets.engine.lazy import cached_property
 from warmgate.warmup.wire.drafterwarm import DrafterWarmupSpec, make_spec
 from warmgate.warmup.wire.sweepplan import SweepSpec, read_sweep
 

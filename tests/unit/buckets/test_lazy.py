@@ -3,8 +3,16 @@ another instance's computation (functools.cached_property's shared lock in Pytho
 
 from __future__ import annotations
 
+import functools
+import importlib
+import inspect
+import pkgutil
 import threading
 
+import warmgate.buckets
+import warmgate.reconcile
+import warmgate.resources
+import warmgate.warmup.wire
 from warmgate.buckets.engine.lazy import cached_property
 
 
@@ -37,3 +45,20 @@ def test_two_instances_compute_at_once_and_each_value_is_kept() -> None:
     assert results == {"a": True, "b": True}
     assert (a.value, a.calls) == (True, 1)  # kept in the instance, not computed again
     assert Slow.value.__doc__ == "Waits until the other instance's computation has started too."
+
+
+def test_the_planning_results_classes_use_no_functools_cached_property() -> None:
+    """Every class the planning stage builds (plans, proofs, drafter plan, runner specs) keeps
+    its cached values without the shared lock: a planning thread must not wait for another
+    object's (DrafterPlan.sweep_spec, read in `evaluate` since issue 33, used it)."""
+    locked = []
+    for package in (warmgate.buckets, warmgate.reconcile, warmgate.resources, warmgate.warmup.wire):
+        for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+            module = importlib.import_module(info.name)
+            for name, klass in vars(module).items():
+                if not inspect.isclass(klass) or klass.__module__ != info.name:
+                    continue
+                for attr, value in vars(klass).items():
+                    if isinstance(value, functools.cached_property):
+                        locked.append(f"{info.name}.{name}.{attr}")
+    assert locked == []
