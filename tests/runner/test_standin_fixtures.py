@@ -66,7 +66,7 @@ def test_the_standin_is_one_standard_library_file() -> None:
 
 
 def test_graph_seconds_writes_the_bar_as_each_graph_ends(tmp_path: Path) -> None:
-    # graph_seconds paces the warmup (scenario m's WarmgateWarmupSlow): the bar's lines reach
+    # graph_seconds paces the warmup (scenario u's WarmgateWarmupSlow): the bar's lines reach
     # the pipe while the engine compiles, the decode bar a prompt graph's time after the first
     # prompt line, not all at once when the warmup is over.
     name = sorted(CASES)[0]

@@ -37,7 +37,7 @@ def token_kubeconfig(cp: ControlPlane, account: str, namespace: str, path: Path)
 
 class KubeStateMetrics:
     """kube-state-metrics serving only the custom resources on loopback, stopped and started
-    again on the same address (scenario m fires WarmgateKubeStateMetricsAbsent with it)."""
+    again on the same address (scenario u fires WarmgateKubeStateMetricsAbsent with it)."""
 
     def __init__(self, kubeconfig: Path, config: Path, namespaces: str, log: Path) -> None:
         port, telemetry = free_port(), free_port()
