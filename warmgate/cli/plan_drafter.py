@@ -100,10 +100,18 @@ class DrafterSummary:
         if spec is not None:
             warmed = [s.engine_config for s in report.shapes if s.warmed]
             d_low, d_high = estimate_direct_warmup(spec.shapes, warmed, model=self.model)
+            limits = len(self.plan.direct_limits)
+            whole = "all " if not limits else ""
             lines.append(
-                f"           the engine plugin warms all {len(spec.shapes)} directly before "
-                f"/health (issue 33), estimated {format_span(d_low, d_high)}"
+                f"           the engine plugin warms {whole}{len(spec.shapes)} of "
+                f"{len(report.shapes)} directly before /health (issue 33), estimated "
+                f"{format_span(d_low, d_high)}"
             )
+            if limits:
+                lines.append(
+                    f"           {limits} left to runtime by an engine limit: a target prompt "
+                    "shape (the engine's dummy prefill cannot reach it)"
+                )
         return lines
 
     def to_dict(self, top: int | None = None) -> dict[str, Any]:

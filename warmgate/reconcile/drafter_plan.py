@@ -96,7 +96,7 @@ class DrafterPlan:
         report = self.report
         if report is None or not report.has_drafter or self.block_size is None:
             return None
-        shapes = [s.engine_config for s in report.shapes]
+        shapes, _ = direct_shapes(report)
         return make_spec(
             report.method,
             report.k,
@@ -105,6 +105,11 @@ class DrafterPlan:
             shapes,
             profile=self.profile,
         )
+
+    @property
+    def direct_limits(self) -> list[tuple[str, int, int, int]]:
+        """The drafter shapes the direct warmup cannot reach (``direct_shapes``'s engine limit)."""
+        return direct_shapes(self.report)[1] if self.report is not None else []
 
     def status_line(self) -> str:
         """'drafter: N shapes the engine compiles at runtime, M driven by the warmup sweep'."""
@@ -119,6 +124,26 @@ class DrafterPlan:
         if self.sweep is not None and self.sweep.steps:
             line += f" ({len(self.sweep.steps)} steps, {format_span(*self.seconds)})"
         return line
+
+
+# The one engine limit of the direct warmup (issue 33): a drafter prefill graph runs on the
+# target's prompt bucket, and a prompt-phase drafter shape the engine's own prompt warmup does not
+# build is one whose target prompt shape is no warmed bucket of the engine's list (not in the
+# plan, or over max_num_batched_tokens). The plugin's dummy prefill is looked up like any prefill
+# and lands on another bucket, so it cannot run that graph; the sweep's undriven reason "a target
+# prompt shape" is the same state, and the target's coverage proof counts it.
+DIRECT_LIMIT: Final = (
+    "a target prompt shape: the drafter's prefill runs on the target's prompt bucket, which the "
+    "engine's list does not warm; the engine's dummy prefill cannot reach it"
+)
+
+
+def direct_shapes(report: DrafterReport) -> tuple[list[tuple[str, int, int, int]], list[Any]]:
+    """(the shapes the direct warmup warms, those it cannot: ``DIRECT_LIMIT``): every shape
+    ``prove_drafter`` lists but the prompt-phase ones the engine's own warmup does not build."""
+    limits = [s.engine_config for s in report.shapes if s.phase == "prompt" and not s.warmed]
+    shapes = [s.engine_config for s in report.shapes if s.engine_config not in set(limits)]
+    return shapes, limits
 
 
 def plan_drafter(

@@ -42,6 +42,10 @@ CAUSES = {
     "shapes-missing": "planned shapes were never reached in the warmup",
     "probe-compiles": "drafter graphs compiled during the probe",
     "direct-warmup-failed": "the engine plugin's direct drafter warmup failed planned shapes",
+    "direct-warmup-incomplete": (
+        "planned shapes were neither warmed by the engine plugin's direct drafter warmup nor "
+        "compiled in the sweep"
+    ),
 }
 
 
@@ -50,8 +54,8 @@ def missing_evidence(drafter: DrafterCounts) -> str:
     planned drafter shapes without evidence'."""
     cause = CAUSES.get(drafter.cause, "the compile hook could not tell")
     detail = f" ({drafter.detail})" if drafter.detail else ""
-    count = drafter.unverified if drafter.cause else drafter.expected
-    return f"{cause}{detail}: {count} of {drafter.expected} planned drafter shapes without evidence"
+    count = drafter.unverified if drafter.cause else drafter.total
+    return f"{cause}{detail}: {count} of {drafter.total} planned drafter shapes without evidence"
 
 
 def drafter_sentence(drafter: DrafterCounts, accepted_by: str = "") -> str:

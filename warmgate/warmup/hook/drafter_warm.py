@@ -478,13 +478,17 @@ def gaudi_warmer(
 
     def decode(shape: Graph) -> None:
         _, batch, _, blocks = shape
-        seqs = max(1, min(batch, blocks))
-        per = _split(max(blocks, seqs), seqs)
+        # A bucket's block list may be longer than `batch` rows of the block table can hold
+        # (the target's (B*T, 1, C) of B sequences padded up to C): the rows hold what they can
+        # and get_habana_paged_attn_buffers pads the list to the bucket, as at runtime.
+        used = min(blocks, batch * columns)
+        seqs = max(1, min(batch, used))
+        per = _split(max(used, seqs), seqs)
         if max(per) > columns:
             raise ValueError(f"{blocks} blocks over {seqs} sequences exceed the block table")
         block_id = 0
         if contiguous:  # as _prepare_dummy_scenario's decode: every block the highest id
-            block_id = max(0, min(blocks - 1, (kv_blocks or blocks) - 1))
+            block_id = max(0, min(used - 1, (kv_blocks or used) - 1))
         table = torch.full((seqs, columns), block_id, dtype=torch.int32)
         positions = torch.zeros(batch, dtype=torch.int64)
         positions[:seqs] = torch.tensor([n * block - 1 for n in per], dtype=torch.int64)
@@ -502,9 +506,12 @@ def gaudi_warmer(
     def prompt(shape: Graph) -> None:
         _, batch, query, blocks = shape
         ctx = blocks // batch if batch else 0
-        tokens = min(query + k, mml - ctx * block)
-        if tokens - k < 1:
-            raise ValueError(f"no prefill of {query} tokens fits after {ctx} context blocks")
+        # The dummy cuts its context to fit max_model_len and takes k tokens off the request
+        # for the drafts, then looks the prefill up: a bucket's context padded up to ``ctx``
+        # (a chunk after a partly filled block) is reached the same way.
+        tokens = query + k
+        if tokens > mml:
+            raise ValueError(f"a prefill of {query} + k tokens over max_model_len {mml}")
         runner._prepare_dummy_scenario((batch, tokens, ctx), None)
 
     def warm(shape: Graph) -> tuple[bool, str, dict[str, Any]]:
