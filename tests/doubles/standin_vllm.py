@@ -41,7 +41,8 @@ Faults are injected with STANDIN_FAULTS, a comma list of:
                         propose_draft (a vllm-gaudi whose drafter code moved)
   drafter_warmup_skip=P/B/Q/N  the engine plugin's direct drafter warmup never reaches shape
                         (P, B, Q, N): the stand-in hides it from the document the plugin reads
-                        (a plugin that stopped, or lost a shape, before the end of its set)
+                        (a plugin that stopped, or lost a shape, before the end of its set);
+                        =decode hides every decode shape
   drafter_warmup_raise=P/B/Q/N  the drafter raises when the direct warmup runs that shape
   vllm_gaudi=PROFILE    the pinned vllm-gaudi the fake runner's signatures follow (v0.26.0 or
                         main-2026-08); without it, the profile of the plan's drafter-warmup
@@ -775,12 +776,17 @@ def gaudi_profile() -> str:
 
 
 def hide_direct_shape() -> None:
-    """The fault ``drafter_warmup_skip=P/B/Q/N``: the plugin's document without that shape."""
+    """The fault ``drafter_warmup_skip=P/B/Q/N`` (or a phase): the plugin's document without
+    that shape (or every shape of that phase)."""
     skip, path = faults().get("drafter_warmup_skip"), os.environ.get("WARMGATE_DRAFTER_WARMUP")
     if not skip or not path:
         return
     doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    doc["shapes"] = [s for s in doc["shapes"] if "/".join(map(str, s)) != skip]
+    doc["shapes"] = [
+        s
+        for s in doc["shapes"]
+        if "/".join(map(str, s)) != skip and s[0] != skip  # or a phase
+    ]
     hidden = Path(path).with_name("drafter-warmup.standin-skip.json")
     hidden.write_text(json.dumps(doc), encoding="utf-8")
     os.environ["WARMGATE_DRAFTER_WARMUP"] = str(hidden)

@@ -88,11 +88,14 @@ class DrafterSummary:
             f"drafter    {report.method} k={report.k}: {unwarmed} shapes the engine will compile "
             f"at runtime (the drafter runs {runtime}, its prompt warmup compiles "
             f"{runtime - unwarmed})",
-            f"           the warmup sweep drives {len(sweep.driven)} of them in "
-            f"{len(sweep.steps)} steps, {format_span(low, high)} "
-            f"(budget {format_seconds(sweep.budget_s)})",
+            f"           the warmup sweep{' sample' if self.plan.sampled else ''} drives "
+            f"{len(sweep.driven)} of them in {len(sweep.steps)} steps, "
+            f"{format_span(low, high)} (budget {format_seconds(sweep.budget_s)})",
         ]
-        missed = Counter(SHORT.get(why, why) for _, why in sweep.undriven)
+        short = dict(SHORT)
+        if self.plan.sampled:  # the direct warmup covers the set: the sweep is a sample
+            short[REASONS["budget"]] = "outside the sample (warmed directly)"
+        missed = Counter(short.get(why, why) for _, why in sweep.undriven)
         if missed:
             counts = ", ".join(f"{n} {why}" for why, n in missed.items())
             lines.append(f"           not driven: {counts}")

@@ -32,6 +32,15 @@ from warmgate.warmup.wire.sweepplan import SweepSpec, read_sweep
 SWEEP_SHARE: Final = 0.15
 
 
+# Once the engine plugin warms the plan's whole drafter set directly (issue 33), the sweep is no
+# longer where the drafter's graphs come from: it is the end-to-end confirmation that traffic
+# through the real scheduler reaches only graphs the direct warmup built (its steps are replayed
+# in the probe, where any compile fails the run). So its budget shrinks to a sample: the steps
+# the greedy plan takes first (the most planned graphs per estimated second) within this many
+# estimated Gaudi seconds (high estimate).
+SAMPLE_BUDGET_S: Final = 120.0
+
+
 def sweep_budget(timeout_seconds: float) -> float:
     """The sweep's time budget for one warmup attempt, e.g. 3600 s -> 540 s; 86400 s -> 1800 s."""
     return min(DEFAULT_BUDGET_S, SWEEP_SHARE * timeout_seconds)
@@ -51,6 +60,9 @@ class DrafterPlan:
     block_size: int | None = None
     max_model_len: int = 0
     profile: str = "v0.26.0"
+    # The sweep is the sample of one the direct warmup covers (SAMPLE_BUDGET_S), not the whole
+    # sweep the budget allowed.
+    sampled: bool = False
 
     @property
     def has_drafter(self) -> bool:
@@ -172,7 +184,11 @@ def plan_drafter(
         )
     except DrafterModelError as exc:
         return DrafterPlan(method, error=f"{method}: not modelled: {exc}", crash=crash)
-    sweep = plan_sweep(plan, report, budget_s=budget_s, model=model)
+    # The direct warmup covers every shape but the engine limit, which no sweep drives either
+    # (DIRECT_LIMIT): the sweep is a sample.
+    sampled = report.has_drafter
+    budget = min(budget_s, SAMPLE_BUDGET_S) if sampled else budget_s
+    sweep = plan_sweep(plan, report, budget_s=budget, model=model)
     return DrafterPlan(
         method,
         report,
@@ -181,4 +197,5 @@ def plan_drafter(
         block_size=plan.config.block_size,
         max_model_len=plan.config.max_model_len,
         profile=plan.config.profile,
+        sampled=sampled,
     )

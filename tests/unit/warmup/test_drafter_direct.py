@@ -12,6 +12,9 @@ from support.resource_cases import EXAMPLES, make_case
 
 from warmgate.buckets.cost import estimate_direct_warmup
 from warmgate.buckets.drafter.graphs import prove_drafter
+from warmgate.buckets.drafter.sweep import plan_sweep
+from warmgate.reconcile.drafter_plan import sweep_budget
+from warmgate.reconcile.planning import evaluate
 from warmgate.warmup.hook import drafter_warm
 from warmgate.warmup.hook.lines import HookEvent, format_hook_line, parse_hook_line
 from warmgate.warmup.runner.direct_check import check_direct
@@ -246,11 +249,18 @@ def test_the_eagle3_example_is_warmed_whole_in_a_third_of_the_sweeps_estimate() 
     assert len(limits) == 1
     assert all(g[0] == "prompt" for g in limits)
     warmed = [s.engine_config for s in report.shapes if s.warmed]
-    low, high = estimate_direct_warmup(spec.shapes, warmed)
-    sweep = case.to_run.drafter_sweep
-    assert sweep is not None
-    assert high <= sweep.seconds[1] / 3
-    assert low < sweep.seconds[0]
+    evaluation = evaluate(case.sdd).evaluation
+    assert evaluation is not None
+    low, high = estimate_direct_warmup(spec.shapes, warmed, model=evaluation.model)
+    # the sweep it replaces: the whole sweep the attempt's budget allowed (the plan's own sweep
+    # is now its sample, drafter_plan.SAMPLE_BUDGET_S)
+    budget = sweep_budget(case.sdd.spec.warmup.timeout_seconds)
+    full = plan_sweep(case.plan, report, budget_s=budget, model=evaluation.model)
+    assert high <= full.seconds[1] / 3
+    assert low < full.seconds[0]
+    sample = case.to_run.drafter_sweep
+    assert sample is not None
+    assert len(sample.steps) < len(full.steps)
 
 
 def test_warmgate_plan_says_the_plugin_warms_every_shape(
@@ -261,4 +271,6 @@ def test_warmgate_plan_says_the_plugin_warms_every_shape(
     assert main(["plan", str(EAGLE3), "--top", "0"]) == 0
     out = capsys.readouterr().out
     assert "the engine plugin warms 329 of 330 directly before /health (issue 33), estimated" in out
+    assert "the warmup sweep sample drives" in out
+    assert "outside the sample (warmed directly)" in out
     assert "1 left to runtime by an engine limit: a target prompt shape" in out
