@@ -508,10 +508,11 @@ def gaudi_warmer(
         ctx = blocks // batch if batch else 0
         # The dummy cuts its context to fit max_model_len and takes k tokens off the request
         # for the drafts, then looks the prefill up: a bucket's context padded up to ``ctx``
-        # (a chunk after a partly filled block) is reached the same way.
-        tokens = query + k
-        if tokens > mml:
-            raise ValueError(f"a prefill of {query} + k tokens over max_model_len {mml}")
+        # (a chunk after a partly filled block), or its query padded up to ``query`` (a bucket
+        # at max_model_len), is reached the same way, as the engine's own warmup reaches it.
+        tokens = min(query + k, mml)
+        if tokens - k < 1:
+            raise ValueError(f"no prefill of {query} tokens fits max_model_len {mml}")
         runner._prepare_dummy_scenario((batch, tokens, ctx), None)
 
     def warm(shape: Graph) -> tuple[bool, str, dict[str, Any]]:
