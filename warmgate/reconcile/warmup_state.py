@@ -403,12 +403,12 @@ def _cpu_engine(summary: WarmupSummary, run: TerminationSummary, accepted: bool)
         f"Gaudi graph was verified (Job {summary.job_name})"
     )
     update: dict[str, Any] = {"kv_blocks": None, "engine_kind": "cpu"}
-    if run.drafter is not None and run.drafter.expected:
+    if run.drafter is not None and run.drafter.total:
         message += (
-            f"; drafter: {run.drafter.expected} planned drafter shapes not verified "
+            f"; drafter: {run.drafter.total} planned drafter shapes not verified "
             "(spec.engine.acceptCPUEngine)"
         )
-        update["drafter_unverified"] = run.drafter.expected
+        update["drafter_unverified"] = run.drafter.total
     summary = summary.model_copy(update=update)
     return WarmupState(Verdict("True", Reason.CPU_ENGINE, message), summary, False, run)
 
@@ -487,7 +487,7 @@ def _unverified_count(drafter: DrafterCounts) -> int:
         return drafter.unverified
     if drafter.verified is True:
         return drafter.missing
-    return drafter.expected
+    return drafter.total
 
 
 def remembered(

@@ -283,3 +283,21 @@ def test_best_effort_with_the_direct_warmup_set_not_covered_is_warmed_with_the_c
     ) in state.verdict.message
     assert "1 of 181 planned drafter shapes without evidence" in state.verdict.message
     assert (state.summary.drafter_verified, state.summary.drafter_unverified) == (False, 1)
+
+
+def test_a_cpu_engine_counts_the_direct_warmup_set_too() -> None:
+    """With a direct warmup in the plan, every planned shape (the sweep's and the direct set's,
+    ``drafter.planned``) is what a CPU engine leaves unverified."""
+    drafter = {**blind("hook-not-attached", "vllm_gaudi is not installed"), "planned": 181}
+    summary = {
+        "v": 7,
+        "outcome": "cpu_engine",
+        "code": 12,
+        "key": KEY,
+        "engine": {"kind": "cpu", "vllm": "0.32.0"},
+        "drafter": drafter,
+    }
+    state = evaluate_warmup(*ended(summary, ok=True), KEY, Observed(accept_cpu=True))
+    assert (state.verdict.status, state.verdict.reason) == ("True", "CPUEngine")
+    assert "drafter: 181 planned drafter shapes not verified" in state.verdict.message
+    assert state.summary.drafter_unverified == 181
