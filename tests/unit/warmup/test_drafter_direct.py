@@ -274,3 +274,15 @@ def test_warmgate_plan_says_the_plugin_warms_every_shape(
     assert "the warmup sweep sample drives" in out
     assert "outside the sample (warmed directly)" in out
     assert "1 left to runtime by an engine limit: a target prompt shape" in out
+
+
+def test_a_prompt_shape_tries_the_dummy_forms_the_engine_warmup_uses() -> None:
+    """Where the context fits, q + k tokens (the dummy takes k off again); where the dummy must
+    cut its context to fit max_model_len, the bucket's own q first, as the engine's warmup
+    passes it (the stand-in run found (prompt, 1, 896, 15) at max_model_len 2048 reachable only
+    so); a bucket at max_model_len caps q + k there."""
+    assert drafter_warm.prompt_forms(("prompt", 1, 256, 2), 2, 2048, 128) == [258, 256]
+    assert drafter_warm.prompt_forms(("prompt", 1, 896, 15), 2, 2048, 128) == [896, 898]
+    assert drafter_warm.prompt_forms(("prompt", 1, 8192, 0), 2, 8192, 128) == [8192]
+    with pytest.raises(ValueError, match="no prefill"):
+        drafter_warm.prompt_forms(("prompt", 1, 1, 0), 2, 2, 128)

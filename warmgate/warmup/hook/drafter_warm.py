@@ -447,6 +447,24 @@ def _warm_all(
 # Gaudi: vllm-gaudi's HpuEagleProposer with HPUModelRunner (never run on Gaudi).
 
 
+def prompt_forms(shape: Graph, k: int, mml: int, block: int) -> list[int]:
+    """The dummy prefill's token counts to try for a prompt graph ``(bs, q, bs * ctx)``.
+
+    The dummy (``_prepare_dummy_scenario``) cuts its context to fit max_model_len, takes k
+    tokens off the request for the drafts, then looks the prefill up, as the engine's own warmup
+    runs it on each prompt bucket. Where the context fits, ``q + k`` tokens land on ``(q, ctx)``
+    itself; where the dummy must cut the context, the engine's warmup passes the bucket's own
+    ``q`` (the cut then leaves one more block, looked up back to ``ctx``), so that form comes
+    first and the other after it (a lookup of the engine's list decides which one runs it)."""
+    _, batch, query, blocks = shape
+    ctx = blocks // batch if batch else 0
+    tokens = min(query + k, mml)
+    if tokens - k < 1:
+        raise ValueError(f"no prefill of {query} tokens fits max_model_len {mml}")
+    forms = [tokens, query] if ctx * block + tokens <= mml else [query, tokens]
+    return list(dict.fromkeys(f for f in forms if f - k >= 1))
+
+
 def gaudi_warmer(
     runner: Any, spec: DrafterWarmupSpec, ran: Callable[[], list[tuple[Any, ...]]]
 ) -> Warmer | None:
@@ -503,22 +521,22 @@ def gaudi_warmer(
             runner,
         )
 
-    def prompt(shape: Graph) -> None:
-        _, batch, query, blocks = shape
-        ctx = blocks // batch if batch else 0
-        # The dummy cuts its context to fit max_model_len and takes k tokens off the request
-        # for the drafts, then looks the prefill up: a bucket's context padded up to ``ctx``
-        # (a chunk after a partly filled block), or its query padded up to ``query`` (a bucket
-        # at max_model_len), is reached the same way, as the engine's own warmup reaches it.
-        tokens = min(query + k, mml)
-        if tokens - k < 1:
-            raise ValueError(f"no prefill of {query} tokens fits max_model_len {mml}")
-        runner._prepare_dummy_scenario((batch, tokens, ctx), None)
+    def prompt(shape: Graph, tokens: int) -> None:
+        _, batch, _, blocks = shape
+        runner._prepare_dummy_scenario((batch, tokens, blocks // batch if batch else 0), None)
 
     def warm(shape: Graph) -> tuple[bool, str, dict[str, Any]]:
         ran()
-        (prompt if shape[0] == "prompt" else decode)(shape)
-        seen = [list(g) for g in ran()]
+        if shape[0] != "prompt":
+            decode(shape)
+            seen = [list(g) for g in ran()]
+        else:
+            seen = []
+            for tokens in prompt_forms(shape, k, mml, block):  # the first that runs it
+                prompt(shape, tokens)
+                seen += [list(g) for g in ran()]
+                if list(shape) in seen:
+                    break
         if list(shape) not in seen:
             return False, f"the drafter ran {seen}, not the planned graph", {"ran": seen}
         return True, "", {"ran": seen}
