@@ -250,9 +250,17 @@ def test_the_serving_pods_drafter_warmup_closes_before_it_turns_ready(
         assert conditions[kind]["status"] == "True", conditions[kind]
         opened = _since_epoch(conditions[kind]["lastTransitionTime"])
         assert closing[-1].t < opened + 1, (kind, closing[-1].t, opened)
-    with _OPENER.open(f"http://{pod['status']['podIP']}:9464/warmgate/status", timeout=5) as r:
+    base = f"http://{pod['status']['podIP']}:9464"
+    with _OPENER.open(f"{base}/warmgate/status", timeout=5) as r:
         board = json.loads(r.read())
     assert board["drafter_warmup"]["state"] == "done"
     assert board["drafter_warmup"]["warmed"] == fields["warmed"]
-    assert board["drafter_compiles"] == 0
     assert not [u for u in board["unwarmed"] if u.startswith("drafter")]
+    with _OPENER.open(f"{base}/metrics", timeout=5) as r:
+        metrics = {
+            line.split()[0]: float(line.split()[1])
+            for line in r.read().decode().splitlines()
+            if line.startswith("warmgate_runner_drafter")
+        }
+    assert metrics["warmgate_runner_drafter_compiles"] == 0
+    assert metrics["warmgate_runner_drafter_warmup_warmed"] == fields["warmed"]
