@@ -1,5 +1,8 @@
 """Issue 33's figures: per example, the drafter shapes in the plan, those the direct warmup warms,
-those left to runtime, and the estimated Gaudi seconds of the direct warmup against the sweep.
+those left to runtime (with the reason: only the engine limit ``drafter_plan.DIRECT_LIMIT``),
+and the estimated Gaudi seconds of the direct warmup against the whole sweep it replaces, the
+sweep's sample the plan now keeps (``drafter_plan.SAMPLE_BUDGET_S``), and the serving start-up
+the direct warmup adds (every shape from the restored recipe cache: no compile).
 
     .venv/bin/python benchmarks/bench_drafter_direct.py
 
@@ -8,12 +11,15 @@ Estimates only (warmgate/buckets/cost.py, the sweep's own parameters); nothing r
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import yaml
 
 from warmgate.api import SpecDecodeDeployment
 from warmgate.buckets.cost import estimate_direct_warmup, format_span
+from warmgate.buckets.drafter.sweep import plan_sweep
+from warmgate.reconcile.drafter_plan import DIRECT_LIMIT, sweep_budget
 from warmgate.reconcile.planning import evaluate
 from warmgate.resources.runner_plan import direct_warmup
 
@@ -21,37 +27,51 @@ EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.yam
 
 
 def main() -> None:
-    print(
-        f"{'example':<34}{'method':>7}{'plan':>6}{'direct':>8}{'runtime':>8}"
-        f"{'engine':>7}{'swept':>7}  {'direct warmup':<16}{'sweep':<16}ratio"
-    )
     for path in EXAMPLES:
         sdd = SpecDecodeDeployment.model_validate(yaml.safe_load(path.read_text()))
         result = evaluate(sdd)
-        drafter = result.evaluation.drafter if result.evaluation else None
+        evaluation = result.evaluation
+        drafter = evaluation.drafter if evaluation else None
         bundle = result.to_run(None)
         method = sdd.spec.speculative.method
-        if drafter is None or drafter.report is None or bundle is None:
+        if evaluation is None or drafter is None or drafter.report is None or bundle is None:
             why = drafter.error if drafter is not None and drafter.error else "no drafter graphs"
-            print(f"{path.stem:<34}{method:>7}  -  ({why})")
+            print(f"{path.stem}: {method}: - ({why})")
             continue
-        report = drafter.report
+        report, model = drafter.report, evaluation.model
         spec = direct_warmup(sdd, bundle.drafter_sweep, bundle.drafter_warmup)
-        planned = len(report.shapes)
-        direct = len(spec.shapes) if spec is not None else 0
-        unwarmed = {s.engine_config for s in report.unwarmed}
-        left = len(unwarmed - set(spec.shapes if spec else ()))
-        warmed = [s.engine_config for s in report.shapes if s.warmed]
         shapes = spec.shapes if spec is not None else ()
-        model = result.evaluation.model if result.evaluation else None
+        unwarmed = {s.engine_config for s in report.unwarmed}
+        left = sorted(unwarmed - set(shapes))
+        reasons = Counter(
+            "engine limit: " + DIRECT_LIMIT.split(":")[0] if g in drafter.direct_limits else "?"
+            for g in left
+        )
+        warmed = [s.engine_config for s in report.shapes if s.warmed]
         low, high = estimate_direct_warmup(shapes, warmed, model=model)
+        serve_low, serve_high = estimate_direct_warmup(shapes, shapes, model=model)
+        budget = sweep_budget(sdd.spec.warmup.timeout_seconds)
+        full = plan_sweep(evaluation.effective, report, budget_s=budget, model=model)
+        f_low, f_high = full.seconds
         s_low, s_high = drafter.seconds
-        ratio = f"{high / s_high:.2f}" if s_high else "-"
+        ratio = f"{high / f_high:.2f}" if f_high else "-"
+        ratio_low = f"{low / f_low:.2f}" if f_low else "-"
         print(
-            f"{path.stem:<34}{method:>7}{planned:>6}{direct:>8}{left:>8}{len(warmed):>7}"
-            f"{drafter.swept:>7}  {format_span(low, high):<16}{format_span(s_low, s_high):<16}"
-            f"{ratio}  (runtime-unwarmed {len(unwarmed)}, of them warmed directly "
-            f"{len(unwarmed) - left})"
+            f"{path.stem}: {method} k={report.k}: {len(report.shapes)} drafter shapes in the plan, "
+            f"{len(shapes)} warmed directly ({len(unwarmed) - len(left)} of the {len(unwarmed)} "
+            f"the engine would compile at runtime), {len(left)} left to runtime "
+            f"{dict(reasons) or ''}, {len(warmed)} built by the engine's own warmup"
+        )
+        print(
+            f"    direct warmup {format_span(low, high)}; the whole sweep it replaces "
+            f"{len(full.driven)} shapes in {len(full.steps)} steps {format_span(f_low, f_high)} "
+            f"(budget {budget:.0f} s); direct / sweep high {ratio}, low {ratio_low}"
+        )
+        print(
+            f"    the sweep's sample the plan keeps: {drafter.swept} shapes in "
+            f"{len(drafter.sweep.steps) if drafter.sweep else 0} steps "
+            f"{format_span(s_low, s_high)}; serving start-up added (recipe-cache hits) "
+            f"{format_span(serve_low, serve_high)}"
         )
 
 

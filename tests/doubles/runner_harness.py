@@ -18,7 +18,9 @@ from typing import Any
 from warmgate.buckets import BucketPlan, EngineShapeConfig, plan_buckets
 from warmgate.buckets.drafter.graphs import prove_drafter
 from warmgate.buckets.drafter.sweep import plan_sweep
+from warmgate.reconcile.drafter_plan import direct_shapes
 from warmgate.resources.probe_workload import sweep_replay_steps
+from warmgate.warmup.wire.drafterwarm import make_spec
 from warmgate.warmup.wire.order import PLAN_FORMAT_VERSION, bucket_digest
 from warmgate.warmup.wire.sweepplan import read_sweep
 
@@ -114,12 +116,15 @@ def make_drafter_plan(
     k: int = 3,
     hook: bool = True,
     verification: str = "Required",
+    direct: bool = False,
     **top: Any,
 ) -> dict[str, Any]:
     """A plan for a draft-model method as the operator builds it: the drafter sweep of the
     plan, the compile hook (required by spec.warmup.drafter.verification Required, the
     default; BestEffort accepts missing graphs instead), and a probe that replays the sweep's
-    steps after its own."""
+    steps after its own. ``direct``: with the plan's ``drafter_warmup`` too (every shape
+    ``prove_drafter`` lists, as ``DrafterPlan.warmup_spec`` writes it), so the engine plugin
+    warms them all directly before /health (issue 33)."""
     config = EngineShapeConfig(**DRAFTER_CONFIG, num_gpu_blocks=8192, num_speculative_tokens=k)
     plan = plan_buckets(config)
     expected = _digests(plan)
@@ -128,7 +133,12 @@ def make_drafter_plan(
     doc["engine"]["speculative_config"] = {"method": method, "num_speculative_tokens": k}
     doc["engine"]["args"] = ["--max-num-seqs", "8", "--max-num-batched-tokens", "2048"]
     doc["buckets"] = {"seed_file_text": plan.to_bucket_file(), "expected": expected}
-    sweep = plan_sweep(plan, prove_drafter(plan, method), budget_s=1800).to_dict()  # type: ignore[arg-type]
+    report = prove_drafter(plan, method)  # type: ignore[arg-type]
+    sweep = plan_sweep(plan, report, budget_s=1800).to_dict()
+    if direct:
+        shapes, _ = direct_shapes(report)
+        spec = make_spec(method, k, config.block_size, config.max_model_len, shapes)
+        doc["drafter_warmup"] = spec.to_json()
     if sweep["steps"]:
         doc["drafter_sweep"] = sweep
     doc["drafter_hook"] = {"enabled": hook, "required": hook and verification == "Required"}

@@ -42,6 +42,14 @@ Faults are injected with STANDIN_FAULTS, a comma list of:
                         runner's compile hook): the drafter still runs, nothing reports it
   proposer_renamed      vllm_gaudi's eagle proposer is HpuEagleProposerV2, its method
                         propose_draft (a vllm-gaudi whose drafter code moved)
+  drafter_warmup_skip=P/B/Q/N  the engine plugin's direct drafter warmup never reaches shape
+                        (P, B, Q, N): the stand-in hides it from the document the plugin reads
+                        (a plugin that stopped, or lost a shape, before the end of its set);
+                        =decode hides every decode shape
+  drafter_warmup_raise=P/B/Q/N  the drafter raises when the direct warmup runs that shape
+  vllm_gaudi=PROFILE    the pinned vllm-gaudi the fake runner's signatures follow (v0.26.0 or
+                        main-2026-08); without it, the profile of the plan's drafter-warmup
+                        document (the stand-in plays the engine the plan was made for)
   skip_requests=N       answer the first N completions at once without scheduling them (a
                         burst that never reached the scheduler together)
 STANDIN_RECORD=<path> writes the argv and the runner-owned env variables there as JSON.
@@ -59,6 +67,7 @@ from __future__ import annotations
 import argparse
 import ast
 import bisect
+import contextlib
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -711,8 +720,17 @@ class HpuRuntime:
 
 
 class _Tensor:
-    def __init__(self, *shape: int) -> None:
+    """A fake tensor: its shape and, for a 1-D one, its values (what the stand-in reads)."""
+
+    def __init__(self, *shape: int, values: list[int] | None = None) -> None:
         self.shape = shape
+        self.values = values if values is not None else [0] * (shape[0] if len(shape) == 1 else 0)
+
+    def __setitem__(self, key: slice, value: _Tensor) -> None:
+        self.values[key] = value.values
+
+    def to(self, *args: object, **kwargs: object) -> _Tensor:
+        return self
 
 
 class _AttnMetadata:
@@ -723,8 +741,69 @@ class _AttnMetadata:
         return self._blocks
 
 
+class _Scheduled:
+    """What the fake runner hands its proposer at runtime: the step's drafter calls, computed
+    by DraftCalls (the stand-in's model of vllm-gaudi's call sequence), in the place of the
+    real ``propose``'s common attention metadata."""
+
+    def __init__(self, calls: list[Graph]) -> None:
+        self.calls = calls
+
+
+def _shape(size: Any) -> tuple[int, ...]:
+    return tuple(size) if isinstance(size, (tuple, list)) else (int(size),)
+
+
+def fake_torch() -> ModuleType:
+    """TEST DOUBLE `torch`: only what the engine plugin's Gaudi warm path calls
+    (warmgate/warmup/hook/drafter_warm.py ``gaudi_warmer``): zeros, full, tensor, two integer
+    dtypes, a dtype for hidden states and inference_mode. The stand-in has no tensors."""
+    torch = ModuleType("torch")
+    torch.int64, torch.int32, torch.bfloat16 = "int64", "int32", "bfloat16"  # type: ignore[attr-defined]
+    torch.zeros = lambda size, dtype=None, device=None: _Tensor(*_shape(size))  # type: ignore[attr-defined]
+    torch.full = lambda size, value, dtype=None, device=None: _Tensor(*_shape(size))  # type: ignore[attr-defined]
+    torch.tensor = lambda data, dtype=None, device=None: _Tensor(  # type: ignore[attr-defined]
+        len(data), values=[int(v) for v in data]
+    )
+    torch.inference_mode = contextlib.nullcontext  # type: ignore[attr-defined]
+    return torch
+
+
+def gaudi_profile() -> str:
+    """The pinned vllm-gaudi the fake runner plays: the fault ``vllm_gaudi=``, else the plan's
+    (its drafter-warmup document's ``profile``), else v0.26.0."""
+    chosen = faults().get("vllm_gaudi")
+    if chosen:
+        return chosen
+    path = os.environ.get("WARMGATE_DRAFTER_WARMUP")
+    try:
+        with open(path or "", encoding="utf-8") as handle:
+            return str(json.load(handle).get("profile") or "v0.26.0")
+    except (OSError, ValueError, AttributeError):
+        return "v0.26.0"
+
+
+def hide_direct_shape() -> None:
+    """The fault ``drafter_warmup_skip=P/B/Q/N`` (or a phase): the plugin's document without
+    that shape (or every shape of that phase)."""
+    skip, path = faults().get("drafter_warmup_skip"), os.environ.get("WARMGATE_DRAFTER_WARMUP")
+    if not skip or not path:
+        return
+    doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    doc["shapes"] = [
+        s
+        for s in doc["shapes"]
+        if "/".join(map(str, s)) != skip and s[0] != skip  # or a phase
+    ]
+    hidden = Path(path).with_name("drafter-warmup.standin-skip.json")
+    hidden.write_text(json.dumps(doc), encoding="utf-8")
+    os.environ["WARMGATE_DRAFTER_WARMUP"] = str(hidden)
+
+
 def fake_modules(engine: Engine, runtime: HpuRuntime) -> dict[str, ModuleType]:
-    """TEST DOUBLE modules: Habana's metrics and vllm_gaudi's runner and eagle proposer."""
+    """TEST DOUBLE modules: Habana's metrics, vllm_gaudi's runner and eagle proposer (with the
+    signatures and attributes the engine plugin's direct warmup relies on, so the plugin's own
+    warm loop runs against them), and the little of torch that loop calls."""
     mods = {
         name: ModuleType(name)
         for name in (
@@ -740,6 +819,8 @@ def fake_modules(engine: Engine, runtime: HpuRuntime) -> dict[str, ModuleType]:
             "vllm_gaudi.v1.spec_decode.hpu_eagle",
         )
     }
+    mods["torch"] = fake_torch()
+    block = engine.args.block_size
 
     class LocalContext:  # habana_frameworks.torch.hpu.metrics.metric_localcontext
         def __init__(self, name: str) -> None:
@@ -758,6 +839,9 @@ def fake_modules(engine: Engine, runtime: HpuRuntime) -> dict[str, ModuleType]:
             return [["TotalNumber", self.end - self.start], ["TotalTime", 0], ["AvgTime", 0]]
 
     class DraftModel:  # the HPU-graph-wrapped drafter: hpu_eagle.py 40, 109 call it so
+        def __init__(self) -> None:  # eagle3's fc takes the target's three aux hidden states
+            self.model = type("Eagle3Inner", (), {"fc_input_size": 3 * 64})()
+
         def __call__(self, *, input_ids: _Tensor, attn_metadata: _AttnMetadata) -> None:
             phase = "prompt" if attn_metadata.is_prompt else "decode"
             runtime.run("drafter", (phase, *input_ids.shape, attn_metadata.num_blocks()))
@@ -765,10 +849,49 @@ def fake_modules(engine: Engine, runtime: HpuRuntime) -> dict[str, ModuleType]:
     class HpuEagleProposer:
         def __init__(self) -> None:
             self.model = DraftModel()
+            self.method = engine.method
+            self.max_model_len = engine.args.max_model_len
+            self.num_speculative_tokens = engine.k
 
-        def propose(self, calls: list[Graph]) -> None:
+        def prepare_attn_metadata(
+            self, block_table_cpu_tensor: _Tensor, positions: _Tensor, model_runner: Any
+        ) -> _AttnMetadata:
+            """A decode's metadata: each sequence's blocks from its position, the block list
+            padded to the decode bucket (get_habana_paged_attn_buffers)."""
+            seqs, batch = block_table_cpu_tensor.shape[0], positions.shape[0]
+            used = sum(p // block + 1 for p in positions.values[:seqs])
+            padded = model_runner.get_habana_paged_attn_buffers(used, None, batch, block)
+            return _AttnMetadata(("decode", batch, 1, padded))
+
+        def propose(  # noqa: PLR0917 (vllm-gaudi's signature, called positionally)
+            self,
+            target_token_ids: _Tensor | None,
+            target_positions: _Tensor | None,
+            target_hidden_states: _Tensor | None,
+            last_token_indices: _Tensor | None,
+            common_attn_metadata: Any,
+            block_table_cpu_tensor: _Tensor | None,
+            model_runner: Any,
+        ) -> None:
+            """At runtime the step's calls (``_Scheduled``); called directly (the plugin's
+            decode warmup), call 1 on the inputs' shape, calls 2..k on last_token_indices' rows
+            at the smallest block list."""
+            if isinstance(common_attn_metadata, _Scheduled):
+                calls = common_attn_metadata.calls
+            else:
+                assert target_token_ids is not None
+                assert last_token_indices is not None
+                first: Graph = ("decode", *target_token_ids.shape, common_attn_metadata._blocks)
+                rows = last_token_indices.shape[0]
+                more = model_runner.look.find_decode(rows, 1)[2]
+                calls = [first] + [("decode", rows, 1, more)] * (self.num_speculative_tokens - 1)
+            raises = faults().get("drafter_warmup_raise", "")
             dropped = faults().get("drop_drafter_graph", "")
             for g in calls:
+                if "/".join(map(str, g)) == raises and not isinstance(
+                    common_attn_metadata, _Scheduled
+                ):
+                    raise RuntimeError(f"stand-in fault: the drafter failed on {g}")
                 if "/".join(map(str, g)) == dropped:
                     continue  # an engine whose drafter never runs this graph (the model is off)
                 self.model(input_ids=_Tensor(g[1], g[2]), attn_metadata=_AttnMetadata(g))
@@ -777,6 +900,13 @@ def fake_modules(engine: Engine, runtime: HpuRuntime) -> dict[str, ModuleType]:
         def __init__(self, drafts: bool) -> None:
             self.drafter = None
             self.scheduled: list[tuple[Graph, list[Graph]]] = []
+            self.look: Lookups | None = None
+            self.calls: DraftCalls | None = None
+            # what the plugin's direct warmup reads (drafter_warm.GAUDI_SURFACE)
+            self.block_size, self.hidden_size = block, 64
+            self.dtype, self.device = "bfloat16", "hpu"
+            self.use_contiguous_pa = False  # drafts are modelled without contiguous PA only
+            self.kv_cache_config = type("KVCacheConfig", (), {"num_blocks": engine.kv})()
             if drafts:  # hpu_model_runner.py 1449-1450: imported only for eagle-type methods
                 eagle = importlib.import_module("vllm_gaudi.v1.spec_decode.hpu_eagle")
                 proposer = getattr(eagle, "HpuEagleProposer", None) or eagle.HpuEagleProposerV2
@@ -790,9 +920,39 @@ def fake_modules(engine: Engine, runtime: HpuRuntime) -> dict[str, ModuleType]:
             for calls in drafts if self.drafter else []:
                 self._propose(calls)
 
+        def _prepare_dummy_scenario(self, prompt_cfg: Any, decode_cfg: Any) -> None:
+            """A dummy prefill of (bs, tokens, ctx): with a draft model the request is k tokens
+            shorter (G26 5606-5611), then looked up; the drafter's prefill calls follow."""
+            if prompt_cfg is None or self.look is None or self.calls is None:
+                return
+            _bs, tokens, ctx = prompt_cfg
+            if ctx * block + tokens > engine.args.max_model_len:  # G26 5589-5603: cut to fit
+                ctx = max(0, (engine.args.max_model_len - tokens) // block)
+            query = tokens - engine.k
+            target, calls = self.calls.prefill(ctx * block + query, query, ctx, True)
+            runtime.run("target", target)
+            if self.drafter is not None:
+                self._propose(calls)
+
+        def _paged_v026(
+            self, block_tables: int, slot_mapping: Any, batch_size: int, block_size: int
+        ) -> int:
+            assert self.look is not None
+            return self.look.find_decode(batch_size, block_tables)[2]
+
+        def _paged_main(
+            self,
+            block_tables: int,
+            slot_mapping: Any,
+            batch_size: int,
+            block_size: int,
+            force_non_contiguous: bool = False,
+        ) -> int:
+            return self._paged_v026(block_tables, slot_mapping, batch_size, block_size)
+
         def _propose(self, calls: list[Graph]) -> None:
             propose = getattr(self.drafter, "propose", None) or self.drafter.propose_draft  # type: ignore[union-attr]
-            propose(calls)
+            propose(None, None, None, None, _Scheduled(calls), None, self)
 
         def execute_model(self, scheduled: list[tuple[Graph, list[Graph]]]) -> None:
             self.scheduled = scheduled  # like the real one: it only stores the step
@@ -807,6 +967,8 @@ def fake_modules(engine: Engine, runtime: HpuRuntime) -> dict[str, ModuleType]:
                 if calls and self.drafter is not None:
                     self._propose(calls)
 
+    paged = HPUModelRunner._paged_main if gaudi_profile() == "main-2026-08" else None
+    HPUModelRunner.get_habana_paged_attn_buffers = paged or HPUModelRunner._paged_v026  # type: ignore[attr-defined]
     metrics = mods["habana_frameworks.torch.hpu.metrics"]
     metrics.metric_localcontext = LocalContext  # type: ignore[attr-defined]
     mods["habana_frameworks.torch.hpu"].synchronize = lambda: None  # type: ignore[attr-defined]
@@ -1021,6 +1183,7 @@ class EngineLoop:
 def start_drafter(engine: Engine, lists: dict[str, list[Bucket]]) -> EngineLoop | None:
     """The runtime, plugins and model runner; the engine loop for eagle-type methods."""
     runtime = HpuRuntime()
+    hide_direct_shape()
     sys.meta_path.insert(0, FakeModules(fake_modules(engine, runtime)))
     load_general_plugins(engine)
     module = importlib.import_module("vllm_gaudi.v1.worker.hpu_model_runner")
@@ -1030,6 +1193,7 @@ def start_drafter(engine: Engine, lists: dict[str, list[Bucket]]) -> EngineLoop 
     runner = module.HPUModelRunner(drafts)
     look = Lookups(engine, lists)
     calls = DraftCalls(look, engine.k)
+    runner.look, runner.calls = look, calls  # the dummy prefills' and paged buffers' lookups
     # Modelled: bs-1 prompt buckets only (one prompt per prefill); each compiles its dummy's shape.
     dummies = (look.warmup_prompt(g, engine.k if drafts else 0) for g in look.prompt)
     prompt = [("prompt", b, q, b * c) for b, q, c in sorted({d for d in dummies if d})]

@@ -8,7 +8,11 @@ the probe, and the operator records what the hook saw.
 
 Fail closed (issue 33): a second eagle3 SDD whose engine loads no general plugin (the stand-in's
 fault ``no_general_plugins``: the hook is missing) is Warmed=False with reason DrafterUnverified,
-naming the cause and the planned shapes without evidence, and nothing serves it.
+naming the cause and the planned shapes without evidence, and nothing serves it. The verified
+one's engine plugin warmed every shape of the plan's direct-warmup set (the real plugin's warm
+loop, driving the stand-in's proposer double); a third, whose plugin never reaches the decode
+shapes of that set (fault ``drafter_warmup_skip=decode``), is Warmed=False too: those the sweep
+did not compile have no evidence (cause direct-warmup-incomplete, with the count).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ NAME = "drafter"
 
 
 BLIND = "drafter-blind"
+PARTIAL = "drafter-partial"
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +37,10 @@ def applied(e2e: E2ECluster, namespace: str) -> None:
     blind = sdd(BLIND, namespace, e2e.images.engine.ref, k=2, method="eagle3")
     blind["spec"]["engine"]["env"] = [{"name": "STANDIN_FAULTS", "value": "no_general_plugins"}]
     e2e.apply(blind)
+    partial = sdd(PARTIAL, namespace, e2e.images.engine.ref, k=2, method="eagle3")
+    skip = {"name": "STANDIN_FAULTS", "value": "drafter_warmup_skip=decode"}
+    partial["spec"]["engine"]["env"] = [skip]
+    e2e.apply(partial)
 
 
 def settled(e2e: E2ECluster, namespace: str, name: str) -> dict[str, Any]:
@@ -85,6 +94,17 @@ def test_the_job_drove_the_sweep_and_the_hook_verified_it(
     )
     assert drafter["driven"] == drafter["expected"] == warmed["status"]["plan"]["drafterSwept"]
     assert drafter["probe"] == 0
+    # Issue 33: the engine plugin warmed the plan's whole direct-warmup set before /health.
+    direct = summary["drafter_warmup"]
+    assert (direct["state"], direct["engine"], direct["failed"], direct["missing"]) == (
+        "done",
+        "gaudi",
+        0,
+        0,
+    )
+    assert direct["warmed"] == direct["planned"] > drafter["expected"]
+    assert direct["warmed_digest"] == direct["planned_digest"]
+    assert drafter["planned"] >= direct["planned"]
     status = warmed["status"]["warmup"]
     assert (status["drafterDriven"], status["drafterVerified"]) == (drafter["driven"], True)
     assert (
@@ -111,12 +131,6 @@ def test_a_missing_hook_leaves_the_warmup_not_verified(
         "False",
         "DrafterUnverified",
     ), warmed_condition
-    planned = obj["status"]["plan"]["drafterSwept"]
-    assert planned > 0
-    assert (
-        "drafter not verified: the engine loaded no compile hook (vLLM did not load the plugin)"
-        f": {planned} of {planned} planned drafter shapes without evidence"
-    ) in warmed_condition["message"]
     (job,) = e2e.items("jobs", namespace, BLIND)
     assert is_true(job, "Failed"), job["status"]
     pods = e2e.get(
@@ -130,4 +144,44 @@ def test_a_missing_hook_leaves_the_warmup_not_verified(
         11,
     )
     assert summary["drafter"]["cause"] == "plugin-not-loaded"
+    # every planned drafter shape: the sweep's and the direct warmup's
+    planned = summary["drafter"]["planned"]
+    assert planned > obj["status"]["plan"]["drafterSwept"] > 0
+    assert (
+        "drafter not verified: the engine loaded no compile hook (vLLM did not load the plugin)"
+        f": {planned} of {planned} planned drafter shapes without evidence"
+    ) in warmed_condition["message"]
     assert e2e.items("deployments", namespace, BLIND) == []
+
+
+def test_direct_warmup_shapes_without_evidence_leave_the_warmup_not_verified(
+    e2e: E2ECluster, namespace: str, applied: None
+) -> None:
+    """Issue 33: the plugin never reached the decode shapes of the direct-warmup set; the
+    ones the sweep did not compile have no evidence, so Warmed=False, DrafterUnverified, naming
+    the cause and how many shapes; no Deployment serves it."""
+    obj = settled(e2e, namespace, PARTIAL)
+    warmed_condition = condition(obj, "Warmed")
+    assert (warmed_condition["status"], warmed_condition["reason"]) == (
+        "False",
+        "DrafterUnverified",
+    ), warmed_condition
+    (job,) = e2e.items("jobs", namespace, PARTIAL)
+    pods = e2e.get(
+        "pods", "-n", namespace, "-l", f"batch.kubernetes.io/job-name={job['metadata']['name']}"
+    )
+    (pod,) = pods["items"]
+    (runner,) = [s for s in pod["status"]["containerStatuses"] if s["name"] == "warmup"]
+    summary = json.loads(runner["state"]["terminated"]["message"])
+    drafter = summary["drafter"]
+    assert (summary["outcome"], drafter["cause"]) == (
+        "drafter_unverified",
+        "direct-warmup-incomplete",
+    )
+    assert 0 < drafter["unverified"] <= summary["drafter_warmup"]["missing"]
+    assert (
+        "drafter not verified: planned shapes were neither warmed by the engine plugin's direct "
+        f"drafter warmup nor compiled in the sweep: {drafter['unverified']} of "
+        f"{drafter['planned']} planned drafter shapes without evidence"
+    ) in warmed_condition["message"]
+    assert e2e.items("deployments", namespace, PARTIAL) == []

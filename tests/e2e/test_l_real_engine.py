@@ -8,7 +8,10 @@ which ends `cpu_engine` (docs/runner.md, "A CPU engine"): the SDDs opt in with
 The serving Pods run real `vllm serve` under the runner's serve mode, a real completion request
 goes through the serving Service's ClusterIP (from a client Pod: kube-proxy translates it; no
 cluster DNS here), and the engines' own spec-decode counters reach status.serving.specDecode.
-Nothing here ran on Gaudi: no graph was compiled or verified, and the tests say so.
+The EAGLE SDD's engine plugin warms the plan's drafter shapes directly (issue 33, the CPU path:
+vLLM's EagleProposer) in the Job and in the serving Pod, where it closes before the Pod's
+readiness gate opens. Nothing here ran on Gaudi: no graph was compiled or verified, and the
+tests say so.
 """
 
 from __future__ import annotations
@@ -16,15 +19,19 @@ from __future__ import annotations
 import json
 import os
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from typing import Any
 
 import pytest
 from e2e_support import E2ECluster, Manifest, condition, is_true, wait_for
 from support import node_share
 
+from warmgate.api.constants import READINESS_GATE
 from warmgate.devcluster import client, engine_image
 from warmgate.devcluster.images import Builder, Image
+from warmgate.warmup.hook.lines import parse_hook_line
 
 # A cold image build (about 6.6 GB) and two engines on 2 shared cores take long.
 # node_owner: it imports its image into the owner's containerd (tests/support/node_share.py).
@@ -139,6 +146,10 @@ def test_the_warmup_job_ran_the_real_engine_to_an_honest_outcome(
     if method == "eagle":  # the compile hook loaded in the engine and found nothing Gaudi
         assert "warmgate-hook v1 loaded" in log
         assert "vllm_gaudi" in summary["reason"]
+        # the engine plugin warmed the plan's drafter shapes directly (CPU path, issue 33)
+        direct = summary["drafter_warmup"]
+        assert (direct["state"], direct["engine"], direct["failed"]) == ("done", "cpu", 0)
+        assert direct["warmed"] == direct["planned"] > 0
 
 
 @pytest.fixture(scope="module")
@@ -199,3 +210,57 @@ def test_the_engines_measured_acceptance_reaches_the_status(
     metrics = e2e.kubectl("get", "--raw", path).stdout
     name = METHODS["eagle"]
     assert f'warmgate_serving_spec_decode_acceptance_rate{{name="{name}"' in metrics
+
+
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def _since_epoch(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def test_the_serving_pods_drafter_warmup_closes_before_it_turns_ready(
+    e2e: E2ECluster, namespace: str, answers: dict[str, Manifest]
+) -> None:
+    """Issue 33 item 2 on the real engine: the serving Pod's engine ran the plugin's direct
+    drafter warmup (every planned shape, in its CPU form) before the Pod turned Ready: the
+    closing hook line's engine clock is before ContainersReady's and Ready's transition
+    (one-second resolution; the gate condition alone is the plan's verdict and may open
+    first); its status board keeps that line, and after the completions no drafter compile and
+    no unwarmed shape. On this CPU build nothing counts compiles (no Habana metric), so
+    ``drafter_compiles`` stays 0 by construction here: what this test proves is the order and
+    the warmed count, not the absence of Gaudi compiles."""
+    name = METHODS["eagle"]
+    pods = [p for p in e2e.items("pods", namespace, name) if "serving" in p["metadata"]["name"]]
+    (pod,) = [p for p in pods if (p.get("status") or {}).get("podIP")]
+    container = pod["spec"]["containers"][0]["name"]
+    log = e2e.kubectl("logs", "-n", namespace, pod["metadata"]["name"], "-c", container).stdout
+    events = [parse_hook_line(line) for line in log.splitlines()]
+    closing = [e for e in events if e is not None and e.kind == "drafter-warmup"]
+    assert closing, "no drafter-warmup line in the serving Pod's log"
+    fields = closing[-1].fields
+    assert (fields["state"], fields["engine"], fields["failed"]) == ("done", "cpu", 0)
+    assert fields["warmed"] == fields["planned"] > 0
+    conditions = {c["type"]: c for c in pod["status"]["conditions"]}
+    # The operator's gate condition is the plan's verdict and may open while the engine still
+    # starts; the Pod turns Ready only with it and the engine's /health (the readiness probe),
+    # which the engine answers once the plugin's warmup has closed.
+    assert conditions[READINESS_GATE]["status"] == "True", conditions[READINESS_GATE]
+    for kind in ("ContainersReady", "Ready"):
+        assert conditions[kind]["status"] == "True", conditions[kind]
+        opened = _since_epoch(conditions[kind]["lastTransitionTime"])
+        assert closing[-1].t < opened + 1, (kind, closing[-1].t, opened)
+    base = f"http://{pod['status']['podIP']}:9464"
+    with _OPENER.open(f"{base}/warmgate/status", timeout=5) as r:
+        board = json.loads(r.read())
+    assert board["drafter_warmup"]["state"] == "done"
+    assert board["drafter_warmup"]["warmed"] == fields["warmed"]
+    assert not [u for u in board["unwarmed"] if u.startswith("drafter")]
+    with _OPENER.open(f"{base}/metrics", timeout=5) as r:
+        metrics = {
+            line.split()[0]: float(line.split()[1])
+            for line in r.read().decode().splitlines()
+            if line.startswith("warmgate_runner_drafter")
+        }
+    assert metrics["warmgate_runner_drafter_compiles"] == 0
+    assert metrics["warmgate_runner_drafter_warmup_warmed"] == fields["warmed"]

@@ -287,3 +287,84 @@ def test_no_probe_or_sweep_prompt_hits_the_prefix_cache_and_replays_run_their_st
             if prefills != swept[name][0] or not expected[name] <= drafts:
                 differ[name] = (sorted(prefills ^ swept[name][0]), sorted(expected[name] - drafts))
     assert differ == {}
+
+
+# ---- issue 33: the direct warmup's whole set, run by the real engine plugin in the stand-in ----
+# With the plan's drafter_warmup, the runner points the stand-in's engine at the document and the
+# real plugin's warm loop (hook/drafter_warm.py gaudi_warmer) drives the stand-in's proposer
+# double for every shape, before /health. A shape no sweep step plans and the engine's own
+# warmup never runs: (decode, 3, 1, 4), partial drafts only.
+UNSWEPT = ("decode", 3, 1, 4)
+UNSWEPT_FAULT = "/".join(map(str, UNSWEPT))
+
+
+def test_the_direct_warmup_warms_the_whole_set_and_the_run_is_verified(tmp_path: Path) -> None:
+    plan = make_drafter_plan(tmp_path, direct=True)
+    shapes = {tuple(s) for s in plan["drafter_warmup"]["shapes"]}
+    assert UNSWEPT in shapes
+    assert UNSWEPT not in planned(plan)
+    result = run_runner(tmp_path, plan)
+    assert result.code == int(Outcome.VERIFIED), result.stderr[-3000:]
+    direct = result.summary["drafter_warmup"]
+    assert (direct["state"], direct["engine"]) == ("done", "gaudi")
+    assert direct["planned"] == direct["warmed"] == len(shapes) == 181
+    assert direct["warmed_digest"] == direct["planned_digest"]
+    drafter = result.summary["drafter"]
+    assert (drafter["verified"], drafter["planned"]) == (True, 181)
+    assert "cause" not in drafter
+    assert "direct warmup set: 181 of 181 shapes with evidence" in result.summary["reason"]
+    report = result.report()
+    assert report["drafter"]["incomplete"] == []
+    assert report["drafter"]["probe_compiles"] == []
+
+
+@pytest.mark.parametrize(
+    ("fault", "cause", "unverified", "named"),
+    [
+        # the plugin never reached one shape (no line): incomplete, 1 shape, named
+        (
+            f"drafter_warmup_skip={UNSWEPT_FAULT}",
+            "direct-warmup-incomplete",
+            1,
+            f"1 neither warmed directly nor compiled in the sweep (first {UNSWEPT!r})",
+        ),
+        # the drafter raised on one shape: failed, 1 shape
+        (f"drafter_warmup_raise={UNSWEPT_FAULT}", "direct-warmup-failed", 1, "1 failed in the"),
+        # the drafter never ran the planned graph: the plugin's own check fails the shape
+        (f"drop_drafter_graph={UNSWEPT_FAULT}", "direct-warmup-failed", 1, "1 failed in the"),
+        # no plugin at all, the proposer renamed, the metric unreadable: every planned shape
+        ("no_general_plugins", "plugin-not-loaded", 181, "no engine process loaded"),
+        ("proposer_renamed", "proposer-not-found", 181, "HpuEagleProposer.propose missing"),
+        ("metric_unreadable", "metric-unreadable", 181, "graph_compilation metric failed"),
+    ],
+)
+def test_a_direct_warmup_shape_without_evidence_fails_closed(
+    tmp_path: Path, fault: str, cause: str, unverified: int, named: str
+) -> None:
+    """Fail closed (issue 33): under Required, every shape of the plan's drafter_warmup needs
+    evidence; without it the run ends drafter_unverified (exit 11: Warmed=False
+    DrafterUnverified), with the cause and how many shapes, and publishes nothing."""
+    result = run_runner(tmp_path, make_drafter_plan(tmp_path, direct=True), faults=fault)
+    assert result.code == int(Outcome.DRAFTER_UNVERIFIED), result.stderr[-3000:]
+    drafter = result.summary["drafter"]
+    assert (drafter["verified"], drafter["cause"]) == (False, cause)
+    assert (drafter["unverified"], drafter["planned"]) == (unverified, 181)
+    assert named in result.summary["reason"] or named in drafter["detail"]
+    assert result.summary["cache"] is None
+
+
+def test_best_effort_passes_with_a_direct_warmup_shape_missing_and_counts_it(
+    tmp_path: Path,
+) -> None:
+    plan = make_drafter_plan(tmp_path, direct=True, verification="BestEffort")
+    result = run_runner(tmp_path, plan, faults=f"drafter_warmup_skip={UNSWEPT_FAULT}")
+    assert result.code == int(Outcome.VERIFIED), result.stderr[-3000:]
+    drafter = result.summary["drafter"]
+    assert (drafter["verified"], drafter["cause"], drafter["unverified"]) == (
+        False,
+        "direct-warmup-incomplete",
+        1,
+    )
+    assert result.summary["drafter_warmup"]["missing"] == 1
+    assert "direct warmup set: 180 of 181 shapes with evidence" in result.summary["reason"]
+    assert result.summary["cache"] is not None

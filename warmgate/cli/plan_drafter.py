@@ -88,11 +88,14 @@ class DrafterSummary:
             f"drafter    {report.method} k={report.k}: {unwarmed} shapes the engine will compile "
             f"at runtime (the drafter runs {runtime}, its prompt warmup compiles "
             f"{runtime - unwarmed})",
-            f"           the warmup sweep drives {len(sweep.driven)} of them in "
-            f"{len(sweep.steps)} steps, {format_span(low, high)} "
-            f"(budget {format_seconds(sweep.budget_s)})",
+            f"           the warmup sweep{' sample' if self.plan.sampled else ''} drives "
+            f"{len(sweep.driven)} of them in {len(sweep.steps)} steps, "
+            f"{format_span(low, high)} (budget {format_seconds(sweep.budget_s)})",
         ]
-        missed = Counter(SHORT.get(why, why) for _, why in sweep.undriven)
+        short = dict(SHORT)
+        if self.plan.sampled:  # the direct warmup covers the set: the sweep is a sample
+            short[REASONS["budget"]] = "outside the sample (warmed directly)"
+        missed = Counter(short.get(why, why) for _, why in sweep.undriven)
         if missed:
             counts = ", ".join(f"{n} {why}" for why, n in missed.items())
             lines.append(f"           not driven: {counts}")
@@ -100,10 +103,18 @@ class DrafterSummary:
         if spec is not None:
             warmed = [s.engine_config for s in report.shapes if s.warmed]
             d_low, d_high = estimate_direct_warmup(spec.shapes, warmed, model=self.model)
+            limits = len(self.plan.direct_limits)
+            whole = "all " if not limits else ""
             lines.append(
-                f"           the engine plugin warms all {len(spec.shapes)} directly before "
-                f"/health (issue 33), estimated {format_span(d_low, d_high)}"
+                f"           the engine plugin warms {whole}{len(spec.shapes)} of "
+                f"{len(report.shapes)} directly before /health (issue 33), estimated "
+                f"{format_span(d_low, d_high)}"
             )
+            if limits:
+                lines.append(
+                    f"           {limits} left to runtime by an engine limit: a target prompt "
+                    "shape (the engine's dummy prefill cannot reach it)"
+                )
         return lines
 
     def to_dict(self, top: int | None = None) -> dict[str, Any]:

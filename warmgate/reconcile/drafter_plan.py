@@ -32,6 +32,15 @@ from warmgate.warmup.wire.sweepplan import SweepSpec, read_sweep
 SWEEP_SHARE: Final = 0.15
 
 
+# Once the engine plugin warms the plan's whole drafter set directly (issue 33), the sweep is no
+# longer where the drafter's graphs come from: it is the end-to-end confirmation that traffic
+# through the real scheduler reaches only graphs the direct warmup built (its steps are replayed
+# in the probe, where any compile fails the run). So its budget shrinks to a sample: the steps
+# the greedy plan takes first (the most planned graphs per estimated second) within this many
+# estimated Gaudi seconds (high estimate).
+SAMPLE_BUDGET_S: Final = 120.0
+
+
 def sweep_budget(timeout_seconds: float) -> float:
     """The sweep's time budget for one warmup attempt, e.g. 3600 s -> 540 s; 86400 s -> 1800 s."""
     return min(DEFAULT_BUDGET_S, SWEEP_SHARE * timeout_seconds)
@@ -51,6 +60,9 @@ class DrafterPlan:
     block_size: int | None = None
     max_model_len: int = 0
     profile: str = "v0.26.0"
+    # The sweep is the sample of one the direct warmup covers (SAMPLE_BUDGET_S), not the whole
+    # sweep the budget allowed.
+    sampled: bool = False
 
     @property
     def has_drafter(self) -> bool:
@@ -96,7 +108,7 @@ class DrafterPlan:
         report = self.report
         if report is None or not report.has_drafter or self.block_size is None:
             return None
-        shapes = [s.engine_config for s in report.shapes]
+        shapes, _ = direct_shapes(report)
         return make_spec(
             report.method,
             report.k,
@@ -105,6 +117,11 @@ class DrafterPlan:
             shapes,
             profile=self.profile,
         )
+
+    @property
+    def direct_limits(self) -> list[tuple[str, int, int, int]]:
+        """The drafter shapes the direct warmup cannot reach (``direct_shapes``'s engine limit)."""
+        return direct_shapes(self.report)[1] if self.report is not None else []
 
     def status_line(self) -> str:
         """'drafter: N shapes the engine compiles at runtime, M driven by the warmup sweep'."""
@@ -119,6 +136,26 @@ class DrafterPlan:
         if self.sweep is not None and self.sweep.steps:
             line += f" ({len(self.sweep.steps)} steps, {format_span(*self.seconds)})"
         return line
+
+
+# The one engine limit of the direct warmup (issue 33): a drafter prefill graph runs on the
+# target's prompt bucket, and a prompt-phase drafter shape the engine's own prompt warmup does not
+# build is one whose target prompt shape is no warmed bucket of the engine's list (not in the
+# plan, or over max_num_batched_tokens). The plugin's dummy prefill is looked up like any prefill
+# and lands on another bucket, so it cannot run that graph; the sweep's undriven reason "a target
+# prompt shape" is the same state, and the target's coverage proof counts it.
+DIRECT_LIMIT: Final = (
+    "a target prompt shape: the drafter's prefill runs on the target's prompt bucket, which the "
+    "engine's list does not warm; the engine's dummy prefill cannot reach it"
+)
+
+
+def direct_shapes(report: DrafterReport) -> tuple[list[tuple[str, int, int, int]], list[Any]]:
+    """(the shapes the direct warmup warms, those it cannot: ``DIRECT_LIMIT``): every shape
+    ``prove_drafter`` lists but the prompt-phase ones the engine's own warmup does not build."""
+    limits = [s.engine_config for s in report.shapes if s.phase == "prompt" and not s.warmed]
+    shapes = [s.engine_config for s in report.shapes if s.engine_config not in set(limits)]
+    return shapes, limits
 
 
 def plan_drafter(
@@ -147,7 +184,11 @@ def plan_drafter(
         )
     except DrafterModelError as exc:
         return DrafterPlan(method, error=f"{method}: not modelled: {exc}", crash=crash)
-    sweep = plan_sweep(plan, report, budget_s=budget_s, model=model)
+    # The direct warmup covers every shape but the engine limit, which no sweep drives either
+    # (DIRECT_LIMIT): the sweep is a sample.
+    sampled = report.has_drafter
+    budget = min(budget_s, SAMPLE_BUDGET_S) if sampled else budget_s
+    sweep = plan_sweep(plan, report, budget_s=budget, model=model)
     return DrafterPlan(
         method,
         report,
@@ -156,4 +197,5 @@ def plan_drafter(
         block_size=plan.config.block_size,
         max_model_len=plan.config.max_model_len,
         profile=plan.config.profile,
+        sampled=sampled,
     )

@@ -43,6 +43,10 @@ CAUSES = {
     "shapes-missing": "planned shapes were never reached in the warmup",
     "probe-compiles": "drafter graphs compiled during the probe",
     "direct-warmup-failed": "the engine plugin's direct drafter warmup failed planned shapes",
+    "direct-warmup-incomplete": (
+        "planned shapes were neither warmed by the engine plugin's direct drafter warmup nor "
+        "compiled in the sweep"
+    ),
 }
 
 
@@ -51,8 +55,8 @@ def missing_evidence(drafter: DrafterCounts) -> str:
     planned drafter shapes without evidence'."""
     cause = CAUSES.get(drafter.cause, "the compile hook could not tell")
     detail = f" ({drafter.detail})" if drafter.detail else ""
-    count = drafter.unverified if drafter.cause else drafter.expected
-    return f"{cause}{detail}: {count} of {drafter.expected} planned drafter shapes without evidence"
+    count = drafter.unverified if drafter.cause else drafter.total
+    return f"{cause}{detail}: {count} of {drafter.total} planned drafter shapes without evidence"
 
 
 def drafter_sentence(drafter: DrafterCounts, accepted_by: str = "") -> str:
@@ -417,12 +421,12 @@ def _cpu_engine(summary: WarmupSummary, run: TerminationSummary, accepted: bool)
         f"Gaudi graph was verified (Job {summary.job_name})"
     )
     update: dict[str, Any] = {"kv_blocks": None, "engine_kind": "cpu"}
-    if run.drafter is not None and run.drafter.expected:
+    if run.drafter is not None and run.drafter.total:
         message += (
-            f"; drafter: {run.drafter.expected} planned drafter shapes not verified "
+            f"; drafter: {run.drafter.total} planned drafter shapes not verified "
             "(spec.engine.acceptCPUEngine)"
         )
-        update["drafter_unverified"] = run.drafter.expected
+        update["drafter_unverified"] = run.drafter.total
     summary = summary.model_copy(update=update)
     return WarmupState(Verdict("True", Reason.CPU_ENGINE, message), summary, False, run)
 
@@ -501,7 +505,7 @@ def _unverified_count(drafter: DrafterCounts) -> int:
         return drafter.unverified
     if drafter.verified is True:
         return drafter.missing
-    return drafter.expected
+    return drafter.total
 
 
 def remembered(

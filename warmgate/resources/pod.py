@@ -96,10 +96,11 @@ def cache_volume(
     return {"name": VOLUME_CACHE, "persistentVolumeClaim": source}
 
 
-def plan_volume(configmap: str, *, plan: bool) -> Manifest:
-    """The plan ConfigMap: plan.json for the runner, the seed bucket file for serving."""
-    key = PLAN_FILE if plan else BUCKET_FILE
-    items = [{"key": key, "path": key}]
+def plan_volume(configmap: str, *, plan: bool, also: tuple[str, ...] = ()) -> Manifest:
+    """The plan ConfigMap: plan.json for the runner, the seed bucket file for serving, and the
+    ``also`` keys (serving: the direct drafter warmup's document, issue 33)."""
+    keys = [PLAN_FILE if plan else BUCKET_FILE, *also]
+    items = [{"key": key, "path": key} for key in keys]
     return {"name": VOLUME_PLAN, "configMap": {"name": configmap, "items": items}}
 
 

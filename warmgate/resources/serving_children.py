@@ -189,7 +189,12 @@ def _pod_spec(
 ) -> Manifest:
     serving = sdd.spec.serving
     volumes = [
-        plan_volume(configmap_name(sdd, key), plan=False),
+        # with a direct drafter warmup, its document too (--drafter-warmup reads it there)
+        plan_volume(
+            configmap_name(sdd, key),
+            plan=False,
+            also=(DRAFTER_WARMUP_FILE,) if _direct(sdd, plan) else (),
+        ),
         {"name": VOLUME_RUNNER, "emptyDir": {}},
         *shared_volumes(sdd),
     ]

@@ -11,7 +11,7 @@ from support.resource_cases import SETTINGS, UID
 from warmgate.api import DrafterWarmup
 from warmgate.buckets.drafter.graphs import prove_drafter
 from warmgate.buckets.drafter.sweep import SWEEP_FORMAT
-from warmgate.reconcile.drafter_plan import sweep_budget
+from warmgate.reconcile.drafter_plan import SAMPLE_BUDGET_S, sweep_budget
 from warmgate.reconcile.planning import evaluate
 from warmgate.reconcile.warmup_state import WarmupSeen, evaluate_warmup
 from warmgate.resources import desired_children
@@ -86,7 +86,10 @@ def test_the_runner_plan_carries_the_sweep_hook_replay_and_deadline() -> None:
     assert (plan.drafter_hook.required, plan.drafter_hook.accept_missing) == (True, False)
     sweep = plan.drafter_sweep
     assert sweep is not None
-    assert sweep.budget_s == sweep_budget(sdd.spec.warmup.timeout_seconds)
+    # the direct warmup covers the set: the sweep is its sample (issue 33)
+    assert sweep_budget(sdd.spec.warmup.timeout_seconds) == 540.0
+    assert sweep.budget_s == SAMPLE_BUDGET_S == 120.0
+    assert doc["drafter_warmup"]["shapes"]
     assert plan.timeouts.sweep_s == sweep.budget_s * 1.5
     t = plan.timeouts
     assert t.facts_s + t.startup_s + t.probe_s + t.sweep_s + t.stop_grace_s <= t.total_s + 1e-6

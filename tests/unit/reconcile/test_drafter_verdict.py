@@ -227,3 +227,77 @@ def test_best_effort_has_its_own_cache_key_for_draft_models_only() -> None:
     plan = evaluate(ngram).to_run(kv_blocks=None)
     assert plan is not None
     assert cache_key(ngram, plan.buckets) == cache_key(best_effort(ngram), plan.buckets)
+
+
+def _incomplete() -> dict[str, object]:
+    """The runner's counts when 1 shape of the direct warmup's set (181 with the sweep's 77)
+    was neither warmed directly nor compiled in the sweep (issue 33)."""
+    return {
+        "hook": "attached",
+        "verified": False,
+        "expected": 77,
+        "driven": 77,
+        "missing": 0,
+        "probe": 0,
+        "gaps": 0,
+        "planned": 181,
+        "unverified": 1,
+        "cause": "direct-warmup-incomplete",
+        "detail": "",
+    }
+
+
+def test_a_direct_warmup_set_not_covered_is_not_warmed_naming_the_count() -> None:
+    summary = {
+        "v": 7,
+        "outcome": "drafter_unverified",
+        "code": 11,
+        "reason": "drafter: ...",
+        "key": KEY,
+        "drafter": _incomplete(),
+    }
+    state = evaluate_warmup(*ended(summary, ok=False), KEY)
+    assert (state.verdict.status, state.verdict.reason) == ("False", "DrafterUnverified")
+    assert (
+        "drafter not verified: planned shapes were neither warmed by the engine plugin's direct "
+        "drafter warmup nor compiled in the sweep: 1 of 181 planned drafter shapes without "
+        "evidence"
+    ) in state.verdict.message
+    assert state.summary.drafter_verified is False
+
+
+def test_best_effort_with_the_direct_warmup_set_not_covered_is_warmed_with_the_counts() -> None:
+    summary = {
+        "v": 7,
+        "outcome": "verified",
+        "code": 0,
+        "key": KEY,
+        "kv_blocks": 9,
+        "drafter": _incomplete(),
+    }
+    state = evaluate_warmup(*ended(summary, ok=True), KEY, Observed(drafter_required=False))
+    assert (state.verdict.status, state.verdict.reason) == ("True", "WarmupSucceeded")
+    assert (
+        "; drafter not verified, accepted by spec.warmup.drafter.verification=BestEffort: "
+        "planned shapes were neither warmed"
+    ) in state.verdict.message
+    assert "1 of 181 planned drafter shapes without evidence" in state.verdict.message
+    assert (state.summary.drafter_verified, state.summary.drafter_unverified) == (False, 1)
+
+
+def test_a_cpu_engine_counts_the_direct_warmup_set_too() -> None:
+    """With a direct warmup in the plan, every planned shape (the sweep's and the direct set's,
+    ``drafter.planned``) is what a CPU engine leaves unverified."""
+    drafter = {**blind("hook-not-attached", "vllm_gaudi is not installed"), "planned": 181}
+    summary = {
+        "v": 7,
+        "outcome": "cpu_engine",
+        "code": 12,
+        "key": KEY,
+        "engine": {"kind": "cpu", "vllm": "0.32.0"},
+        "drafter": drafter,
+    }
+    state = evaluate_warmup(*ended(summary, ok=True), KEY, Observed(accept_cpu=True))
+    assert (state.verdict.status, state.verdict.reason) == ("True", "CPUEngine")
+    assert "drafter: 181 planned drafter shapes not verified" in state.verdict.message
+    assert state.summary.drafter_unverified == 181

@@ -11,6 +11,7 @@ import pytest
 from support.paths import REPO_ROOT
 from support.resource_cases import Case
 
+from warmgate.resources.mounts import PLAN_DIR
 from warmgate.warmup.engine.launch import engine_argv, engine_env
 from warmgate.warmup.wire.order import parse_plan
 
@@ -83,7 +84,19 @@ def test_the_same_seed_file(case: Case) -> None:
     pod = deployment["spec"]["template"]["spec"]
     volume = next(v for v in pod["volumes"] if v["name"] == "plan")
     assert volume["configMap"]["name"] == configmap["metadata"]["name"]
-    assert volume["configMap"]["items"] == [{"key": "buckets.txt", "path": "buckets.txt"}]
+    items = volume["configMap"]["items"]
+    assert items[0] == {"key": "buckets.txt", "path": "buckets.txt"}
+    # Issue 33: with a direct drafter warmup the serving engine reads its document from the same
+    # volume (--drafter-warmup): it is mounted exactly when the ConfigMap has it.
+    direct = "drafter-warmup.json" in configmap["data"]
+    assert items[1:] == ([{"key": "drafter-warmup.json", "path": "drafter-warmup.json"}] * direct)
+    command = " ".join(pod["containers"][0]["command"])
+    assert (f"--drafter-warmup {PLAN_DIR}/drafter-warmup.json" in command) is direct
+    mounts = pod["containers"][0]["volumeMounts"]
+    assert {"name": "plan", "mountPath": PLAN_DIR} in [
+        {k: m[k] for k in ("name", "mountPath")} for m in mounts
+    ]
+    assert all(item["key"] in configmap["data"] for item in items)
     plan = json.loads(children.warmup_configmap["data"]["plan.json"])
     assert configmap["data"]["buckets.txt"] == plan["buckets"]["seed_file_text"]
 

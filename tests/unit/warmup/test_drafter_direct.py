@@ -12,6 +12,9 @@ from support.resource_cases import EXAMPLES, make_case
 
 from warmgate.buckets.cost import estimate_direct_warmup
 from warmgate.buckets.drafter.graphs import prove_drafter
+from warmgate.buckets.drafter.sweep import plan_sweep
+from warmgate.reconcile.drafter_plan import sweep_budget
+from warmgate.reconcile.planning import evaluate
 from warmgate.warmup.hook import drafter_warm
 from warmgate.warmup.hook.lines import HookEvent, format_hook_line, parse_hook_line
 from warmgate.warmup.runner.direct_check import check_direct
@@ -36,7 +39,8 @@ def _events(lines: list[str]) -> list[HookEvent]:
 
 def test_the_plan_carries_every_shape_prove_drafter_lists() -> None:
     """The eagle3 example: the whole set (330 = 293 the engine compiles at runtime + 37 its own
-    warmup builds), partial-draft shapes included, each in the engine's form, versioned."""
+    warmup builds), partial-draft shapes included, each in the engine's form, versioned, but
+    the one engine limit: a target prompt shape (drafter_plan.DIRECT_LIMIT), 329 in all."""
     case = make_case(EAGLE3)
     doc = case.children().runner_plan["drafter_warmup"]
     assert doc["format"] == DRAFTER_WARMUP_FORMAT == "warmgate-drafter-warmup/1"
@@ -47,7 +51,10 @@ def test_the_plan_carries_every_shape_prove_drafter_lists() -> None:
     config = case.plan.config
     assert config.max_model_len == doc["max_model_len"]
     spec_report = prove_drafter(case.plan, "eagle3", partial_drafts=True, structured_outputs=True)
-    assert shapes == {s.engine_config for s in spec_report.shapes}
+    limits = {s.engine_config for s in spec_report.unwarmed if s.phase == "prompt"}
+    assert len(limits) == 1
+    assert shapes == {s.engine_config for s in spec_report.shapes} - limits
+    assert len(shapes) == 329
     assert len(spec_report.unwarmed) == 293
     partial = {s.engine_config for s in spec_report.shapes if not s.full_drafts}
     assert partial
@@ -228,22 +235,32 @@ def test_the_cpu_form_of_a_shape_is_its_token_counts() -> None:
 
 
 def test_the_eagle3_example_is_warmed_whole_in_a_third_of_the_sweeps_estimate() -> None:
-    """Issue 33's goal, in the cost model's figures (estimates, never run on Gaudi): all 293
-    drafter shapes the engine would compile at runtime are in the document (330 with the 37 its
-    warmup builds), and the direct warmup's high estimate is at most a third of the sweep's."""
+    """Issue 33's goal, in the cost model's figures (estimates, never run on Gaudi): 292 of the
+    293 drafter shapes the engine would compile at runtime are in the document (329 with the 37
+    its warmup builds; the other one is the engine limit, a target prompt shape), and the direct
+    warmup's high estimate is at most a third of the sweep's."""
     case = make_case(EAGLE3)
     spec = case.to_run.drafter_warmup
     assert spec is not None
     report = prove_drafter(case.plan, "eagle3", partial_drafts=True, structured_outputs=True)
     unwarmed = {s.engine_config for s in report.unwarmed}
     assert len(unwarmed) == 293
-    assert unwarmed <= set(spec.shapes)
+    limits = unwarmed - set(spec.shapes)  # the engine limit: a target prompt shape
+    assert len(limits) == 1
+    assert all(g[0] == "prompt" for g in limits)
     warmed = [s.engine_config for s in report.shapes if s.warmed]
-    low, high = estimate_direct_warmup(spec.shapes, warmed)
-    sweep = case.to_run.drafter_sweep
-    assert sweep is not None
-    assert high <= sweep.seconds[1] / 3
-    assert low < sweep.seconds[0]
+    evaluation = evaluate(case.sdd).evaluation
+    assert evaluation is not None
+    low, high = estimate_direct_warmup(spec.shapes, warmed, model=evaluation.model)
+    # the sweep it replaces: the whole sweep the attempt's budget allowed (the plan's own sweep
+    # is now its sample, drafter_plan.SAMPLE_BUDGET_S)
+    budget = sweep_budget(case.sdd.spec.warmup.timeout_seconds)
+    full = plan_sweep(case.plan, report, budget_s=budget, model=evaluation.model)
+    assert high <= full.seconds[1] / 3
+    assert low < full.seconds[0]
+    sample = case.to_run.drafter_sweep
+    assert sample is not None
+    assert len(sample.steps) < len(full.steps)
 
 
 def test_warmgate_plan_says_the_plugin_warms_every_shape(
@@ -253,4 +270,19 @@ def test_warmgate_plan_says_the_plugin_warms_every_shape(
 
     assert main(["plan", str(EAGLE3), "--top", "0"]) == 0
     out = capsys.readouterr().out
-    assert "the engine plugin warms all 330 directly before /health (issue 33), estimated" in out
+    assert "the engine plugin warms 329 of 330 directly before /health (issue 33), estimated" in out
+    assert "the warmup sweep sample drives" in out
+    assert "outside the sample (warmed directly)" in out
+    assert "1 left to runtime by an engine limit: a target prompt shape" in out
+
+
+def test_a_prompt_shape_tries_the_dummy_forms_the_engine_warmup_uses() -> None:
+    """Where the context fits, q + k tokens (the dummy takes k off again); where the dummy must
+    cut its context to fit max_model_len, the bucket's own q first, as the engine's warmup
+    passes it (the stand-in run found (prompt, 1, 896, 15) at max_model_len 2048 reachable only
+    so); a bucket at max_model_len caps q + k there."""
+    assert drafter_warm.prompt_forms(("prompt", 1, 256, 2), 2, 2048, 128) == [258, 256]
+    assert drafter_warm.prompt_forms(("prompt", 1, 896, 15), 2, 2048, 128) == [896, 898]
+    assert drafter_warm.prompt_forms(("prompt", 1, 8192, 0), 2, 8192, 128) == [8192]
+    with pytest.raises(ValueError, match="no prefill"):
+        drafter_warm.prompt_forms(("prompt", 1, 1, 0), 2, 2, 128)

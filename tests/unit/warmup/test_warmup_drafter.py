@@ -402,3 +402,37 @@ def test_a_shape_the_direct_warmup_failed_is_never_evidence_and_fails_closed() -
     counts = DrafterCounts.from_json(check.summary().to_json())
     assert counts is not None
     assert (counts.cause, counts.unverified, counts.verified) == ("direct-warmup-failed", 2, False)
+
+
+def test_every_shape_of_the_direct_warmup_set_needs_evidence() -> None:
+    """Issue 33: a shape of the plan's drafter_warmup set that was neither warmed directly nor
+    compiled or run in the sweep leaves the run not verified (direct-warmup-incomplete), counted
+    and named; BestEffort's accept_missing does not accept it (only the sweep's missing ones)."""
+    events = [*ATTACHED, drafter(101.0, ["decode", 2, 1, 8]), step(101.0, 1, 1)]
+    check = check_drafter(events, HookSpec(enabled=True), SPEC, RUN, probe_began=130.0)
+    check.add_evidence(DIRECT, [("decode", 4, 1, 4), ("decode", 8, 1, 8), ("decode", 1, 1, 1)])
+    check.warmup_set = frozenset({("decode", 1, 1, 1), ("decode", 3, 1, 4), ("decode", 2, 1, 8)})
+    assert check.incomplete == [("decode", 3, 1, 4)]
+    assert (check.cause, check.unverified, check.verified) == ("direct-warmup-incomplete", 1, False)
+    assert "direct warmup set: 2 of 3 shapes with evidence, 1 neither warmed directly" in (
+        check.line()
+    )
+    assert check.to_json()["incomplete"] == [["decode", 3, 1, 4]]
+    counts = DrafterCounts.from_json(check.summary().to_json())
+    assert counts is not None
+    assert (counts.cause, counts.unverified, counts.planned, counts.total) == (
+        "direct-warmup-incomplete",
+        1,
+        5,
+        5,
+    )
+    check.accepted = True
+    assert check.verified is False
+    check.add_evidence(DIRECT, [("decode", 3, 1, 4)])
+    assert (check.cause, check.unverified, check.verified) == ("", 0, True)
+
+
+def test_a_blind_hook_counts_the_direct_warmup_set_too() -> None:
+    check = check_drafter([ATTACHED[0]], HookSpec(enabled=True), SPEC, RUN, 130.0)
+    check.warmup_set = frozenset({("decode", 1, 1, 1), ("decode", 4, 1, 4)})
+    assert (check.cause, check.unverified) == ("proposer-not-found", 4)

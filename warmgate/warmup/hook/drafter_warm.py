@@ -447,6 +447,24 @@ def _warm_all(
 # Gaudi: vllm-gaudi's HpuEagleProposer with HPUModelRunner (never run on Gaudi).
 
 
+def prompt_forms(shape: Graph, k: int, mml: int, block: int) -> list[int]:
+    """The dummy prefill's token counts to try for a prompt graph ``(bs, q, bs * ctx)``.
+
+    The dummy (``_prepare_dummy_scenario``) cuts its context to fit max_model_len, takes k
+    tokens off the request for the drafts, then looks the prefill up, as the engine's own warmup
+    runs it on each prompt bucket. Where the context fits, ``q + k`` tokens land on ``(q, ctx)``
+    itself; where the dummy must cut the context, the engine's warmup passes the bucket's own
+    ``q`` (the cut then leaves one more block, looked up back to ``ctx``), so that form comes
+    first and the other after it (a lookup of the engine's list decides which one runs it)."""
+    _, batch, query, blocks = shape
+    ctx = blocks // batch if batch else 0
+    tokens = min(query + k, mml)
+    if tokens - k < 1:
+        raise ValueError(f"no prefill of {query} tokens fits max_model_len {mml}")
+    forms = [tokens, query] if ctx * block + tokens <= mml else [query, tokens]
+    return list(dict.fromkeys(f for f in forms if f - k >= 1))
+
+
 def gaudi_warmer(
     runner: Any, spec: DrafterWarmupSpec, ran: Callable[[], list[tuple[Any, ...]]]
 ) -> Warmer | None:
@@ -478,13 +496,17 @@ def gaudi_warmer(
 
     def decode(shape: Graph) -> None:
         _, batch, _, blocks = shape
-        seqs = max(1, min(batch, blocks))
-        per = _split(max(blocks, seqs), seqs)
+        # A bucket's block list may be longer than `batch` rows of the block table can hold
+        # (the target's (B*T, 1, C) of B sequences padded up to C): the rows hold what they can
+        # and get_habana_paged_attn_buffers pads the list to the bucket, as at runtime.
+        used = min(blocks, batch * columns)
+        seqs = max(1, min(batch, used))
+        per = _split(max(used, seqs), seqs)
         if max(per) > columns:
             raise ValueError(f"{blocks} blocks over {seqs} sequences exceed the block table")
         block_id = 0
         if contiguous:  # as _prepare_dummy_scenario's decode: every block the highest id
-            block_id = max(0, min(blocks - 1, (kv_blocks or blocks) - 1))
+            block_id = max(0, min(used - 1, (kv_blocks or used) - 1))
         table = torch.full((seqs, columns), block_id, dtype=torch.int32)
         positions = torch.zeros(batch, dtype=torch.int64)
         positions[:seqs] = torch.tensor([n * block - 1 for n in per], dtype=torch.int64)
@@ -499,18 +521,22 @@ def gaudi_warmer(
             runner,
         )
 
-    def prompt(shape: Graph) -> None:
-        _, batch, query, blocks = shape
-        ctx = blocks // batch if batch else 0
-        tokens = min(query + k, mml - ctx * block)
-        if tokens - k < 1:
-            raise ValueError(f"no prefill of {query} tokens fits after {ctx} context blocks")
-        runner._prepare_dummy_scenario((batch, tokens, ctx), None)
+    def prompt(shape: Graph, tokens: int) -> None:
+        _, batch, _, blocks = shape
+        runner._prepare_dummy_scenario((batch, tokens, blocks // batch if batch else 0), None)
 
     def warm(shape: Graph) -> tuple[bool, str, dict[str, Any]]:
         ran()
-        (prompt if shape[0] == "prompt" else decode)(shape)
-        seen = [list(g) for g in ran()]
+        if shape[0] != "prompt":
+            decode(shape)
+            seen = [list(g) for g in ran()]
+        else:
+            seen = []
+            for tokens in prompt_forms(shape, k, mml, block):  # the first that runs it
+                prompt(shape, tokens)
+                seen += [list(g) for g in ran()]
+                if list(shape) in seen:
+                    break
         if list(shape) not in seen:
             return False, f"the drafter ran {seen}, not the planned graph", {"ran": seen}
         return True, "", {"ran": seen}

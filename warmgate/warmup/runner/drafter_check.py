@@ -80,6 +80,11 @@ class DrafterCheck:
     # Planned shapes the engine plugin's direct warmup tried and failed (issue 33): a shape
     # that failed is never evidence, and the run is not verified while any did.
     direct_failed: int = 0
+    # The direct warmup's whole set (the plan's ``drafter_warmup``, issue 33): each of its
+    # shapes needs evidence too (warmed directly, or compiled or run in the sweep or the
+    # engine's warmup), else the run is not verified (``incomplete``). Empty: none planned.
+    warmup_set: frozenset[Graph] = frozenset()
+    failed_set: frozenset[Graph] = frozenset()
 
     def add_evidence(self, source: str, graphs: Collection[Graph]) -> None:
         """Record that ``source`` warmed ``graphs`` (only planned ones count)."""
@@ -89,7 +94,7 @@ class DrafterCheck:
     def seeing(self) -> bool:
         """Whether the hook can tell which planned graphs ran: it attached and named the
         drafter's forwards (or the plan has no graph to name)."""
-        return self.hook == "attached" and (self.drafter_named or not self.expected)
+        return self.hook == "attached" and (self.drafter_named or not self.planned)
 
     @property
     def missing(self) -> list[Graph]:
@@ -97,15 +102,38 @@ class DrafterCheck:
         return sorted(self.expected - self.driven) if self.seeing else []
 
     @property
+    def planned(self) -> frozenset[Graph]:
+        """Every planned drafter graph: the sweep's and the direct warmup's."""
+        return self.expected | self.warmup_set
+
+    @property
+    def incomplete(self) -> list[Graph]:
+        """Shapes of the direct warmup's set no source has evidence for, that the plugin did
+        not fail and the sweep did not plan (those are ``direct_failed`` and ``missing``)."""
+        if not self.seeing:
+            return []
+        return sorted(self.warmup_set - self.warmed - self.expected - self.failed_set)
+
+    @property
+    def warmed(self) -> set[Graph]:
+        """Every graph some source has evidence for (planned or not)."""
+        warmed: set[Graph] = set()
+        for graphs in self.evidence.values():
+            warmed |= graphs
+        return warmed
+
+    @property
     def unverified(self) -> int:
         """Planned graphs without evidence: every one when the hook cannot see (or no compile
-        count tells whether the probe compiled them), else the missing ones and those the
-        probe compiled."""
+        count tells whether the probe compiled them), else the missing ones, the direct
+        warmup's shapes no source warmed, the ones it failed and those the probe compiled."""
         if self.hook == "off":
             return 0
         if not self.seeing:
-            return len(self.expected)
-        return len(set(self.missing) | (self.probe_graphs & self.expected)) + self.direct_failed
+            return len(self.planned)
+        without = set(self.missing) | set(self.incomplete) | (self.probe_graphs & self.planned)
+        failed = len(self.failed_set - without) if self.failed_set else self.direct_failed
+        return len(without) + failed
 
     @property
     def cause(self) -> str:
@@ -124,6 +152,8 @@ class DrafterCheck:
             return "probe-compiles"
         if self.direct_failed:
             return "direct-warmup-failed"
+        if self.incomplete:
+            return "direct-warmup-incomplete"
         return ""
 
     @property
@@ -134,7 +164,8 @@ class DrafterCheck:
         if self.hook == "off":
             return None
         settled = not self.missing or self.accepted
-        return self.seeing and settled and not self.probe and not self.direct_failed
+        direct = not self.direct_failed and not self.incomplete  # never accepted (issue 33)
+        return self.seeing and settled and not self.probe and direct
 
     @property
     def unwarmed(self) -> list[str]:
@@ -160,10 +191,7 @@ class DrafterCheck:
     def driven(self) -> set[Graph]:
         """Planned graphs with evidence from any source: the sweep compiled or ran them, or
         the engine's warmup ran them (or a source ``add_evidence`` recorded)."""
-        warmed: set[Graph] = set()
-        for graphs in self.evidence.values():
-            warmed |= graphs
-        return warmed & self.expected
+        return self.warmed & self.expected
 
     def line(self) -> str:
         """One line for the report's reason and the logs."""
@@ -178,6 +206,16 @@ class DrafterCheck:
             allowed = " (accepted by the plan)" if self.accepted else ""
             missing = f", {len(self.missing)} never ran{allowed}"
         direct = f"; {self.direct_failed} failed in the direct warmup" if self.direct_failed else ""
+        if self.warmup_set:
+            direct += (
+                f"; direct warmup set: {len(self.warmup_set & self.warmed)} of "
+                f"{len(self.warmup_set)} shapes with evidence"
+            )
+            if self.incomplete:
+                direct += (
+                    f", {len(self.incomplete)} neither warmed directly nor compiled in the "
+                    f"sweep (first {self.incomplete[0]!r})"
+                )
         return (
             f"drafter: the sweep drove {len(self.driven)} of {len(self.expected)} planned graphs "
             f"({len(self.compiled & self.expected)} compiled in it){missing}; "
@@ -201,6 +239,8 @@ class DrafterCheck:
             "missing_accepted": self.accepted,
             "unverified": self.unverified,
             "cause": self.cause,
+            "warmup_set": len(self.warmup_set),
+            "incomplete": [list(g) for g in self.incomplete],
             "evidence": {k: len(v & self.expected) for k, v in sorted(self.evidence.items())},
             "warmup_ran": [list(g) for g in sorted(self.warmup_ran & self.expected)],
             "other_sweep_graphs": [list(g) for g in sorted(self.other)],
@@ -222,6 +262,7 @@ class DrafterCheck:
             unverified=self.unverified,
             cause=self.cause,
             detail=self.reason if self.cause in SAID_BY_HOOK else "",
+            planned=len(self.planned) if self.warmup_set else 0,
         )
 
 

@@ -45,7 +45,7 @@ from warmgate.warmup.runner.verdict import (
 )
 from warmgate.warmup.wire.drafterwarm import DRAFTER_WARMUP_ENV
 from warmgate.warmup.wire.order import DEFAULT_SWEEP_S, WarmupOrder
-from warmgate.warmup.wire.sweepplan import SweepSpec
+from warmgate.warmup.wire.sweepplan import Graph, SweepSpec
 
 # The hook's lines are written before each response but read by another thread: before the
 # missing graphs are counted, wait until none arrived for QUIET_S, at most SETTLE_S.
@@ -419,8 +419,10 @@ class Runner:
     def _drafter(self, target_gaps: int) -> DrafterCheck:
         plan, record = self.plan, self.record
         events = self.parser.state.hook_events
+        warmup_set: frozenset[Graph] = frozenset()
         if plan.drafter_warmup is not None and plan.drafter_hook.enabled:
             record.direct = check_direct(events, plan.drafter_warmup)
+            warmup_set = frozenset(plan.drafter_warmup.shapes)  # each needs evidence
         check = check_drafter(
             events,
             plan.drafter_hook,
@@ -433,6 +435,8 @@ class Runner:
         if record.direct is not None:  # warmed directly counts as evidence; a failure never
             check.add_evidence(DIRECT, record.direct.warmed)
             check.direct_failed = len(record.direct.failed)
+            check.failed_set = frozenset(record.direct.failed)
+            check.warmup_set = warmup_set
         self.record.drafter = check
         return check
 

@@ -51,6 +51,7 @@ DRAFTER_CAUSES: Final = (
     "shapes-missing",
     "probe-compiles",
     "direct-warmup-failed",
+    "direct-warmup-incomplete",
 )
 
 
@@ -77,6 +78,14 @@ class DrafterCounts:
     unverified: int = 0
     cause: str = ""
     detail: str = ""
+    # The planned drafter shapes of every source (the sweep's and the direct warmup's set, issue
+    # 33), when a direct warmup was planned; 0: only the sweep's (``expected``).
+    planned: int = 0
+
+    @property
+    def total(self) -> int:
+        """The planned drafter shapes the verdict requires evidence for."""
+        return max(self.planned, self.expected)
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -88,6 +97,8 @@ class DrafterCounts:
             "probe": self.probe,
             "gaps": self.gaps,
         }
+        if self.planned:
+            doc["planned"] = self.planned
         if self.cause:  # a verified drafter's counts stay as they were
             doc |= {
                 "unverified": self.unverified,
@@ -113,6 +124,7 @@ class DrafterCounts:
             unverified=schema.count(data.get("unverified")),
             cause=cause if cause in DRAFTER_CAUSES else ("unknown" if cause else ""),
             detail=(schema.text(data.get("detail")) or "")[:DETAIL_CAP],
+            planned=schema.count(data.get("planned")),
         )
 
 
