@@ -275,7 +275,7 @@ def test_best_effort_with_the_direct_warmup_set_not_covered_is_warmed_with_the_c
         "kv_blocks": 9,
         "drafter": _incomplete(),
     }
-    state = evaluate_warmup(*ended(summary, ok=True), KEY, Observed(drafter_required=False))
+    state = evaluate_warmup(*ended(summary, ok=True), KEY, WarmupSeen(drafter_required=False))
     assert (state.verdict.status, state.verdict.reason) == ("True", "WarmupSucceeded")
     assert (
         "; drafter not verified, accepted by spec.warmup.drafter.verification=BestEffort: "
@@ -297,7 +297,7 @@ def test_a_cpu_engine_counts_the_direct_warmup_set_too() -> None:
         "engine": {"kind": "cpu", "vllm": "0.32.0"},
         "drafter": drafter,
     }
-    state = evaluate_warmup(*ended(summary, ok=True), KEY, Observed(accept_cpu=True))
+    state = evaluate_warmup(*ended(summary, ok=True), KEY, WarmupSeen(accept_cpu=True))
     assert (state.verdict.status, state.verdict.reason) == ("True", "CPUEngine")
     assert "drafter: 181 planned drafter shapes not verified" in state.verdict.message
     assert state.summary.drafter_unverified == 181
