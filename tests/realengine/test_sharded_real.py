@@ -28,7 +28,7 @@ from realengine.conftest import record
 from support.resource_cases import SETTINGS, planned
 
 from warmgate.reconcile.warmup_shards import INDEX_ANNOTATION
-from warmgate.reconcile.warmup_state import Observed, evaluate_warmup
+from warmgate.reconcile.warmup_state import WarmupSeen, evaluate_warmup
 from warmgate.resources import desired_children
 from warmgate.warmup.wire.shardspec import shard_key
 
@@ -150,7 +150,7 @@ def test_the_operators_verdict_merges_the_three_summaries(sharded: dict[str, Any
             ],
         }
         pods.append({"metadata": meta, "spec": job["spec"]["template"]["spec"], "status": status})
-    state = evaluate_warmup(job, pods, sharded["key"], Observed(accept_cpu=True))
+    state = evaluate_warmup(job, pods, sharded["key"], WarmupSeen(accept_cpu=True))
     assert (state.verdict.status, state.verdict.reason) == ("True", "CPUEngine")
     assert state.summary.shards is not None
     assert (state.summary.shards.planned, state.summary.shards.verified) == (N, N)
