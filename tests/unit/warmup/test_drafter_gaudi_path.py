@@ -141,11 +141,13 @@ def test_each_shape_gets_the_engines_own_inputs_and_counts_only_when_its_graph_r
     # a prompt shape: the engine's dummy prefill, k tokens more (it takes them off again)
     assert warm(("prompt", 1, 512, 2))[0]
     assert log[-1] == ("dummy", (1, 515, 2))
-    # the drafter ran another graph than planned: failed, and says which
+    # the drafter ran another graph than planned: failed, and says which; every form of the
+    # dummy prefill was tried (prompt_forms: 515 tokens, then the bucket's own 512)
     runner._prepare_dummy_scenario = lambda p, d: ran.append(("prompt", 1, 256, 2))  # type: ignore[method-assign]
     ok, why, _ = warm(("prompt", 1, 512, 2))
     assert not ok
-    assert "[['prompt', 1, 256, 2]]" in why
+    both = "[['prompt', 1, 256, 2], ['prompt', 1, 256, 2]]"
+    assert why == f"the drafter ran {both}, not the planned graph"
 
 
 def test_an_engine_that_moved_ends_the_warmup_with_the_difference(torch: None) -> None:
