@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 from e2e_support import E2ECluster, wait_for
+from support.kube_state_metrics import write_token_kubeconfig
 from support.prometheus import Prometheus
 
 from warmgate.devcluster import operator
@@ -107,16 +108,7 @@ def token_kubeconfig(e2e: E2ECluster, account: str, namespace: str, path: Path) 
     current = contexts[admin.get("current-context") or next(iter(contexts))]
     clusters = {c["name"]: c["cluster"] for c in admin["clusters"]}
     cluster = dict(clusters[current["cluster"]])
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "c", "cluster": cluster}],
-        "users": [{"name": account, "user": {"token": made.stdout.strip()}}],
-        "contexts": [{"name": account, "context": {"cluster": "c", "user": account}}],
-        "current-context": account,
-    }
-    path.write_text(yaml.safe_dump(config))
-    return path
+    return write_token_kubeconfig(path, cluster, account, made.stdout.strip())
 
 
 def firing(prometheus: Prometheus, alert: str, **labels: str) -> list[Manifest]:

@@ -8,6 +8,7 @@ import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import yaml
 from runner_harness import free_port
@@ -23,11 +24,16 @@ def token_kubeconfig(cp: ControlPlane, account: str, namespace: str, path: Path)
     """A kubeconfig of ``cp``'s apiserver with an hour's token of ``namespace/account``."""
     made = cp.kubectl("create", "token", account, "-n", namespace, "--duration=1h")
     cluster = {"server": cp.server, "certificate-authority": str(cp.ca_file)}
+    return write_token_kubeconfig(path, cluster, account, made.stdout.strip())
+
+
+def write_token_kubeconfig(path: Path, cluster: dict[str, Any], account: str, token: str) -> Path:
+    """Write a kubeconfig of one ``cluster`` entry (server, CA) and ``account``'s ``token``."""
     config = {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": "c", "cluster": cluster}],
-        "users": [{"name": account, "user": {"token": made.stdout.strip()}}],
+        "users": [{"name": account, "user": {"token": token}}],
         "contexts": [{"name": account, "context": {"cluster": "c", "user": account}}],
         "current-context": account,
     }

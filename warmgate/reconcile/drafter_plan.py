@@ -154,7 +154,8 @@ def direct_shapes(report: DrafterReport) -> tuple[list[tuple[str, int, int, int]
     """(the shapes the direct warmup warms, those it cannot: ``DIRECT_LIMIT``): every shape
     ``prove_drafter`` lists but the prompt-phase ones the engine's own warmup does not build."""
     limits = [s.engine_config for s in report.shapes if s.phase == "prompt" and not s.warmed]
-    shapes = [s.engine_config for s in report.shapes if s.engine_config not in set(limits)]
+    limited = set(limits)
+    shapes = [s.engine_config for s in report.shapes if s.engine_config not in limited]
     return shapes, limits
 
 
