@@ -47,12 +47,7 @@ def test_a_new_object_is_served_with_observed_generation_0_and_reads_in_progress
     api = client.CustomObjectsApi(cp.api_client())
     listed = api.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)
     assert [item["status"] for item in listed["items"]] == [{"observedGeneration": 0}]
-    events = watch.Watch().stream(
-        api.list_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, timeout_seconds=2
-    )
-    assert [(e["type"], e["object"]["status"]) for e in events] == [
-        ("ADDED", {"observedGeneration": 0})
-    ]
+    assert _first_watch_event(api, namespace) == ("ADDED", {"observedGeneration": 0})
 
     # The operator's first write replaces it (here written by the test: no operator runs).
     written = {"observedGeneration": 1, "phase": "Pending"}
@@ -61,6 +56,25 @@ def test_a_new_object_is_served_with_observed_generation_0_and_reads_in_progress
         "patch", "sdd", name, "-n", namespace, "--subresource=status", "--type=merge", "-p", patch
     )
     assert _get(cp, namespace, name)["status"] == written
+
+
+def _first_watch_event(
+    api: client.CustomObjectsApi, namespace: str
+) -> tuple[str, dict[str, Any]]:
+    """The first event of a watch with no resourceVersion: the object as it stands.
+
+    Such a watch is a consistent read: the API server first waits until its watch cache has
+    caught up with etcd, bounded by the request's timeout. On a loaded machine that wait can
+    pass a short timeout (a 504 "Too large resource version"; seen in CI with 2 s), so the watch
+    is given 30 s and stopped at its first event instead of being timed to end.
+    """
+    w = watch.Watch()
+    for event in w.stream(
+        api.list_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, timeout_seconds=30
+    ):
+        w.stop()
+        return event["type"], event["object"]["status"]
+    raise AssertionError("the watch ended with no event: the object was not served")
 
 
 def _get(cp: ControlPlane, namespace: str, name: str) -> dict[str, Any]:
