@@ -20,7 +20,8 @@
 # their waiting overlaps, and the rest's compute fills it (the real engines' run is named with
 # them: it holds the memory-heavy part). The rest's output streams here; the
 # node's runs write to logs printed whole when they end (live streams would interleave line by
-# line). WARMGATE_E2E_SHARED_NODE=0 runs the node's tests in one run, one after the other, as
+# line); each ends with its 15 slowest steps (pytest --durations: a module's setup is charged to its
+# first test), where a slower scenario shows first. WARMGATE_E2E_SHARED_NODE=0 runs the node's tests in one run, one after the other, as
 # before. Extra arguments go to every run. Exit status: 0 when every run passed.
 #
 #   hack/run-tests.sh                 # what `make test` runs after provisioning
@@ -58,7 +59,7 @@ for run in "${NODE_RUNS[@]}"; do
   # No .pytest_cache in the node's runs (the rest writes it; two writers would race).
   WARMGATE_TIER_REPORT="$LOG_DIR/tiers-$name.json" WARMGATE_E2E_ROLE="$role" \
     WARMGATE_E2E_SHARE="$SHARE" \
-    "$PY" -m pytest tests -m "$marks" -p no:cacheprovider "$@" \
+    "$PY" -m pytest tests -m "$marks" -p no:cacheprovider --durations=15 "$@" \
     >"$LOG_DIR/pytest-$name.log" 2>&1 </dev/null &
   pids+=("$!") names+=("$name")
 done
