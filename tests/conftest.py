@@ -25,6 +25,13 @@ def pytest_configure(config: pytest.Config) -> None:
     tier_report.register(config)
 
 
+@pytest.fixture(scope="module")
+def before_engines() -> None:
+    """What a real-engine module makes before it takes the engines lock: work that needs no
+    engine's memory (the tiny models, tests/realengine/conftest.py), so it overlaps the other
+    run's engines instead of waiting behind them. Nothing by default."""
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _real_engines_alone(request: pytest.FixtureRequest) -> Iterator[None]:
     """A module that runs real vLLM engines holds the engines lock while it runs, when several
@@ -32,5 +39,6 @@ def _real_engines_alone(request: pytest.FixtureRequest) -> Iterator[None]:
     if request.node.get_closest_marker("realengine") is None:
         yield
         return
+    request.getfixturevalue("before_engines")
     with node_share.engines_lock():
         yield

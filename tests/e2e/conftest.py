@@ -98,7 +98,11 @@ def e2e(request: pytest.FixtureRequest) -> Iterator[E2ECluster]:
             assert cluster.cp is not None
             node_share.publish(
                 node_share.cluster_doc(
-                    cluster.cp.assets / "kubectl", cluster.kubeconfig, cluster.ctr, images
+                    cluster.cp.assets / "kubectl",
+                    cluster.kubeconfig,
+                    cluster.ctr,
+                    images,
+                    cluster.cp.workdir,
                 )
             )
         yield E2ECluster(cluster, images)

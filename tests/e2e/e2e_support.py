@@ -39,6 +39,16 @@ class E2ECluster:
         assert self.cluster.cp is not None, "the cluster is not started"
         return self.cluster.cp.assets / "kubectl"
 
+    @property
+    def control_plane_logs(self) -> Path:
+        """The folder of the control plane's logs (kube-controller-manager.log, ...): the
+        owner's own, or the one it named for the guest."""
+        guest = getattr(self.cluster, "logs", None)
+        if guest is not None:
+            return Path(guest)
+        assert self.cluster.cp is not None, "the cluster is not started"
+        return self.cluster.cp.workdir
+
     def get(self, *args: str) -> Manifest:
         """`kubectl get ... -o json` as a dict."""
         return dict(json.loads(self.kubectl("get", *args, "-o", "json").stdout))

@@ -72,8 +72,10 @@ def real_sdd(name: str, ns: str, image: str, method: str) -> Manifest:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _engines_alone() -> Iterator[None]:
-    """The node's real engines never meet the real-engine run's (tests/support/node_share.py)."""
+def _engines_alone(image: Image) -> Iterator[None]:
+    """The node's real engines never meet the real-engine run's (tests/support/node_share.py).
+    Taken once the image is in containerd: its build and import need disk, not the engines'
+    memory, so the real-engine run's modules go on meanwhile."""
     with node_share.engines_lock():
         yield
 

@@ -48,9 +48,6 @@ from warmgate.reconcile.planning import evaluate
 from warmgate.resources import desired_children
 from warmgate.settings import Settings
 
-# It reads the owner's controller-manager log (tests/support/node_share.py).
-pytestmark = pytest.mark.node_owner
-
 TAKEN, FORGERY = "taken", "forgery"
 MARKER_KV_BLOCKS = 4242
 CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
@@ -205,7 +202,7 @@ def _brief(pod: Manifest) -> Manifest:
 def _logs(e2e: E2ECluster, found: dict[str, Any]) -> list[str]:
     """The controller-manager's and the operator's log lines about the forged Pod or its Job."""
     words = (*(found[f]["metadata"]["name"] for f in ("forged", "forged2")), "UntrustedPod")
-    path = e2e.cluster.cp.workdir / "kube-controller-manager.log"
+    path = e2e.control_plane_logs / "kube-controller-manager.log"
     lines = path.read_text(errors="replace").splitlines() if path.exists() else []
     operator = e2e.kubectl("logs", "-n", "warmgate-system", "deploy/warmgate", check=False)
     lines += operator.stdout.splitlines()

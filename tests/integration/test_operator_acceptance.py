@@ -55,6 +55,11 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.fixture(scope="module")
+def before_engines(models: Path) -> None:
+    """The models are made before the module takes the engines lock (tests/conftest.py)."""
+
+
 def _engine_argv(models: Path, draft: str, port: int) -> list[str]:
     engine = engine_image.installed()
     assert engine is not None

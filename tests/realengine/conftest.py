@@ -59,6 +59,11 @@ def models(engine_installed: None, tmp_path_factory: pytest.TempPathFactory) -> 
     return made
 
 
+@pytest.fixture(scope="module")
+def before_engines(models: dict[str, Path]) -> None:
+    """The models are made before the module takes the engines lock (tests/conftest.py)."""
+
+
 def record(what: str, seconds: float) -> None:
     """Append one timing line to $WARMGATE_REALENGINE_TIMES (no-op when unset)."""
     if TIMES:

@@ -106,12 +106,13 @@ def publish(doc: dict[str, Any]) -> None:
 
 
 def cluster_doc(
-    kubectl: Path, kubeconfig: Path, ctr: list[str], images: ImageSet
+    kubectl: Path, kubeconfig: Path, ctr: list[str], images: ImageSet, logs: Path
 ) -> dict[str, Any]:
     return {
         "kubectl": str(kubectl),
         "kubeconfig": str(kubeconfig),
         "ctr": ctr,
+        "logs": str(logs),
         "images": {name: [i.ref, str(i.archive)] for name, i in _images(images).items()},
     }
 
@@ -141,11 +142,13 @@ def images_of(doc: dict[str, Any]) -> ImageSet:
 
 @dataclass
 class GuestCluster:
-    """The owner's cluster as the guest reaches it: kubectl with its kubeconfig."""
+    """The owner's cluster as the guest reaches it: kubectl with its kubeconfig, and the folder
+    of its control plane's logs (the kube-controller-manager's, read by scenario n)."""
 
     kubectl_path: Path
     kubeconfig: Path
     ctr: list[str]
+    logs: Path
 
     def kubectl(
         self, *args: str, stdin: str | None = None, check: bool = True
@@ -155,7 +158,9 @@ class GuestCluster:
 
 
 def guest_cluster(doc: dict[str, Any]) -> GuestCluster:
-    return GuestCluster(Path(doc["kubectl"]), Path(doc["kubeconfig"]), list(doc["ctr"]))
+    return GuestCluster(
+        Path(doc["kubectl"]), Path(doc["kubeconfig"]), list(doc["ctr"]), Path(doc["logs"])
+    )
 
 
 @contextlib.contextmanager

@@ -75,15 +75,18 @@ def test_the_guest_reads_the_owners_cluster(shared_node: Path) -> None:
 
     images = ImageSet(*(Image(f"localhost/{n}:1", Path(f"/x/{n}.tar")) for n in ("p", "o", "e")))
     node_share.publish(
-        node_share.cluster_doc(Path("/bin/kubectl"), Path("/k/config"), ["ctr", "-a"], images)
+        node_share.cluster_doc(
+            Path("/bin/kubectl"), Path("/k/config"), ["ctr", "-a"], images, Path("/cp/logs")
+        )
     )
     doc = node_share.wait_for_cluster(timeout_s=1)
     assert node_share.images_of(doc) == images
     guest = node_share.guest_cluster(doc)
-    assert (guest.kubectl_path, guest.kubeconfig, guest.ctr) == (
+    assert (guest.kubectl_path, guest.kubeconfig, guest.ctr, guest.logs) == (
         Path("/bin/kubectl"),
         Path("/k/config"),
         ["ctr", "-a"],
+        Path("/cp/logs"),
     )
 
 
