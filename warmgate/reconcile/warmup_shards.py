@@ -64,17 +64,18 @@ def read_shards(job: Manifest, pods: list[Manifest], key: str) -> ShardsSeen:
         if held is None or stamp >= ((held.get("metadata") or {}).get("creationTimestamp") or ""):
             newest[index] = pod
     running = sum(1 for p in newest.values() if (p.get("status") or {}).get("phase") == "Running")
-    gaps: list[str] = []
+    # (rank, order, text, summary): a shard that failed on its own comes before one that was
+    # stopped or never reported (the Job controller deletes a failed Job's other Pods).
+    gaps: list[tuple[int, int, str, TerminationSummary | None]] = []
     verified = 0
     merge: TerminationSummary | None = None
-    failed: TerminationSummary | None = None
     # The slices first: a merge that waited in vain for slice 2 is named after slice 2.
     head = newest.get(0)
     first = _summary(head) if head is not None else None
     # Every part must end as the merge did: all verified, or (an accepted CPU engine, which
     # the verdict then reports as such, never as verified) all cpu_engine.
     ended = "cpu_engine" if first is not None and first.outcome == "cpu_engine" else "verified"
-    for index in [*range(1, count), 0]:
+    for order, index in enumerate([*range(1, count), 0]):
         found = newest.get(index)
         run = _summary(found) if found is not None else None
         why = _why_not(run, index, count, key, found is not None, ended=ended)
@@ -83,10 +84,23 @@ def read_shards(job: Manifest, pods: list[Manifest], key: str) -> ShardsSeen:
         if why is None:
             verified += 1
             continue
-        gaps.append(f"shard {index} of {count}: {why}")
-        if failed is None and run is not None and run.outcome != "verified":
-            failed = run
-    return ShardsSeen(count, running, verified, merge, gaps[0] if gaps else None, failed)
+        gaps.append((_rank(run), order, f"shard {index} of {count}: {why}", run))
+    gaps.sort(key=lambda gap: gap[:2])
+    failed = next((run for *_, run in gaps if run is not None and run.outcome != "verified"), None)
+    return ShardsSeen(count, running, verified, merge, gaps[0][2] if gaps else None, failed)
+
+
+# Outcomes of a runner that was stopped (SIGTERM: the Job's deadline, or its Pod deleted when
+# another shard failed the Job) or has nothing of its own to say about its slice.
+_STOPPED = frozenset({"timed_out"})
+
+
+def _rank(run: TerminationSummary | None) -> int:
+    """0: the shard reported a failure of its own (or a wrong key); 1: it was stopped;
+    2: no Pod or no summary."""
+    if run is None:
+        return 2
+    return 1 if run.outcome in _STOPPED else 0
 
 
 def _index(pod: Manifest) -> int | None:

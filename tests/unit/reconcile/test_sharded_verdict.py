@@ -120,6 +120,23 @@ def test_a_failed_sharded_job_names_the_failed_shard() -> None:
     assert "failed: shard 2 of 4: engine_failed" in state.verdict.message
 
 
+def test_the_shard_that_failed_the_job_is_named_before_the_ones_it_stopped() -> None:
+    """Shard 2's engine failed; the Job controller then deleted the other active Pods: index 1
+    has no Pod left, index 3 was stopped (SIGTERM, timed_out), Pod 0's merge was stopped too.
+    The reason names shard 2, whatever the order of the indexes."""
+    pods = [
+        pod(0, summary(0, "timed_out", merged=0)),
+        pod(2, summary(2, "engine_failed")),
+        pod(3, summary(3, "timed_out")),
+    ]
+    state = evaluate_warmup(sharded_job("Failed"), pods, KEY)
+    assert "failed: shard 2 of 4: engine_failed" in state.verdict.message
+    # Without a shard failing on its own, the stopped one comes before the missing one.
+    pods = [pod(0, summary(0, "timed_out", merged=0)), pod(3, summary(3, "timed_out"))]
+    state = evaluate_warmup(sharded_job("Failed"), pods, KEY)
+    assert "failed: shard 3 of 4: timed_out" in state.verdict.message
+
+
 def test_the_newest_pod_of_an_index_speaks_for_it() -> None:
     pods = [*all_verified(), pod(3, summary(3, "engine_failed"), created="2026-11-29T11:00:00Z")]
     assert evaluate_warmup(sharded_job("Complete"), pods, KEY).verdict.status == "True"
