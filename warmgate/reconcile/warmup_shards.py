@@ -49,16 +49,21 @@ class ShardsSeen:
     merge: TerminationSummary | None
     gap: str | None
     failed: TerminationSummary | None = None
+    # The Job's attempts: the most Pods any one index had (a retry replaces one shard's Pod,
+    # not all N), 0 before the first Pod.
+    attempts: int = 0
 
 
 def read_shards(job: Manifest, pods: list[Manifest], key: str) -> ShardsSeen:
     """The shards of ``job`` from the Pods it controls (``pods``: `owned_pods`)."""
     count = job_shards(job)
     newest: dict[int, Manifest] = {}
+    tries: dict[int, int] = {}
     for pod in pods:
         index = _index(pod)
         if index is None or index >= count:
             continue
+        tries[index] = tries.get(index, 0) + 1
         stamp = (pod.get("metadata") or {}).get("creationTimestamp") or ""
         held = newest.get(index)
         if held is None or stamp >= ((held.get("metadata") or {}).get("creationTimestamp") or ""):
@@ -87,7 +92,9 @@ def read_shards(job: Manifest, pods: list[Manifest], key: str) -> ShardsSeen:
         gaps.append((_rank(run), order, f"shard {index} of {count}: {why}", run))
     gaps.sort(key=lambda gap: gap[:2])
     failed = next((run for *_, run in gaps if run is not None and run.outcome != "verified"), None)
-    return ShardsSeen(count, running, verified, merge, gaps[0][2] if gaps else None, failed)
+    gap = gaps[0][2] if gaps else None
+    attempts = max(tries.values(), default=0)
+    return ShardsSeen(count, running, verified, merge, gap, failed, attempts)
 
 
 # Outcomes of a runner that was stopped (SIGTERM: the Job's deadline, or its Pod deleted when

@@ -137,6 +137,18 @@ def test_the_shard_that_failed_the_job_is_named_before_the_ones_it_stopped() -> 
     assert "failed: shard 3 of 4: timed_out" in state.verdict.message
 
 
+def test_attempts_count_the_jobs_tries_not_its_n_pods() -> None:
+    job = sharded_job("Complete")
+    job["status"].update({"succeeded": N, "failed": 1})
+    retried = pod(3, summary(3, "engine_failed"), created="2026-11-29T11:00:00Z")
+    assert evaluate_warmup(job, all_verified(), KEY).summary.attempts == 1
+    assert evaluate_warmup(job, [*all_verified(), retried], KEY).summary.attempts == 2
+    # before its first Pod: one attempt under way (the Job's active count), not N
+    job = sharded_job()
+    job["status"] = {"active": N}
+    assert evaluate_warmup(job, [], KEY).summary.attempts == 1
+
+
 def test_the_newest_pod_of_an_index_speaks_for_it() -> None:
     pods = [*all_verified(), pod(3, summary(3, "engine_failed"), created="2026-11-29T11:00:00Z")]
     assert evaluate_warmup(sharded_job("Complete"), pods, KEY).verdict.status == "True"
