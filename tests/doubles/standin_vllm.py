@@ -121,10 +121,10 @@ def faults() -> dict[str, str]:
     found = {}
     index = os.environ.get("JOB_COMPLETION_INDEX", "").strip()
     for item in filter(None, os.environ.get("STANDIN_FAULTS", "").split(",")):
-        item, at, only = item.partition("@")
+        fault, at, only = item.partition("@")
         if at and only.strip() != index:
             continue
-        name, _, value = item.partition("=")
+        name, _, value = fault.partition("=")
         found[name.strip()] = value.strip()
     return found
 

@@ -157,7 +157,8 @@ def test_a_shard_logging_a_bucket_outside_its_slice_is_not_verified(tmp_path: Pa
 def test_a_failing_shard_leaves_the_plan_unpublished(tmp_path: Path) -> None:
     # Every Pod gets the same fault for index 1 only (as one Job's template gives all its Pods
     # the same env, and the Job controller each its JOB_COMPLETION_INDEX): only shard 1 fails.
-    env = {i: {"STANDIN_FAULTS": "crash_at_start@1", "JOB_COMPLETION_INDEX": str(i)} for i in (0, 1)}
+    fault = "crash_at_start@1"
+    env = {i: {"STANDIN_FAULTS": fault, "JOB_COMPLETION_INDEX": str(i)} for i in (0, 1)}
     pods = _pods(tmp_path, 2, env=env, wait_s=25)
     results = _run_pods(tmp_path, pods)
     assert results[1][0] == int(Outcome.ENGINE_FAILED)

@@ -12,6 +12,7 @@ from warmgate.api.constants import (
     ANNOTATION_CACHE_CLAIM_UID,
     ANNOTATION_CACHE_KEY,
     ANNOTATION_PLAN_HASH,
+    ANNOTATION_SHARDS_ASKED,
     COMPONENT_WARMUP,
     RUNNER_STATUS_PORT,
     RUNNER_STATUS_PORT_NAME,
@@ -301,6 +302,8 @@ def build_warmup(
     annotations = _annotations(plan, key)
     if cache_claim_uid is not None:
         annotations[ANNOTATION_CACHE_CLAIM_UID] = cache_claim_uid
+    if sdd.spec.warmup.shards != 1:  # what was asked: the count is kept while it stays
+        annotations[ANNOTATION_SHARDS_ASKED] = str(sdd.spec.warmup.shards)
     shards = len(shard_plans)
     unnamed = _job_spec(sdd, "", operator_image, cache_claim, shards)
     hashed = {name: content_text(doc) for name, doc in files.items()}

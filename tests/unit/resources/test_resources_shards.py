@@ -101,8 +101,13 @@ def _lines(text: str, *, prompt: bool) -> list[tuple[int, int, int]]:
     return list(parsed.prompt if prompt else parsed.decode)
 
 
+def _with_claim(stem: str, **warmup: Any) -> SpecDecodeDeployment:
+    """The example with the eagle3 example's recipe-cache claim (the slices share it)."""
+    return _sdd(stem, cache=example_sdd(EAGLE3).spec.warmup.cache, **warmup)
+
+
 def test_shards_are_capped_at_what_the_plan_allows() -> None:
-    sdd = _sdd("llama31-8b-seeds", shards=8)
+    sdd = _with_claim("llama31-8b-seeds", shards=8)
     bundle = planned(sdd)
     job = desired_children(sdd, bundle, SETTINGS).warmup_job
     assert max_shards(bundle.buckets) == 7
