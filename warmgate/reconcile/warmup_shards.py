@@ -138,6 +138,8 @@ def _why_not(
     if run is None:
         return "no runner summary"
     shard = run.shard
+    if run.key is None and run.outcome != ended:  # it failed before it read its plan
+        return f"{run.outcome}: {run.reason}"[:300]
     if index > 0:
         want = shard_key(key, index, count)
         if run.key != want or shard is None or shard.role != "slice" or shard.index != index:

@@ -99,6 +99,16 @@ def test_every_slice_and_the_merge_verified_is_warmed() -> None:
             ],
             "shard 0 of 4: slice unwarmed_shapes",
         ),
+        # a slice that failed before it read its plan (no key): its own outcome, not a key
+        (
+            [
+                pod(i, summary(i))
+                if i != 3
+                else pod(3, json.dumps({"outcome": "plan_invalid", "reason": "cannot read plan"}))
+                for i in range(N)
+            ],
+            "shard 3 of 4: plan_invalid: cannot read plan",
+        ),
         # a slice without a summary
         ([pod(i, summary(i) if i != 1 else None) for i in range(N)], "shard 1 of 4: no runner"),
     ],
