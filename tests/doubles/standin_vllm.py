@@ -52,6 +52,8 @@ Faults are injected with STANDIN_FAULTS, a comma list of:
                         document (the stand-in plays the engine the plan was made for)
   skip_requests=N       answer the first N completions at once without scheduling them (a
                         burst that never reached the scheduler together)
+  NAME@I (NAME=V@I)     any fault above, only in the Pod of completion index I of an Indexed
+                        Job (JOB_COMPLETION_INDEX): e.g. crash_at_start@2 fails shard 2 only
 STANDIN_RECORD=<path> writes the argv and the runner-owned env variables there as JSON.
 STANDIN_BUCKET_RECIPES=1 also writes one recipe file per bucket it warms (sharded warmup tests).
 STANDIN_TRACE=<path> appends one JSON line per engine step of the drafter loop: its wall-clock
@@ -112,10 +114,17 @@ PATHS = {
 
 
 def faults() -> dict[str, str]:
-    """The injected faults: name -> value ("" when the fault has no value)."""
+    """The injected faults: name -> value ("" when the fault has no value). A fault written
+    ``name@I`` (or ``name=value@I``) applies only in the Pod of completion index I of an
+    Indexed Job (JOB_COMPLETION_INDEX, which the Job controller sets): one shard of a sharded
+    warmup fails, the others run."""
     found = {}
+    index = os.environ.get("JOB_COMPLETION_INDEX", "").strip()
     for item in filter(None, os.environ.get("STANDIN_FAULTS", "").split(",")):
-        name, _, value = item.partition("=")
+        fault, at, only = item.partition("@")
+        if at and only.strip() != index:
+            continue
+        name, _, value = fault.partition("=")
         found[name.strip()] = value.strip()
     return found
 

@@ -569,7 +569,38 @@ def test_the_default_install_cannot_write_outside_its_namespace(
         ):
             assert not can_i(control_plane, sa, *args, "-n", ns), (ns, args)
     assert can_i(control_plane, sa, "create", "jobs.batch", "-n", namespace)
+    # gaudiCards is off by default: no Node, no Pod of another namespace (issue 38).
+    assert not can_i(control_plane, sa, "list", "nodes")
+    assert not can_i(control_plane, sa, "list", "pods", "-A")
     helm("uninstall", "wg-def", f"--namespace={namespace}")
+
+
+def test_gaudi_cards_grants_reading_nodes_and_pods_only(
+    control_plane: ControlPlane, helm: Helm, crd: None, namespace: str, other_namespace: str
+) -> None:
+    """gaudiCards=true (issue 38, a sharded warmup's free cards): list Nodes and the Pods of
+    every namespace, read-only; nothing else anywhere else."""
+    helm(
+        "install", "wg-cards", str(CHART), f"--namespace={namespace}", "--set=crds.install=false",
+        "--set=gaudiCards=true",
+    )  # fmt: skip
+    sa = f"system:serviceaccount:{namespace}:wg-cards-warmgate"
+    wait_rbac(control_plane, sa, namespace)
+    assert can_i(control_plane, sa, "list", "nodes")
+    assert can_i(control_plane, sa, "list", "pods", "-A")
+    for args in (
+        ("get", "nodes"),
+        ("watch", "nodes"),
+        ("patch", "nodes"),
+        ("delete", "nodes"),
+        ("get", "pods", "-n", other_namespace),
+        ("get", "pods", "--subresource=log", "-n", other_namespace),
+        ("create", "pods", "-n", other_namespace),
+        ("create", "jobs.batch", "-n", other_namespace),
+        ("list", "secrets", "-A"),
+    ):
+        assert not can_i(control_plane, sa, *args), args
+    helm("uninstall", "wg-cards", f"--namespace={namespace}")
 
 
 def test_cluster_wide_service_account_rights(

@@ -40,7 +40,9 @@ def sharded(models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -
     """Both Pods run to their end; their summaries, the plans and the seconds."""
     tmp = tmp_path_factory.mktemp("sharded")
     sdd = tiny.tiny_sdd("eagle3", k=2)
-    warmup = sdd.spec.warmup.model_copy(update={"shards": N})
+    # A claim (the slices share their recipes on it; here a folder for the Pods' volume).
+    cache = sdd.spec.warmup.cache.model_copy(update={"existing_claim": "recipes"})
+    warmup = sdd.spec.warmup.model_copy(update={"shards": N, "cache": cache})
     sdd = sdd.model_copy(update={"spec": sdd.spec.model_copy(update={"warmup": warmup})})
     children = desired_children(sdd, planned(sdd), SETTINGS)
     data = children.warmup_configmap["data"]

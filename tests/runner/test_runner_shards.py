@@ -155,10 +155,15 @@ def test_a_shard_logging_a_bucket_outside_its_slice_is_not_verified(tmp_path: Pa
 
 
 def test_a_failing_shard_leaves_the_plan_unpublished(tmp_path: Path) -> None:
-    pods = _pods(tmp_path, 2, env={1: {"STANDIN_FAULTS": "crash_at_start"}}, wait_s=25)
+    # Every Pod gets the same fault for index 1 only (as one Job's template gives all its Pods
+    # the same env, and the Job controller each its JOB_COMPLETION_INDEX): only shard 1 fails.
+    fault = "crash_at_start@1"
+    env = {i: {"STANDIN_FAULTS": fault, "JOB_COMPLETION_INDEX": str(i)} for i in (0, 1)}
+    pods = _pods(tmp_path, 2, env=env, wait_s=25)
     results = _run_pods(tmp_path, pods)
     assert results[1][0] == int(Outcome.ENGINE_FAILED)
     assert results[0][1]["outcome"] == "shard_missing"
+    assert results[0][1]["shard"]["slice"] == "verified"  # the fault spared index 0
     assert "slice 1 of 2" in results[0][1]["reason"]
     assert find_published(tmp_path / "volume", KEY) is None
     # Slice 0's entry stays for the Job's retry (only a published merge removes it).

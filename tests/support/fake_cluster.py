@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from support.bad_manifests import merge_patch
 from warmgate.api import Manifest
 from warmgate.api.conditions import now
-from warmgate.handlers.cluster import ClusterError, ListKind, ReadKind
+from warmgate.handlers.cluster import ClusterError, ClusterKind, ListKind, ReadKind
 from warmgate.reconcile.actions import DeleteKind, EventType, PatchKind
 
 Key = tuple[str, str, str]
@@ -95,6 +95,16 @@ class FakeCluster:
             for obj in self.of_kind(kind)
             if obj["metadata"]["namespace"] == namespace
             and _matches(obj["metadata"].get("labels") or {}, selector)
+        ]
+
+    def list_cluster(self, kind: ClusterKind, field_selector: str = "") -> list[Manifest]:
+        """Every Node, or every Pod; ``status.phase!=P`` terms of the selector are applied."""
+        self._check("list_cluster", kind)
+        skipped = {t.partition("!=")[2] for t in field_selector.split(",") if "phase!=" in t}
+        return [
+            copy.deepcopy(obj)
+            for obj in self.of_kind(kind)
+            if (obj.get("status") or {}).get("phase") not in skipped
         ]
 
     def events(self, namespace: str, uid: str) -> list[Manifest]:

@@ -39,6 +39,10 @@ ANNOTATION_REWARM: Final = f"{PREFIX}rewarm"
 ANNOTATION_WARMUP_FAILED: Final = f"{PREFIX}warmup-failed"
 # On a warmup Job: the UID of the recipe-cache claim it publishes to (part of its content).
 ANNOTATION_CACHE_CLAIM_UID: Final = f"{PREFIX}cache-claim-uid"
+# On a warmup Job and its Pod template when spec.warmup.shards is not 1: what was asked ("auto"
+# or N), so the shard count decided when the Job was made is kept while the ask is the same
+# (reconcile/shard_cards.py; the template cannot change after the Job is made).
+ANNOTATION_SHARDS_ASKED: Final = f"{PREFIX}shards-asked"
 # The finalizer the operator (kopf) puts on every SpecDecodeDeployment it handles, so it can
 # stop the object's resync timer before the object goes (docs/operator.md says how to remove
 # it when the operator is gone).

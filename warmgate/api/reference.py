@@ -15,7 +15,7 @@ END = "<!-- END GENERATED FIELD REFERENCE -->"
 
 def _type(node: Schema) -> str:
     if node.get("x-kubernetes-int-or-string"):
-        return "quantity"
+        return "quantity" if "maxLength" in node else "integer or string"
     if node.get("x-kubernetes-preserve-unknown-fields"):
         return "object (opaque)"
     kind = str(node.get("type", "?"))

@@ -172,7 +172,7 @@ class WarmupProgress(StatusModel):
 
 
 class WarmupShards(StatusModel):
-    """A sharded warmup's engines (spec.warmup.shards > 1): how many, running, verified."""
+    """A sharded warmup's engines (more than one): how many, running, verified."""
 
     planned: int = Field(ge=1, le=64, description="Engine processes (Pods) of the warmup Job.")
     running: int = Field(default=0, ge=0, le=64, description="Of them, Pods running now.")
@@ -194,7 +194,14 @@ class WarmupSummary(StatusModel):
     job_uid: Annotated[str, StringConstraints(max_length=64)] | None = Field(
         default=None, description="UID of the warmup Job (a Job made again has another)."
     )
-    attempts: int | None = Field(default=None, ge=0, description="Attempts started so far.")
+    attempts: int | None = Field(
+        default=None,
+        ge=0,
+        description=(
+            "Attempts started so far (a sharded warmup: the Job's tries, the most Pods of any "
+            "one shard, not its N Pods)."
+        ),
+    )
     warmed_buckets: int | None = Field(default=None, ge=0, description="Buckets warmed so far.")
     progress: WarmupProgress | None = Field(
         default=None, description="Progress of the running warmup, read from its runner."

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field, WithJsonSchema
 
 from warmgate.api.base import ApiModel, Rule
 from warmgate.api.constants import PREFIX
@@ -21,6 +21,33 @@ from warmgate.api.kube import (
 )
 
 MIB = 2**20
+MAX_SHARDS = 8
+AUTO = "auto"
+
+
+def _check_shards(value: int | str) -> int | str:
+    if isinstance(value, bool) or (isinstance(value, str) and value != AUTO):
+        raise ValueError(f"{value!r} is neither an integer 1..{MAX_SHARDS} nor {AUTO!r}")
+    if isinstance(value, int) and not 1 <= value <= MAX_SHARDS:
+        raise ValueError(f"{value} is not in 1..{MAX_SHARDS} (or {AUTO!r})")
+    return value
+
+
+# spec.warmup.shards: an integer 1..8 or "auto". The bounds apply to integers only and the
+# pattern to strings only (JSON schema), so the server names the field either way.
+ShardCount = Annotated[
+    int | str,
+    AfterValidator(_check_shards),
+    WithJsonSchema(
+        {
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "minimum": 1,
+            "maximum": MAX_SHARDS,
+            "pattern": f"^{AUTO}$",
+            "x-kubernetes-int-or-string": True,
+        }
+    ),
+]
 
 
 def _cache_fits(cache: RecipeCache) -> bool:
@@ -140,15 +167,37 @@ class WarmupSpec(ApiModel):
         default_factory=DrafterWarmup,
         description="The draft model's graphs: how strictly the warmup must verify them.",
     )
-    shards: int = Field(
+    shards: ShardCount = Field(
         default=1,
-        ge=1,
-        le=8,
         description=(
             "Engine processes that warm slices of the plan side by side (an Indexed Job, each "
             "Pod with the engine's cards), merged into one recipe cache entry and probed once; "
-            "1 warms in one process. Capped at what the plan allows (a prompt bucket and a "
-            "decode seed per shard)."
+            "1 warms in one process. An integer 1..8, or `auto`: as many as the free "
+            "habana.ai/gaudi cards of the best node allow for the engine's TP, at most 8. "
+            "Capped at what the plan allows (a prompt bucket and a decode seed per shard), and "
+            "at the free cards when the Job is made (fewer shards, never a Pending one), decided "
+            "then and kept with the Job. Needs a recipe-cache claim: the slices share their "
+            "recipes on it."
+        ),
+    )
+
+    cel_rules = (
+        Rule(
+            cel=(
+                "!has(self.shards) || self.shards == 1 || (has(self.cache) && "
+                "(has(self.cache.existingClaim) || has(self.cache.claimTemplate)))"
+            ),
+            message=(
+                "shards other than 1 needs a recipe-cache claim (cache.existingClaim or "
+                "cache.claimTemplate): the slices share their recipes on it"
+            ),
+            check=lambda s: (
+                s.shards == 1
+                or s.cache.existing_claim is not None
+                or s.cache.claim_template is not None
+            ),
+            field_path=".shards",
+            reason="FieldValueInvalid",
         ),
     )
 

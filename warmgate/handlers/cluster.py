@@ -25,6 +25,8 @@ ListKind = Literal[
     "Deployment",
     "SpecDecodeDeployment",
 ]
+# What a sync lists across the cluster (issue 38: the free Gaudi cards before a sharded Job).
+ClusterKind = Literal["Node", "Pod"]
 # kopf's per-object logger is a LoggerAdapter; a plain Logger does as well.
 Logger = logging.Logger | logging.LoggerAdapter[Any]
 # The Job controller labels its Pods with the Job's name and UID (batch/v1, since 1.27).
@@ -64,6 +66,9 @@ class Cluster(Protocol):
 
     def events(self, namespace: str, uid: str) -> list[Manifest]:
         """The Events about one object (``involvedObject.uid``)."""
+
+    def list_cluster(self, kind: ClusterKind, field_selector: str = "") -> list[Manifest]:
+        """Every Node, or the Pods of every namespace, matching a field selector."""
 
     def create(self, manifest: Manifest) -> Manifest | None:
         """Create a ConfigMap, PVC, Service, Job or Deployment: the object as the server stored

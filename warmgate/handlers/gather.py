@@ -33,6 +33,7 @@ from warmgate.handlers.cluster import CONTROLLER_UID_LABEL, Cluster, ClusterErro
 from warmgate.reconcile.observed import Observed, Part, uid_of
 from warmgate.reconcile.planning import PlanningResult
 from warmgate.reconcile.reads import Reads, job_reads, reads
+from warmgate.reconcile.shard_cards import FreeCards, free_cards
 from warmgate.resources import serving_name, serving_selector
 from warmgate.resources.names import COMPONENT_CACHE, label_value, parent_name
 from warmgate.warmup.wire.board import RunnerBoard
@@ -193,6 +194,8 @@ def _warmup(reading: _Reading, seen: Observed) -> Observed:
     seen = replace(seen, jobs=tuple(jobs))
     if reading.next(seen).cache_users:
         seen = replace(seen, cache_users=cache_users(gatherer, namespace, seen.at))
+    if reading.next(seen).free_cards:
+        seen = replace(seen, free_cards=free_cards_of(gatherer, sdd), cards_read=True)
     pods: dict[str, tuple[Manifest, ...]] = {}
     events: dict[str, tuple[Manifest, ...]] = {}
     docs: dict[str, RunnerBoard] = {}
@@ -239,6 +242,25 @@ def cache_users(gatherer: Gatherer, namespace: str, at: datetime) -> CacheUsers 
     keys = [((o.get("status") or {}).get("warmup") or {}).get("cacheKey") for o in objects]
     keys += [key for d in deployments for key in _deployment_keys(d)]
     return CacheUsers.listed((uid_of(o) for o in objects), keys, int(at.timestamp()))
+
+
+# The Pods that may hold cards: those not ended (the apiserver filters them).
+HOLDING: Final = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+def free_cards_of(gatherer: Gatherer, sdd: SpecDecodeDeployment) -> FreeCards | None:
+    """The free Gaudi cards per node, read before a sharded warmup's Job is made (issue 38):
+    every Node and the Pods of every namespace not ended. A failed read (e.g. an install whose
+    RBAC does not grant them) leaves the count to the spec (`shard_cards.choose_shards`), not
+    the warmup."""
+    cluster = gatherer.cluster
+    try:
+        nodes = cluster.list_cluster("Node")
+        pods = cluster.list_cluster("Pod", HOLDING)
+    except ClusterError as exc:
+        gatherer.log.warning(f"Could not read the free Gaudi cards (Nodes, Pods): {exc}")
+        return None
+    return free_cards(nodes, pods, sdd)
 
 
 def _deployment_keys(deployment: Manifest) -> list[object]:

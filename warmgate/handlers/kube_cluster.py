@@ -36,7 +36,7 @@ from kubernetes.client.exceptions import ApiException
 from warmgate.api import Manifest
 from warmgate.api.constants import GROUP, PLURAL, VERSION
 from warmgate.handlers.children import OwnWrites, WatchVersions
-from warmgate.handlers.cluster import ClusterError, ListKind, ReadKind
+from warmgate.handlers.cluster import ClusterError, ClusterKind, ListKind, ReadKind
 from warmgate.handlers.controller_metrics import host_of, observe_request
 from warmgate.reconcile.actions import DeleteKind, PatchKind
 
@@ -76,6 +76,9 @@ COLLECTIONS: Final = {
     PLURAL: f"/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}/{PLURAL}",
     "SpecDecodeDeployment": f"/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}/{PLURAL}",
 }
+
+# The cluster-wide collections a sync lists (`list_cluster`).
+CLUSTER_COLLECTIONS: Final = {"Node": "/api/v1/nodes", "Pod": "/api/v1/pods"}
 
 
 def _retry_after(exc: ApiException) -> float | None:
@@ -162,6 +165,23 @@ class KubeCluster:
         is as new as the watch events the operator acted on, `WatchVersions`)."""
         query = {"labelSelector": selector, **self._freshness(kind, namespace)}
         found = self._send("GET", kind, namespace, query=query)
+        return list((found or {}).get("items") or [])
+
+    def list_cluster(self, kind: ClusterKind, field_selector: str = "") -> list[Manifest]:
+        """Every Node, or the Pods of every namespace, matching a field selector (from the
+        apiserver's cache: a count of free cards is a moment's anyway)."""
+        query = {"resourceVersion": "0"}
+        if field_selector:
+            query["fieldSelector"] = field_selector
+        _, found = request(
+            self.api,
+            "GET",
+            CLUSTER_COLLECTIONS[kind],
+            {},
+            query=query,
+            body=None,
+            timeouts=self.timeouts,
+        )
         return list((found or {}).get("items") or [])
 
     def _freshness(self, kind: str, namespace: str) -> dict[str, str]:

@@ -19,19 +19,22 @@ from warmgate.api.conditions import get_condition
 from warmgate.api.constants import (
     ANNOTATION_CACHE_CLAIM_UID,
     ANNOTATION_CACHE_KEY,
+    ANNOTATION_SHARDS_ASKED,
     ANNOTATION_WARMUP_FAILED,
     WARMED,
     Reason,
 )
 from warmgate.api.status import WarmupSummary
-from warmgate.reconcile.actions import Action, Create, Delete, Event, Patch
+from warmgate.reconcile.actions import Action, Create, Delete, Event, EventType, Patch
 from warmgate.reconcile.observed import Observed, controlled_by, name_of, uid_of
 from warmgate.reconcile.planning import PlanningResult
 from warmgate.reconcile.pod_template import job_mismatch
 from warmgate.reconcile.progress import plan_phases, progress_of, running_pod, throttled
 from warmgate.reconcile.proven_plan import total_buckets
 from warmgate.reconcile.served import served_record
+from warmgate.reconcile.shard_cards import asked, choose_shards, wants_cards
 from warmgate.reconcile.verdict import Verdict, not_owned, one_line
+from warmgate.reconcile.warmup_shards import job_shards
 from warmgate.reconcile.warmup_state import (
     WarmupSeen,
     WarmupState,
@@ -112,6 +115,61 @@ def claim_in_use(sdd: SpecDecodeDeployment, seen: Observed) -> str | None:
     return name_of(seen.claim)
 
 
+def kept_shards(sdd: SpecDecodeDeployment, seen: Observed, key: str) -> int | None:
+    """The shard count of this plan's newest Job made for what spec.warmup.shards asks now (its
+    Pod template's annotation, which cannot change after the Job is made), within what the spec
+    and plan allow; None: no such Job, so the count is decided from the free cards."""
+    target = asked(sdd)
+    same = [
+        job
+        for job in warmup_jobs(sdd, seen)
+        if key_of(job) == key and _template_annotation(job, ANNOTATION_SHARDS_ASKED) == target
+    ]
+    if not same:
+        return None
+    newest = max(same, key=lambda job: job["metadata"].get("creationTimestamp") or "")
+    return job_shards(newest)
+
+
+def _template_annotation(job: Manifest, name: str) -> str | None:
+    template = ((job.get("spec") or {}).get("template") or {}).get("metadata") or {}
+    value = (template.get("annotations") or {}).get(name)
+    return value if isinstance(value, str) else None
+
+
+def decide_shards(
+    sdd: SpecDecodeDeployment, seen: Observed, key: str, to_run: PlanBundle
+) -> tuple[PlanBundle, Event | None]:
+    """The plan with its warmup's shard count (issue 38): kept from this plan's Job, else
+    decided from the free cards read for a new Job (with an Event to post when the Job is
+    made, when fewer shards than asked run, or what auto chose); unchanged when the spec and
+    plan allow one shard only, or nothing was read (no Job is made this sync)."""
+    if not wants_cards(sdd, to_run.buckets):
+        return to_run, None
+    kept = kept_shards(sdd, seen, key)
+    if kept is not None:
+        return replace(to_run, shards=kept), None
+    if not seen.cards_read:
+        return to_run, None
+    choice = choose_shards(sdd, to_run.buckets, seen.free_cards)
+    event = None
+    if choice.note is not None:
+        kind: EventType = "Warning" if choice.warning else "Normal"
+        reason = "ShardsReduced" if choice.warning else "ShardsChosen"
+        event = Event(kind, reason, choice.note, log=choice.note)
+    return replace(to_run, shards=choice.count), event
+
+
+def _announced(actions: tuple[Action, ...], event: Event | None) -> tuple[Action, ...]:
+    """The Job's Create carries the shard decision's Event (posted once the Job is made)."""
+    if event is None:
+        return actions
+    return tuple(
+        replace(a, done=event) if isinstance(a, Create) and a.manifest["kind"] == "Job" else a
+        for a in actions
+    )
+
+
 def decide_warmup(
     sdd: SpecDecodeDeployment, result: PlanningResult, seen: Observed, settings: Settings
 ) -> WarmupDecision:
@@ -133,12 +191,14 @@ def decide_warmup(
         return WarmupDecision(state, actions=(Create("warmup", template),))
     users = _with_self(seen.cache_users, sdd, key)
     to_run = replace(to_run, cache_claim_uid=claim_uid(sdd, seen), cache_users=users)
+    to_run, shards_event = decide_shards(sdd, seen, key, to_run)
     try:
         children = desired_children(sdd, to_run, settings)
     except ValueError as exc:  # the same spec and plan always fail: no retry helps
         verdict = Verdict("False", Reason.BUILD_FAILED, f"Cannot build the warmup: {one_line(exc)}")
         return WarmupDecision(WarmupState(verdict, WarmupSummary(cache_key=key), stalled=True))
     state, actions = _warmup(sdd, seen, children, to_run)
+    actions = _announced(actions, shards_event)
     if not state.verdict.holds:
         return WarmupDecision(state, children, None, actions)
     measured = state.summary_of_run.kv_blocks if state.summary_of_run else None

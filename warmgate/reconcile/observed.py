@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from warmgate.api import Manifest
+from warmgate.reconcile.shard_cards import FreeCards
 from warmgate.warmup.wire.board import RunnerBoard
 from warmgate.warmup.wire.order import CacheUsers
 
@@ -72,6 +73,10 @@ class Observed:
     configmaps: tuple[Manifest, ...] | None = None
     claims: tuple[Manifest, ...] | None = None
     cache_users: CacheUsers | None = None
+    # Read before a sharded warmup's Job is made (issue 38): the free Gaudi cards per node
+    # (None: the read failed); ``cards_read`` says whether they were read this sync at all.
+    free_cards: FreeCards | None = None
+    cards_read: bool = False
     runner_docs: Mapping[str, RunnerBoard] = field(default_factory=dict)
     taken: Mapping[tuple[str, str], str] = field(default_factory=dict)
     failed: Mapping[Part, str] = field(default_factory=dict)

@@ -19,6 +19,7 @@ from warmgate.reconcile.decide_serving import gate_candidates
 from warmgate.reconcile.decide_warmup import (
     adoptable,
     claim_uid,
+    kept_shards,
     key_of,
     recorded_verdict,
     warmup_jobs,
@@ -28,6 +29,7 @@ from warmgate.reconcile.observed import Observed, Part, controlled_by, uid_of
 from warmgate.reconcile.planning import PlanningResult
 from warmgate.reconcile.pod_template import template_mismatch
 from warmgate.reconcile.progress import running_pod
+from warmgate.reconcile.shard_cards import wants_cards
 from warmgate.reconcile.warmup_state import owned_pods
 from warmgate.resources.cache_claim import legacy_claim_name
 from warmgate.resources.names import plan_label
@@ -88,6 +90,17 @@ class Reads:
         if recorded_verdict(self.sdd, target[1], claim_uid(self.sdd, self.seen)):
             return False
         return not any(key_of(job) == target[1] for job in warmup_jobs(self.sdd, self.seen))
+
+    @property
+    def free_cards(self) -> bool:
+        """The Nodes and Pods (free Gaudi cards), read before a sharded warmup's Job is made:
+        more than one shard may run, the plan is not verified, no Job of it keeps its count."""
+        target = self._target()
+        if target is None or not wants_cards(self.sdd, target[0].buckets):
+            return False
+        if recorded_verdict(self.sdd, target[1], claim_uid(self.sdd, self.seen)):
+            return False
+        return kept_shards(self.sdd, self.seen, target[1]) is None
 
     @property
     def collecting(self) -> bool:

@@ -49,32 +49,38 @@ class ShardsSeen:
     merge: TerminationSummary | None
     gap: str | None
     failed: TerminationSummary | None = None
+    # The Job's attempts: the most Pods any one index had (a retry replaces one shard's Pod,
+    # not all N), 0 before the first Pod.
+    attempts: int = 0
 
 
 def read_shards(job: Manifest, pods: list[Manifest], key: str) -> ShardsSeen:
     """The shards of ``job`` from the Pods it controls (``pods``: `owned_pods`)."""
     count = job_shards(job)
     newest: dict[int, Manifest] = {}
+    tries: dict[int, int] = {}
     for pod in pods:
         index = _index(pod)
         if index is None or index >= count:
             continue
+        tries[index] = tries.get(index, 0) + 1
         stamp = (pod.get("metadata") or {}).get("creationTimestamp") or ""
         held = newest.get(index)
         if held is None or stamp >= ((held.get("metadata") or {}).get("creationTimestamp") or ""):
             newest[index] = pod
     running = sum(1 for p in newest.values() if (p.get("status") or {}).get("phase") == "Running")
-    gaps: list[str] = []
+    # (rank, order, text, summary): a shard that failed on its own comes before one that was
+    # stopped or never reported (the Job controller deletes a failed Job's other Pods).
+    gaps: list[tuple[int, int, str, TerminationSummary | None]] = []
     verified = 0
     merge: TerminationSummary | None = None
-    failed: TerminationSummary | None = None
     # The slices first: a merge that waited in vain for slice 2 is named after slice 2.
     head = newest.get(0)
     first = _summary(head) if head is not None else None
     # Every part must end as the merge did: all verified, or (an accepted CPU engine, which
     # the verdict then reports as such, never as verified) all cpu_engine.
     ended = "cpu_engine" if first is not None and first.outcome == "cpu_engine" else "verified"
-    for index in [*range(1, count), 0]:
+    for order, index in enumerate([*range(1, count), 0]):
         found = newest.get(index)
         run = _summary(found) if found is not None else None
         why = _why_not(run, index, count, key, found is not None, ended=ended)
@@ -83,10 +89,25 @@ def read_shards(job: Manifest, pods: list[Manifest], key: str) -> ShardsSeen:
         if why is None:
             verified += 1
             continue
-        gaps.append(f"shard {index} of {count}: {why}")
-        if failed is None and run is not None and run.outcome != "verified":
-            failed = run
-    return ShardsSeen(count, running, verified, merge, gaps[0] if gaps else None, failed)
+        gaps.append((_rank(run), order, f"shard {index} of {count}: {why}", run))
+    gaps.sort(key=lambda gap: gap[:2])
+    failed = next((run for *_, run in gaps if run is not None and run.outcome != "verified"), None)
+    gap = gaps[0][2] if gaps else None
+    attempts = max(tries.values(), default=0)
+    return ShardsSeen(count, running, verified, merge, gap, failed, attempts)
+
+
+# Outcomes of a runner that was stopped (SIGTERM: the Job's deadline, or its Pod deleted when
+# another shard failed the Job) or has nothing of its own to say about its slice.
+_STOPPED = frozenset({"timed_out"})
+
+
+def _rank(run: TerminationSummary | None) -> int:
+    """0: the shard reported a failure of its own (or a wrong key); 1: it was stopped;
+    2: no Pod or no summary."""
+    if run is None:
+        return 2
+    return 1 if run.outcome in _STOPPED else 0
 
 
 def _index(pod: Manifest) -> int | None:
@@ -117,6 +138,8 @@ def _why_not(
     if run is None:
         return "no runner summary"
     shard = run.shard
+    if run.key is None and run.outcome != ended:  # it failed before it read its plan
+        return f"{run.outcome}: {run.reason}"[:300]
     if index > 0:
         want = shard_key(key, index, count)
         if run.key != want or shard is None or shard.role != "slice" or shard.index != index:

@@ -229,7 +229,9 @@ def evaluate_warmup(
         counts = WarmupShards(
             planned=shards.count, running=shards.running, verified=shards.verified
         )
-        summary = summary.model_copy(update={"shards": counts})
+        # A retry replaces the Pod of one index: attempts count the Job's tries, not N Pods.
+        tries = shards.attempts or min(summary.attempts or 0, 1)
+        summary = summary.model_copy(update={"shards": counts, "attempts": tries})
     stopped = (job["metadata"].get("annotations") or {}).get(ANNOTATION_WARMUP_FAILED)
     if stopped:
         return WarmupState(_stopped(summary, str(stopped), seen), summary, True, run)

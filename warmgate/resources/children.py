@@ -69,7 +69,7 @@ def desired_children(sdd: SpecDecodeDeployment, plan: PlanBundle, settings: Sett
         users=plan.cache_users,
         drafter_warmup=plan.drafter_warmup,
     )
-    shards = planned_shards(sdd, buckets)
+    shards = planned_shards(sdd, buckets, plan.shards)
     sharded = sharded_warmup(order, buckets, shards) if shards > 1 else None
     runner_plan = (sharded.merge if sharded is not None else order).to_json()
     image = settings.operator_image

@@ -36,6 +36,9 @@ class PlanBundle:
     ``drafter_warmup``: every drafter shape of the plan (``prove_drafter``'s whole set), which
     the engine plugin warms directly inside the engine process (format
     warmgate-drafter-warmup/1, issue 33); None without a modelled drafter.
+    ``shards``: the warmup's shard count the sync decided from the free Gaudi cards (issue 38,
+    `reconcile.shard_cards`), or kept from this plan's Job; None: no decision (an explicit
+    count, capped, and 1 for auto: `resources.warmup_shards.planned_shards`).
     """
 
     buckets: BucketPlan
@@ -47,3 +50,4 @@ class PlanBundle:
     cache_users: CacheUsers | None = None
     cache_claim_name: str | None = None
     drafter_warmup: DrafterWarmupSpec | None = None
+    shards: int | None = None

@@ -12,6 +12,7 @@ from warmgate.api.constants import (
     ANNOTATION_CACHE_CLAIM_UID,
     ANNOTATION_CACHE_KEY,
     ANNOTATION_PLAN_HASH,
+    ANNOTATION_SHARDS_ASKED,
     COMPONENT_WARMUP,
     RUNNER_STATUS_PORT,
     RUNNER_STATUS_PORT_NAME,
@@ -45,6 +46,7 @@ from warmgate.resources.warmup_shards import (
     one_node_affinity,
 )
 from warmgate.warmup.wire.drafterwarm import DRAFTER_WARMUP_FILE, DrafterWarmupSpec
+from warmgate.warmup.wire.shardspec import shard_file
 
 CONTAINER: Final = "warmup"
 VOLUME_RUNNER: Final = "runner"
@@ -169,10 +171,16 @@ def _warmup_container(sdd: SpecDecodeDeployment) -> Manifest:
 
 
 def _pod_spec(
-    sdd: SpecDecodeDeployment, configmap: str, operator_image: str, claim: str | None
+    sdd: SpecDecodeDeployment,
+    configmap: str,
+    operator_image: str,
+    claim: str | None,
+    shards: int = 0,
 ) -> Manifest:
+    # A sharded warmup's Pods read their slice's file beside plan.json (--shards /etc/warmgate).
+    slices = tuple(shard_file(i) for i in range(shards))
     volumes = [
-        plan_volume(configmap, plan=True),
+        plan_volume(configmap, plan=True, also=slices),
         {"name": VOLUME_RUNNER, "emptyDir": {}},
         cache_volume(sdd, read_only=False, claim_name=claim),
         *shared_volumes(sdd),
@@ -301,6 +309,8 @@ def build_warmup(
     annotations = _annotations(plan, key)
     if cache_claim_uid is not None:
         annotations[ANNOTATION_CACHE_CLAIM_UID] = cache_claim_uid
+    if sdd.spec.warmup.shards != 1:  # what was asked: the count is kept while it stays
+        annotations[ANNOTATION_SHARDS_ASKED] = str(sdd.spec.warmup.shards)
     shards = len(shard_plans)
     unnamed = _job_spec(sdd, "", operator_image, cache_claim, shards)
     hashed = {name: content_text(doc) for name, doc in files.items()}
@@ -325,7 +335,7 @@ def _job_spec(
     shards: int = 0,
 ) -> Manifest:
     warmup = sdd.spec.warmup
-    pod = _pod_spec(sdd, configmap, operator_image, claim)
+    pod = _pod_spec(sdd, configmap, operator_image, claim, shards)
     spec: Manifest = {
         "backoffLimit": warmup.retries,
         # Bounds all attempts together; each Pod has its own activeDeadlineSeconds.

@@ -19,8 +19,10 @@ from functools import lru_cache
 from typing import Final
 
 from warmgate.api import Manifest, SpecDecodeDeployment
+from warmgate.api.workload import AUTO, MAX_SHARDS
 from warmgate.buckets import BucketPlan
 from warmgate.buckets.shard import PlanSlice, ShardedPlan, max_shards, slice_plan
+from warmgate.resources.pod import cache_claim_name
 from warmgate.warmup.wire.order import BucketSpec, ListExpectation, WarmupOrder, bucket_digest
 from warmgate.warmup.wire.shardspec import INDEX_ENV, ShardSpec, shard_file, shard_key
 from warmgate.warmup.wire.sweepplan import HookSpec
@@ -30,6 +32,7 @@ __all__ = [
     "ShardedWarmup",
     "indexed_job_fields",
     "planned_shards",
+    "shard_cap",
     "sharded_warmup",
 ]
 
@@ -42,9 +45,26 @@ JOB_NAME_LABEL: Final = "batch.kubernetes.io/job-name"
 AFFINITY_WEIGHT: Final = 100
 
 
-def planned_shards(sdd: SpecDecodeDeployment, plan: BucketPlan) -> int:
-    """spec.warmup.shards, capped at the plan's maximum (a prompt bucket and a decode seed each)."""
-    return max(1, min(sdd.spec.warmup.shards, max_shards(plan)))
+def shard_cap(sdd: SpecDecodeDeployment, plan: BucketPlan) -> int:
+    """The most shards this spec and plan may run, whatever the cards: what is asked (auto: 8)
+    capped at the plan's maximum (a prompt bucket and a decode seed each); 1 without a
+    recipe-cache claim (the slices publish their recipes there for Pod 0's merge: in emptyDirs
+    they could not share them)."""
+    shards = sdd.spec.warmup.shards
+    wanted = MAX_SHARDS if shards == AUTO else int(shards)
+    if wanted <= 1 or cache_claim_name(sdd) is None:
+        return 1
+    return max(1, min(wanted, max_shards(plan)))
+
+
+def planned_shards(sdd: SpecDecodeDeployment, plan: BucketPlan, decided: int | None = None) -> int:
+    """The Job's shard count: the sync's decision from the free cards (``decided``,
+    `reconcile.shard_cards`) within `shard_cap`; without one (`warmgate plan`, a verified plan
+    whose Job is gone), an explicit count capped, and 1 for auto."""
+    cap = shard_cap(sdd, plan)
+    if decided is not None:
+        return max(1, min(decided, cap))
+    return 1 if sdd.spec.warmup.shards == AUTO else cap
 
 
 class ShardedWarmup:

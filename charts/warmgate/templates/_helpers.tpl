@@ -170,4 +170,11 @@ deployment docs list it and other kopf versions use it (create only).
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
   verbs: ["list", "watch"]
+{{- if .Values.gaudiCards }}
+# A sharded warmup (gaudiCards=true, an explicit opt-in): the free habana.ai/gaudi cards per
+# node, read before its Job is made: every Node's allocatable and every Pod's requests.
+- apiGroups: [""]
+  resources: ["nodes", "pods"]
+  verbs: ["list"]
+{{- end }}
 {{- end }}

@@ -99,6 +99,16 @@ def test_every_slice_and_the_merge_verified_is_warmed() -> None:
             ],
             "shard 0 of 4: slice unwarmed_shapes",
         ),
+        # a slice that failed before it read its plan (no key): its own outcome, not a key
+        (
+            [
+                pod(i, summary(i))
+                if i != 3
+                else pod(3, json.dumps({"outcome": "plan_invalid", "reason": "cannot read plan"}))
+                for i in range(N)
+            ],
+            "shard 3 of 4: plan_invalid: cannot read plan",
+        ),
         # a slice without a summary
         ([pod(i, summary(i) if i != 1 else None) for i in range(N)], "shard 1 of 4: no runner"),
     ],
@@ -118,6 +128,35 @@ def test_a_failed_sharded_job_names_the_failed_shard() -> None:
     state = evaluate_warmup(sharded_job("Failed"), pods, KEY)
     assert state.verdict.status == "False"
     assert "failed: shard 2 of 4: engine_failed" in state.verdict.message
+
+
+def test_the_shard_that_failed_the_job_is_named_before_the_ones_it_stopped() -> None:
+    """Shard 2's engine failed; the Job controller then deleted the other active Pods: index 1
+    has no Pod left, index 3 was stopped (SIGTERM, timed_out), Pod 0's merge was stopped too.
+    The reason names shard 2, whatever the order of the indexes."""
+    pods = [
+        pod(0, summary(0, "timed_out", merged=0)),
+        pod(2, summary(2, "engine_failed")),
+        pod(3, summary(3, "timed_out")),
+    ]
+    state = evaluate_warmup(sharded_job("Failed"), pods, KEY)
+    assert "failed: shard 2 of 4: engine_failed" in state.verdict.message
+    # Without a shard failing on its own, the stopped one comes before the missing one.
+    pods = [pod(0, summary(0, "timed_out", merged=0)), pod(3, summary(3, "timed_out"))]
+    state = evaluate_warmup(sharded_job("Failed"), pods, KEY)
+    assert "failed: shard 3 of 4: timed_out" in state.verdict.message
+
+
+def test_attempts_count_the_jobs_tries_not_its_n_pods() -> None:
+    job = sharded_job("Complete")
+    job["status"].update({"succeeded": N, "failed": 1})
+    retried = pod(3, summary(3, "engine_failed"), created="2026-11-29T11:00:00Z")
+    assert evaluate_warmup(job, all_verified(), KEY).summary.attempts == 1
+    assert evaluate_warmup(job, [*all_verified(), retried], KEY).summary.attempts == 2
+    # before its first Pod: one attempt under way (the Job's active count), not N
+    job = sharded_job()
+    job["status"] = {"active": N}
+    assert evaluate_warmup(job, [], KEY).summary.attempts == 1
 
 
 def test_the_newest_pod_of_an_index_speaks_for_it() -> None:

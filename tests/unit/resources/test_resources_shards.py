@@ -101,8 +101,32 @@ def _lines(text: str, *, prompt: bool) -> list[tuple[int, int, int]]:
     return list(parsed.prompt if prompt else parsed.decode)
 
 
+def _with_claim(stem: str, **warmup: Any) -> SpecDecodeDeployment:
+    """The example with the eagle3 example's recipe-cache claim (the slices share it)."""
+    return _sdd(stem, cache=example_sdd(EAGLE3).spec.warmup.cache, **warmup)
+
+
+def test_every_pod_mounts_every_slices_plan_file() -> None:
+    """The Pods read shard-<i>.json beside plan.json (--shards /etc/warmgate): the plan volume
+    projects every file of the ConfigMap. (It once projected plan.json only: every Pod of the
+    local node's scenario v ended plan_invalid, "cannot read plan /etc/warmgate/shard-3.json".)"""
+    sdd = _sdd(EAGLE3, shards=4)
+    children = desired_children(sdd, planned(sdd), SETTINGS)
+    name = children.warmup_configmap["metadata"]["name"]
+    (volume,) = [
+        v
+        for v in children.warmup_job["spec"]["template"]["spec"]["volumes"]
+        if (v.get("configMap") or {}).get("name") == name
+    ]
+    keys = sorted(item["key"] for item in volume["configMap"]["items"])
+    assert keys == sorted(children.warmup_configmap["data"]) == [
+        "plan.json", *(f"shard-{i}.json" for i in range(4))
+    ]  # fmt: skip
+    assert all(item["path"] == item["key"] for item in volume["configMap"]["items"])
+
+
 def test_shards_are_capped_at_what_the_plan_allows() -> None:
-    sdd = _sdd("llama31-8b-seeds", shards=8)
+    sdd = _with_claim("llama31-8b-seeds", shards=8)
     bundle = planned(sdd)
     job = desired_children(sdd, bundle, SETTINGS).warmup_job
     assert max_shards(bundle.buckets) == 7
