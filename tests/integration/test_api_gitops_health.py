@@ -58,9 +58,7 @@ def test_a_new_object_is_served_with_observed_generation_0_and_reads_in_progress
     assert _get(cp, namespace, name)["status"] == written
 
 
-def _first_watch_event(
-    api: client.CustomObjectsApi, namespace: str
-) -> tuple[str, dict[str, Any]]:
+def _first_watch_event(api: client.CustomObjectsApi, namespace: str) -> tuple[str, dict[str, Any]]:
     """The first event of a watch with no resourceVersion: the object as it stands.
 
     Such a watch is a consistent read: the API server first waits until its watch cache has

@@ -29,14 +29,14 @@ from warmgate.api.constants import (
     LABEL_COMPONENT,
     LABEL_NAME,
 )
+from warmgate.contract.board import RunnerBoard
+from warmgate.contract.order import CacheUsers
 from warmgate.handlers.cluster import CONTROLLER_UID_LABEL, Cluster, ClusterError, Logger
 from warmgate.reconcile.observed import Observed, Part, uid_of
 from warmgate.reconcile.planning import PlanningResult
 from warmgate.reconcile.reads import Reads, job_reads, reads
 from warmgate.resources import serving_name, serving_selector
 from warmgate.resources.names import COMPONENT_CACHE, label_value, parent_name
-from warmgate.warmup.wire.board import RunnerBoard
-from warmgate.warmup.wire.order import CacheUsers
 
 # Reading the serving Pods' runners shares one budget per sync: a namespace whose
 # NetworkPolicy drops the status port costs at most this long per resync, not 2 s per replica.

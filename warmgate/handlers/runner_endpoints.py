@@ -16,9 +16,9 @@ import threading
 from typing import Any, Final
 
 from warmgate.api import Manifest
+from warmgate.contract.board import STATUS_PATH, RunnerBoard, read_board
+from warmgate.contract.schema import DocumentError, decode, depth
 from warmgate.reconcile.progress import STATUS_PORT_NAME
-from warmgate.warmup.wire.board import STATUS_PATH, RunnerBoard, read_board
-from warmgate.warmup.wire.schema import DocumentError, decode, depth
 
 __all__ = ["RunnerDocError", "depth", "parse_board", "parse_doc"]
 

@@ -19,8 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Final
 
 from warmgate.api import Manifest
+from warmgate.contract.board import RunnerBoard, ServeBoard
 from warmgate.handlers.children import ParentKey
-from warmgate.warmup.wire.board import RunnerBoard, ServeBoard
 
 POLL_SECONDS: Final = 30.0
 # Runners asked at once by one poll.

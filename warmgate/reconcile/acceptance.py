@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Final
 
 from warmgate.api.status import MAX_DRAFT_POSITIONS, SpecDecodeAcceptance
-from warmgate.warmup.wire.board import ServeBoard, SpecDecodeFigures
+from warmgate.contract.board import ServeBoard, SpecDecodeFigures
 
 # Counters move with every request: one status write per object per 30 s at most.
 MIN_WRITE_INTERVAL_S: Final = 30.0

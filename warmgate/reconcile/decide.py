@@ -16,6 +16,7 @@ from dataclasses import replace
 from warmgate.api import SpecDecodeDeployment, SpecDecodeDeploymentStatus
 from warmgate.api.conditions import get_condition
 from warmgate.api.constants import COVERAGE_PROVEN, LABEL_PLAN_HASH, Reason
+from warmgate.contract.board import ServeBoard
 from warmgate.reconcile.acceptance import evaluate_acceptance
 from warmgate.reconcile.actions import Action, Decision, Delete, Event, EventType
 from warmgate.reconcile.decide_collect import decide_collect
@@ -36,7 +37,6 @@ from warmgate.reconcile.status_builder import build_status, stalled_status
 from warmgate.reconcile.verdict import MESSAGE_LIMIT, Verdict
 from warmgate.resources.names import plan_label
 from warmgate.settings import Settings
-from warmgate.warmup.wire.board import ServeBoard
 
 
 def decide(

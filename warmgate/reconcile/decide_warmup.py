@@ -24,6 +24,9 @@ from warmgate.api.constants import (
     Reason,
 )
 from warmgate.api.status import WarmupSummary
+from warmgate.contract.board import WarmupBoard
+from warmgate.contract.order import CacheUsers
+from warmgate.contract.summary import TerminationSummary
 from warmgate.reconcile.actions import Action, Create, Delete, Event, Patch
 from warmgate.reconcile.observed import Observed, controlled_by, name_of, uid_of
 from warmgate.reconcile.planning import PlanningResult
@@ -43,9 +46,6 @@ from warmgate.resources import Children, PlanBundle, cache_key, desired_children
 from warmgate.resources.cache_claim import build_cache_claim, made_from
 from warmgate.resources.pod import cache_claim_name
 from warmgate.settings import Settings
-from warmgate.warmup.wire.board import WarmupBoard
-from warmgate.warmup.wire.order import CacheUsers
-from warmgate.warmup.wire.summary import TerminationSummary
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,8 @@ from warmgate.buckets.drafter.graphs import (
 )
 from warmgate.buckets.drafter.sweep import DEFAULT_BUDGET_S, DrafterSweep, plan_sweep
 from warmgate.buckets.engine.lazy import cached_property
-from warmgate.warmup.wire.drafterwarm import DrafterWarmupSpec, make_spec
-from warmgate.warmup.wire.sweepplan import SweepSpec, read_sweep
+from warmgate.contract.drafterwarm import DrafterWarmupSpec, make_spec
+from warmgate.contract.sweepplan import SweepSpec, read_sweep
 
 # The sweep may take this share of one warmup attempt (spec.warmup.timeoutSeconds), at most
 # DEFAULT_BUDGET_S: the engine's own warmup keeps most of the attempt (docs/runner.md).

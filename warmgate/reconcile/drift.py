@@ -17,9 +17,9 @@ from datetime import datetime
 from warmgate.api.constants import Reason
 from warmgate.api.status import MAX_UNCOVERED_LISTED, DriftSummary
 from warmgate.buckets import BucketPlan
+from warmgate.contract.board import ServeBoard
 from warmgate.reconcile.drift_seeds import propose
 from warmgate.reconcile.verdict import MESSAGE_LIMIT, Verdict
-from warmgate.warmup.wire.board import ServeBoard
 
 # Distinct shapes the status remembers (the count goes on beyond it).
 MAX_REMEMBERED = MAX_UNCOVERED_LISTED

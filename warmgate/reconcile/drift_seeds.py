@@ -14,7 +14,7 @@ import ast
 
 from warmgate.api.status import MAX_UNCOVERED_LISTED, ProposedSeeds
 from warmgate.buckets import Bucket, BucketPlan, BucketPlanError, EngineShapeConfig, plan_buckets
-from warmgate.warmup.wire.board import SHAPE_CHARS
+from warmgate.contract.board import SHAPE_CHARS
 
 Shape = tuple[str, int, int, int]
 # A shape dimension an engine can run (batch, query tokens, blocks); larger is no engine's.

@@ -18,8 +18,8 @@ from datetime import datetime
 from typing import Any, Literal
 
 from warmgate.api import Manifest
-from warmgate.warmup.wire.board import RunnerBoard
-from warmgate.warmup.wire.order import CacheUsers
+from warmgate.contract.board import RunnerBoard
+from warmgate.contract.order import CacheUsers
 
 # The parts of a sync that can fail on their own: a failed read or write of one keeps what the
 # status said about it, and no garbage is collected after any failure.

@@ -19,8 +19,8 @@ from warmgate.api.constants import RUNNER_STATUS_PORT_NAME
 from warmgate.api.status import WarmupProgress
 from warmgate.buckets import BucketPlan
 from warmgate.buckets.cost import phase_seconds
-from warmgate.warmup.wire.board import ENGINE_PHASES, WarmupBoard
-from warmgate.warmup.wire.schema import MAX_COUNT
+from warmgate.contract.board import ENGINE_PHASES, WarmupBoard
+from warmgate.contract.schema import MAX_COUNT
 
 # At most one progress write per object per ~10 s (issue 13): a warmup of 16 000 buckets would
 # otherwise rewrite the status on every resync of every object.

@@ -22,8 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from warmgate.api import Manifest
-from warmgate.warmup.wire.shardspec import shard_key
-from warmgate.warmup.wire.summary import TerminationSummary
+from warmgate.contract.shardspec import shard_key
+from warmgate.contract.summary import TerminationSummary
 
 __all__ = ["INDEX_ANNOTATION", "ShardsSeen", "job_shards", "read_shards"]
 

@@ -20,11 +20,11 @@ from typing import Any
 from warmgate.api import Manifest
 from warmgate.api.constants import ANNOTATION_WARMUP_FAILED, Reason
 from warmgate.api.status import Condition, WarmupShards, WarmupSummary
+from warmgate.contract.summary import DrafterCounts, TerminationSummary
 from warmgate.reconcile.pending import STUCK_WAITING, time_of, why_pending
 from warmgate.reconcile.pod_template import template_mismatch
 from warmgate.reconcile.verdict import MESSAGE_LIMIT, Verdict
 from warmgate.reconcile.warmup_shards import job_shards, read_shards
-from warmgate.warmup.wire.summary import DrafterCounts, TerminationSummary
 
 # The reasons the operator stops a Job for (`_active`: a stuck Pod past the pending deadline);
 # any other word on the Job was not written by the operator.

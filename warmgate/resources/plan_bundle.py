@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from warmgate.buckets import BucketPlan
-from warmgate.warmup.wire.drafterwarm import DrafterWarmupSpec
-from warmgate.warmup.wire.order import CacheUsers
-from warmgate.warmup.wire.sweepplan import SweepSpec
+from warmgate.contract.drafterwarm import DrafterWarmupSpec
+from warmgate.contract.order import CacheUsers
+from warmgate.contract.sweepplan import SweepSpec
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,9 @@ from typing import Final
 from warmgate.api import Manifest, SpecDecodeDeployment
 from warmgate.buckets import BucketPlan
 from warmgate.buckets.shard import PlanSlice, ShardedPlan, max_shards, slice_plan
-from warmgate.warmup.wire.order import BucketSpec, ListExpectation, WarmupOrder, bucket_digest
-from warmgate.warmup.wire.shardspec import INDEX_ENV, ShardSpec, shard_file, shard_key
-from warmgate.warmup.wire.sweepplan import HookSpec
+from warmgate.contract.order import BucketSpec, ListExpectation, WarmupOrder, bucket_digest
+from warmgate.contract.shardspec import INDEX_ENV, ShardSpec, shard_file, shard_key
+from warmgate.contract.sweepplan import HookSpec
 
 __all__ = [
     "SHARD_COMMAND_FLAG",

@@ -10,9 +10,9 @@ import pkgutil
 import threading
 
 import warmgate.buckets
+import warmgate.contract
 import warmgate.reconcile
 import warmgate.resources
-import warmgate.warmup.wire
 from warmgate.buckets.engine.lazy import cached_property
 
 
@@ -52,7 +52,7 @@ def test_the_planning_results_classes_use_no_functools_cached_property() -> None
     its cached values without the shared lock: a planning thread must not wait for another
     object's (DrafterPlan.sweep_spec, read in `evaluate` since issue 33, used it)."""
     locked = []
-    for package in (warmgate.buckets, warmgate.reconcile, warmgate.resources, warmgate.warmup.wire):
+    for package in (warmgate.buckets, warmgate.reconcile, warmgate.resources, warmgate.contract):
         for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
             module = importlib.import_module(info.name)
             for name, klass in vars(module).items():

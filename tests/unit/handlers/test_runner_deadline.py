@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from warmgate.contract.board import read_board
 from warmgate.handlers.runner_endpoints import HttpRunnerEndpoints, fetch
 from warmgate.handlers.runner_watch import RunnerWatch
-from warmgate.warmup.wire.board import read_board
 
 ANSWER = b'HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n{"v": 1, "mode": "serve"}'
 

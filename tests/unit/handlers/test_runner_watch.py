@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from warmgate.contract.board import RunnerBoard, read_board
 from warmgate.handlers.runner_watch import RunnerWatch, reading
-from warmgate.warmup.wire.board import RunnerBoard, read_board
 
 POD = {"metadata": {"name": "p", "uid": "pod-1"}}
 SHAPE = "('decode', 8, 1, 64)"

@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from warmgate.contract.board import ServeBoard, read_board
 from warmgate.reconcile.acceptance import MIN_WRITE_INTERVAL_S, evaluate_acceptance, measured
-from warmgate.warmup.wire.board import ServeBoard, read_board
 
 AT = datetime(2026, 12, 2, 10, 0, 0, tzinfo=UTC)
 

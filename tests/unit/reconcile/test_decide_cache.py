@@ -15,6 +15,7 @@ from support.fake_cluster import FakeCluster
 from support.kube_objects import job_status, serving_pod
 
 from warmgate.api import SpecDecodeDeployment, SpecDecodeDeploymentStatus, parse_manifest
+from warmgate.contract.order import CacheUsers
 from warmgate.handlers.cluster import ClusterError
 from warmgate.handlers.gather import Gatherer, NoEndpoints, cache_users, gather
 from warmgate.reconcile.actions import Create, Delete, Replace
@@ -27,7 +28,6 @@ from warmgate.resources import Children, desired_children
 from warmgate.resources.cache_claim import build_cache_claim, legacy_claim_name
 from warmgate.resources.pod import cache_claim_name
 from warmgate.settings import Settings
-from warmgate.warmup.wire.order import CacheUsers
 
 NS, NAME, UID = "llm", "cached", "6f1c2d3e-0000-4000-8000-0000000000cc"
 AT = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)

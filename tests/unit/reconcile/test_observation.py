@@ -24,6 +24,7 @@ from support.kube_objects import (
 
 from warmgate.api.status import SpecDecodeDeploymentStatus, WarmupProgress
 from warmgate.buckets import EngineShapeConfig, plan_buckets
+from warmgate.contract.board import RunnerBoard, ServeBoard, WarmupBoard, read_board
 from warmgate.handlers.runner_endpoints import RunnerDocError
 from warmgate.handlers.sync import Runtime, sync
 from warmgate.reconcile.decide_serving import proven_pods
@@ -34,7 +35,6 @@ from warmgate.reconcile.planning import evaluate
 from warmgate.reconcile.planning_cache import PlanningCache
 from warmgate.reconcile.progress import compiled_fraction, plan_phases, progress_of, throttled
 from warmgate.settings import Settings
-from warmgate.warmup.wire.board import RunnerBoard, ServeBoard, WarmupBoard, read_board
 
 NS, NAME, UID = "llm", "observed", "6f1c2d3e-0000-4000-8000-0000000000bb"
 LOG = logging.getLogger("test_observation")

@@ -9,9 +9,9 @@ import pytest
 from test_warmup_state import KEY, OWNED, TEMPLATE, TRACKED
 
 from warmgate.api.status import WarmupShards
+from warmgate.contract.shardspec import shard_key
 from warmgate.reconcile.warmup_shards import INDEX_ANNOTATION, job_shards, read_shards
 from warmgate.reconcile.warmup_state import evaluate_warmup
-from warmgate.warmup.wire.shardspec import shard_key
 
 N = 4
 

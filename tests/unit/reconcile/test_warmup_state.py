@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 from support.kube_objects import runner_summary, terminated_status, warmup_pod
 
+from warmgate.contract.summary import TerminationSummary
 from warmgate.reconcile.warmup_state import (
     WarmupSeen,
     evaluate_warmup,
     owned_pods,
     runner_messages,
 )
-from warmgate.warmup.wire.summary import TerminationSummary
 
 KEY = "gaudi2-tp1-" + "a" * 40
 JOB_UID = "uid-job-1"

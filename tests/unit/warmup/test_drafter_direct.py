@@ -13,21 +13,21 @@ from support.resource_cases import EXAMPLES, make_case
 from warmgate.buckets.cost import estimate_direct_warmup
 from warmgate.buckets.drafter.graphs import prove_drafter
 from warmgate.buckets.drafter.sweep import plan_sweep
-from warmgate.reconcile.drafter_plan import sweep_budget
-from warmgate.reconcile.planning import evaluate
-from warmgate.warmup.hook import drafter_warm
-from warmgate.warmup.hook.lines import HookEvent, format_hook_line, parse_hook_line
-from warmgate.warmup.runner.direct_check import check_direct
-from warmgate.warmup.wire.drafterwarm import (
+from warmgate.contract.drafterwarm import (
     DRAFTER_WARMUP_ENV,
     DRAFTER_WARMUP_FORMAT,
     DRAFTER_WARMUP_SWITCH,
     make_spec,
     read_drafter_warmup,
 )
-from warmgate.warmup.wire.order import PlanError, parse_plan
-from warmgate.warmup.wire.summary import DirectWarmupCounts, TerminationSummary
-from warmgate.warmup.wire.sweepplan import Graph
+from warmgate.contract.order import PlanError, parse_plan
+from warmgate.contract.summary import DirectWarmupCounts, TerminationSummary
+from warmgate.contract.sweepplan import Graph
+from warmgate.reconcile.drafter_plan import sweep_budget
+from warmgate.reconcile.planning import evaluate
+from warmgate.warmup.hook import drafter_warm
+from warmgate.warmup.hook.lines import HookEvent, format_hook_line, parse_hook_line
+from warmgate.warmup.runner.direct_check import check_direct
 
 EAGLE3 = next(p for p in EXAMPLES if p.stem == "llama31-8b-eagle3-gaudi2")
 SHAPES: list[Graph] = [("decode", 4, 1, 16), ("decode", 1, 1, 1), ("prompt", 1, 128, 0)]

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from warmgate.contract.drafterwarm import make_spec
 from warmgate.warmup.hook import drafter_warm
-from warmgate.warmup.wire.drafterwarm import make_spec
 
 
 class Tensor:

@@ -12,9 +12,9 @@ import sys
 import textwrap
 from pathlib import Path
 
+from warmgate.contract.drafterwarm import DRAFTER_WARMUP_ENV, make_spec
 from warmgate.warmup.hook import install as hookenv
 from warmgate.warmup.hook.lines import HookEvent, parse_hook_line
-from warmgate.warmup.wire.drafterwarm import DRAFTER_WARMUP_ENV, make_spec
 
 FILES = {
     "torch/__init__.py": """

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from warmgate.contract.board import ServeBoard
+from warmgate.contract.drafterwarm import DRAFTER_WARMUP_ENV
 from warmgate.warmup.hook.install import PLUGIN_NAME
 from warmgate.warmup.hook.lines import format_hook_line
 from warmgate.warmup.serve import mode
 from warmgate.warmup.serve.watch import Watch, fresh_state, samples
-from warmgate.warmup.wire.board import ServeBoard
-from warmgate.warmup.wire.drafterwarm import DRAFTER_WARMUP_ENV
 
 
 def _watch() -> tuple[Watch, dict[str, object]]:

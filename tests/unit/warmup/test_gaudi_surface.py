@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from warmgate.buckets.engine.config import Profile
+from warmgate.contract.drafterwarm import PROFILES
 from warmgate.warmup.hook import plugin
 from warmgate.warmup.hook.drafter_warm import GAUDI_SURFACE, PROFILE_SURFACE, surface_problems
-from warmgate.warmup.wire.drafterwarm import PROFILES
 
 RECORD = json.loads((Path(__file__).parent / "data" / "vllm_gaudi_surface.json").read_text())
 COMMITS = {"v0.26.0": "b059f9c9", "main-2026-08": "091bbadd"}

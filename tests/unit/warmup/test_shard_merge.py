@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from runner_harness import make_plan
 
+from warmgate.contract.order import parse_plan
+from warmgate.contract.shardspec import shard_key
 from warmgate.warmup import cache
 from warmgate.warmup.runner.outcomes import Outcome, RunFailure
 from warmgate.warmup.runner.report import Progress
 from warmgate.warmup.runner.run import Runner
-from warmgate.warmup.wire.order import parse_plan
-from warmgate.warmup.wire.shardspec import shard_key
 
 
 def _entry(volume: Path, key: str, files: dict[str, bytes]) -> None:

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from runner_harness import make_plan
 
+from warmgate.contract.order import CacheSpec, CacheUsers, PlanError, parse_plan
 from warmgate.warmup import cache
-from warmgate.warmup.wire.order import CacheSpec, CacheUsers, PlanError, parse_plan
 
 NOW = 1_800_000_000
 OLD = NOW - cache.ORPHAN_GRACE_S - 1  # published more than the grace before the operator read

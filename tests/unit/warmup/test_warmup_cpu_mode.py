@@ -11,6 +11,7 @@ from pathlib import Path
 
 from runner_harness import make_plan
 
+from warmgate.contract.order import parse_plan
 from warmgate.warmup.engine.facts import EngineFacts
 from warmgate.warmup.engine.parse import EngineLog
 from warmgate.warmup.hook.lines import HookEvent
@@ -19,7 +20,6 @@ from warmgate.warmup.runner.drafter_check import DrafterCheck
 from warmgate.warmup.runner.outcomes import Outcome
 from warmgate.warmup.runner.probe import ProbeResult, StepResult
 from warmgate.warmup.runner.report import RunRecord
-from warmgate.warmup.wire.order import parse_plan
 
 CPU = EngineFacts("3.11", "2.13.0", None, "0.32.0", None, None, None, None, {}, platform="cpu")
 UNKNOWN = dataclasses.replace(CPU, platform=None, vllm=None)

@@ -9,6 +9,9 @@ from typing import Any
 import pytest
 from runner_harness import make_drafter_plan
 
+from warmgate.contract.order import PlanError, parse_plan
+from warmgate.contract.summary import DrafterCounts
+from warmgate.contract.sweepplan import HookSpec, SweepSpec, SweepStepSpec
 from warmgate.warmup.engine.parse import LogParser
 from warmgate.warmup.hook.lines import HookEvent, format_hook_line, parse_hook_line
 from warmgate.warmup.runner.drafter_check import (
@@ -20,9 +23,6 @@ from warmgate.warmup.runner.drafter_check import (
     missing_steps,
 )
 from warmgate.warmup.runner.sweep import SweepRun, SweepStepRun, sweep_prompt
-from warmgate.warmup.wire.order import PlanError, parse_plan
-from warmgate.warmup.wire.summary import DrafterCounts
-from warmgate.warmup.wire.sweepplan import HookSpec, SweepSpec, SweepStepSpec
 
 
 def test_every_event_round_trips() -> None:

@@ -15,10 +15,10 @@ import pytest
 from runner_harness import CONFIG_A, make_plan
 
 from warmgate.buckets import EngineShapeConfig, plan_buckets
+from warmgate.contract.order import WarmupOrder, bucket_digest, parse_plan
 from warmgate.warmup.engine.parse import EngineLog, LogParser
 from warmgate.warmup.runner.outcomes import Outcome
 from warmgate.warmup.runner.verdict import decide, early_mismatches, final_verdict, unwarmed_reasons
-from warmgate.warmup.wire.order import WarmupOrder, bucket_digest, parse_plan
 
 FIXTURES = Path(__file__).resolve().parents[2] / "doubles" / "fixtures" / "engine_logs"
 CASES: dict[str, Any] = json.loads((FIXTURES / "cases.json").read_text())

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from warmgate.contract.order import bucket_digest
 from warmgate.warmup.engine.parse import MAX_LINE_CHARS, LogParser
-from warmgate.warmup.wire.order import bucket_digest
 
 PREFIX = "(EngineCore_DP0 pid=4242) INFO 11-29 19:40:04 [common.py:85] "
 # §6 config A seed decode buckets, first row of the appendix list.

@@ -13,15 +13,15 @@ import pytest
 from runner_harness import make_plan
 
 from warmgate.buckets import EngineShapeConfig, plan_buckets
-from warmgate.warmup.engine.launch import engine_argv, engine_env
-from warmgate.warmup.wire.engine import LOGGING_ENV
-from warmgate.warmup.wire.order import (
+from warmgate.contract.engine import LOGGING_ENV
+from warmgate.contract.order import (
     RUNNER_OWNED_ENV,
     PlanError,
     bucket_digest,
     load_plan,
     parse_plan,
 )
+from warmgate.warmup.engine.launch import engine_argv, engine_env
 
 
 @pytest.fixture

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from runner_harness import REPO, free_port
 
+from warmgate.contract.order import ProbeStep
 from warmgate.warmup import cache
 from warmgate.warmup.runner.probe import prompt_ids, wait_for_health
-from warmgate.warmup.wire.order import ProbeStep
 
 
 def step(pattern: str, tokens: int = 40) -> ProbeStep:

@@ -10,6 +10,8 @@ from typing import Any
 from runner_harness import expected_lists, make_plan
 
 from warmgate.buckets import EngineShapeConfig, plan_buckets
+from warmgate.contract.order import parse_plan
+from warmgate.contract.summary import SUMMARY_LIMIT
 from warmgate.warmup.engine.parse import EngineLog
 from warmgate.warmup.runner.outcomes import Outcome
 from warmgate.warmup.runner.report import (
@@ -20,8 +22,6 @@ from warmgate.warmup.runner.report import (
     write_report,
 )
 from warmgate.warmup.runner.verdict import early_mismatches, final_verdict
-from warmgate.warmup.wire.order import parse_plan
-from warmgate.warmup.wire.summary import SUMMARY_LIMIT
 
 
 def config_a_lists(k: int) -> dict[str, Any]:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+from warmgate.contract.board import WarmupBoard
 from warmgate.warmup.runner.report import Progress
 from warmgate.warmup.serve.watch import Watch, fresh_state, load_state, samples, save_state
 from warmgate.warmup.statusboard import Board
-from warmgate.warmup.wire.board import WarmupBoard
 
 UNWARMED = "WARNING 11-30 10:00:00 [hpu_model_runner.py:3588] Configuration: ('decode', 8, 1, 64) was not warmed-up!\n"  # noqa: E501
 

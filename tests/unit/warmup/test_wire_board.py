@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import json
 
-from warmgate.warmup.statusboard import Board
-from warmgate.warmup.wire.board import (
+from warmgate.contract.board import (
     STATUS_VERSION,
     ServeBoard,
     SpecDecodeFigures,
     WarmupBoard,
     read_board,
 )
+from warmgate.warmup.statusboard import Board
 
 FIGURES = SpecDecodeFigures(
     drafts=40,

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from warmgate.warmup.wire.summary import (
+from warmgate.contract.summary import (
     SUMMARY_LIMIT,
     SUMMARY_VERSION,
     DrafterCounts,

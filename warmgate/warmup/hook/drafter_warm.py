@@ -5,7 +5,7 @@ The engine plugin (``hook/plugin.py``) calls :func:`warm_gaudi` right after vllm
 ``compile_or_warm_up_model``: both run in the engine process before it reports healthy (the
 API server answers ``/health`` only once every engine process has finished starting). For
 every shape of the plan's ``drafter_warmup`` document (the file ``WARMGATE_DRAFTER_WARMUP``
-names, format warmgate-drafter-warmup/1, ``wire/drafterwarm.py``) it runs the drafter's own
+names, format warmgate-drafter-warmup/1, ``contract/drafterwarm.py``) it runs the drafter's own
 ``propose`` once, with inputs built the way the engine builds them, and logs:
 
     warmgate-hook v1 drafter-warm pid=7 t=... graph=["decode",16,1,48] ok=true s=0.41 ran=[...]
@@ -59,14 +59,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from warmgate.warmup.wire.drafterwarm import (
+from warmgate.contract.drafterwarm import (
     DRAFTER_WARMUP_ENV,
     DRAFTER_WARMUP_SWITCH,
     DrafterWarmupSpec,
     read_drafter_warmup,
 )
-from warmgate.warmup.wire.schema import PlanError
-from warmgate.warmup.wire.sweepplan import Graph
+from warmgate.contract.schema import PlanError
+from warmgate.contract.sweepplan import Graph
 
 Emit = Callable[..., None]
 # Warms one planned shape: (warmed, why not, what the engine ran) for its drafter-warm line.

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from warmgate.warmup.wire.schema import Fields, PlanError
+from warmgate.contract.schema import Fields, PlanError
 
 SWEEP_FORMAT = "warmgate-drafter-sweep/1"
 PHASES = ("decode", "prompt")

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from warmgate.warmup.wire.schema import Fields, PlanError
-from warmgate.warmup.wire.sweepplan import Graph, graph
+from warmgate.contract.schema import Fields, PlanError
+from warmgate.contract.sweepplan import Graph, graph
 
 DRAFTER_WARMUP_FORMAT: Final = "warmgate-drafter-warmup/1"
 # The environment variable that names the engine-side document, and its file name.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from warmgate.warmup.wire.order import EngineLaunch
+from warmgate.contract.order import EngineLaunch
 
 
 def engine_command(spec: EngineLaunch) -> list[str]:

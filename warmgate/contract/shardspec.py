@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from warmgate.warmup.wire.schema import Fields
+from warmgate.contract.schema import Fields
 
 SHARD: Final = "shard"
 ROLES: Final = ("slice", "merge")

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from warmgate.warmup.wire import schema
+from warmgate.contract import schema
 
 STATUS_PATH: Final = "/warmgate/status"
 METRICS_PATH: Final = "/metrics"

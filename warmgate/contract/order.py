@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from warmgate.warmup.wire.drafterwarm import DrafterWarmupSpec, parse_drafter_warmup
-from warmgate.warmup.wire.schema import Fields, PlanError
-from warmgate.warmup.wire.shardspec import SHARD, ShardSpec, parse_shard
-from warmgate.warmup.wire.sweepplan import (
+from warmgate.contract.drafterwarm import DrafterWarmupSpec, parse_drafter_warmup
+from warmgate.contract.schema import Fields, PlanError
+from warmgate.contract.shardspec import SHARD, ShardSpec, parse_shard
+from warmgate.contract.sweepplan import (
     Graph,
     HookSpec,
     SweepSpec,
@@ -280,7 +280,7 @@ class WarmupOrder:
     # Run a CPU build of vLLM to the cpu_engine outcome instead of refusing it (docs/runner.md,
     # "A CPU engine"); a Gaudi engine's run is the same either way.
     accept_cpu_engine: bool = False
-    # One engine of a sharded warmup, or the merge after it (issue 38; wire/shardspec.py).
+    # One engine of a sharded warmup, or the merge after it (issue 38; contract/shardspec.py).
     shard: ShardSpec | None = None
 
     def to_json(self) -> dict[str, Any]:

@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final
 
-from warmgate.warmup.wire import schema
+from warmgate.contract import schema
 
 SUMMARY_VERSION: Final = 7
 # Kubernetes keeps at most 4096 bytes of a container's termination message.
