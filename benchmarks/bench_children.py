@@ -20,7 +20,7 @@ from common import REPO
 
 from warmgate.api import load_manifest
 from warmgate.contract.sweepplan import read_sweep
-from warmgate.reconcile.planning import evaluate
+from warmgate.reconcile.planning.evaluate import evaluate
 from warmgate.resources import desired_children
 from warmgate.settings import Settings
 

@@ -20,7 +20,7 @@ from warmgate.buckets.drafter.sweep import plan_sweep
 from warmgate.contract.drafterwarm import make_spec
 from warmgate.contract.order import PLAN_FORMAT_VERSION, bucket_digest
 from warmgate.contract.sweepplan import read_sweep
-from warmgate.reconcile.drafter_plan import direct_shapes
+from warmgate.reconcile.planning.drafter_plan import direct_shapes
 from warmgate.resources.probe_workload import sweep_replay_steps
 from warmgate.resources.warmup_children import copy_runner_script
 

@@ -37,7 +37,7 @@ from support.operators import running_operator
 from support.paths import CRD_PATH, REPO_ROOT
 from support.runner_pods import running_on_loopback, wait_until, with_status_port
 
-from warmgate.controlplane import ControlPlane, OperatorProcess
+from warmgate.devcluster.controlplane import ControlPlane, OperatorProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CHART = REPO_ROOT / "charts" / "warmgate"

@@ -30,7 +30,7 @@ from support.kube_objects import serving_pod
 from support.polling import eventually
 
 from warmgate.contract.order import parse_plan
-from warmgate.controlplane import ControlPlane, OperatorProcess
+from warmgate.devcluster.controlplane import ControlPlane, OperatorProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 NAME = "cached"

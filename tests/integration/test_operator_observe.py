@@ -28,7 +28,7 @@ from support.runner_pods import (
 )
 
 from warmgate.contract.board import WarmupBoard
-from warmgate.controlplane import ControlPlane, OperatorProcess
+from warmgate.devcluster.controlplane import ControlPlane, OperatorProcess
 from warmgate.warmup.statusboard import Board, serve_board
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -28,8 +28,8 @@ from realengine.conftest import record
 from support.resource_cases import SETTINGS, planned
 
 from warmgate.contract.shardspec import shard_key
-from warmgate.reconcile.warmup_shards import INDEX_ANNOTATION
-from warmgate.reconcile.warmup_state import WarmupSeen, evaluate_warmup
+from warmgate.reconcile.sync.warmup_shards import INDEX_ANNOTATION
+from warmgate.reconcile.sync.warmup_state import WarmupSeen, evaluate_warmup
 from warmgate.resources import desired_children
 
 N = 2

@@ -21,8 +21,8 @@ import yaml
 from warmgate.api import SpecDecodeDeployment, load_manifest
 from warmgate.buckets import BucketPlan
 from warmgate.cli.demo_text import wrap
-from warmgate.controlplane import REPO_ROOT, ControlPlane, OperatorProcess, find_assets
-from warmgate.reconcile.planning import evaluate
+from warmgate.devcluster.controlplane import REPO_ROOT, ControlPlane, OperatorProcess, find_assets
+from warmgate.reconcile.planning.evaluate import evaluate
 
 CRD_FILE = REPO_ROOT / "crds" / "warmgate.dev_specdecodedeployments.yaml"
 EXAMPLES = REPO_ROOT / "examples"

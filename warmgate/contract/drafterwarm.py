@@ -1,7 +1,7 @@
 """The plan's ``drafter_warmup``: every drafter shape the engine's plugin warms directly.
 
 Format ``warmgate-drafter-warmup/1`` (issue 33 item 1). The operator writes it from
-``prove_drafter``'s whole shape set (``reconcile/drafter_plan.DrafterPlan.warmup_spec``):
+``prove_drafter``'s whole shape set (``reconcile/planning/drafter_plan.DrafterPlan.warmup_spec``):
 partial drafts and structured-output prefills included, the graphs the engine's own warmup
 already builds too (run again they are recipe-cache hits). Each shape is the engine's form of a
 drafter graph, ``[phase, batch, query, blocks]`` (``blocks``: the block-list length, as

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 from urllib3.exceptions import ReadTimeoutError
 
-from warmgate.handlers.cluster import ClusterError
-from warmgate.handlers.kube_cluster import refused, unanswered
-from warmgate.handlers.lease_api import LeaseError
+from warmgate.kube.cluster import ClusterError
+from warmgate.kube.kube_cluster import refused, unanswered
+from warmgate.kube.lease_api import LeaseError
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""kopf's login (handlers/api_session.py): the client's credentials, a bounded connection pool."""
+"""kopf's login (kube/api_session.py): the client's credentials, a bounded connection pool."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from aiohttp import web
 from kubernetes import client
 from kubernetes.config import kube_config
 
-from warmgate.handlers import api_session, children, controller_metrics
-from warmgate.handlers.kopf_handlers import kopf_settings
+from warmgate.kube import api_session, children, controller_metrics
+from warmgate.runtime.kopf_handlers import kopf_settings
 
 KUBECONFIG = """apiVersion: v1
 kind: Config

@@ -9,8 +9,8 @@ from typing import Any
 from support.fake_cluster import FakeCluster, RecordedEvents
 from support.kube_objects import owner
 
-from warmgate.handlers.apply import apply
-from warmgate.reconcile.actions import Create, Delete, Event, OpenGate, Patch
+from warmgate.reconcile.sync.actions import Create, Delete, Event, OpenGate, Patch
+from warmgate.runtime.apply import apply
 
 NS, OWNER = "llm", "sdd-uid"
 LOG = logging.getLogger("test_apply")
@@ -97,7 +97,7 @@ def test_a_gate_opens_only_down_the_whole_chain_of_controllers() -> None:
 
 
 def test_a_failed_write_stops_its_part_and_the_collection() -> None:
-    from warmgate.handlers.cluster import ClusterError
+    from warmgate.kube.cluster import ClusterError
 
     cluster = FakeCluster()
     cluster.fail["create"] = ClusterError("boom", status=500)

@@ -12,16 +12,16 @@ from support.fake_cluster import FakeCluster
 from warmgate.api import SpecDecodeDeploymentStatus
 from warmgate.api.conditions import set_condition
 from warmgate.api.constants import LABEL_NAME
-from warmgate.handlers import follower
-from warmgate.handlers.children import (
+from warmgate.kube.children import (
     OwnWrites,
     child_parent,
     child_version,
     parent_key,
 )
-from warmgate.handlers.follower import REMEMBER_SECONDS, Operator, StatusMemory
-from warmgate.reconcile.planning import evaluate
-from warmgate.reconcile.planning_cache import PlanningCache
+from warmgate.reconcile.planning.evaluate import evaluate
+from warmgate.reconcile.planning.planning_cache import PlanningCache
+from warmgate.runtime import follower
+from warmgate.runtime.follower import REMEMBER_SECONDS, Operator, StatusMemory
 from warmgate.settings import Settings
 
 

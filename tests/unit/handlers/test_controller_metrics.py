@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from warmgate.handlers import controller_metrics
-from warmgate.handlers.controller_metrics import WorkQueue
+from warmgate.kube import controller_metrics
+from warmgate.kube.controller_metrics import WorkQueue
 
 
 class Clock:

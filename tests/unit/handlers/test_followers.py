@@ -18,11 +18,12 @@ from support.fake_cluster import FakeCluster
 
 from warmgate.api import SpecDecodeDeploymentStatus
 from warmgate.api.status import Condition
-from warmgate.handlers import controller_metrics, metrics
-from warmgate.handlers.cluster import Logger
-from warmgate.handlers.follower import Followers, Operator
-from warmgate.handlers.sync import Synced
-from warmgate.reconcile.planning_cache import PlanningCache
+from warmgate.kube import controller_metrics
+from warmgate.kube.cluster import Logger
+from warmgate.reconcile.planning.planning_cache import PlanningCache
+from warmgate.runtime import metrics
+from warmgate.runtime.follower import Followers, Operator
+from warmgate.runtime.sync import Synced
 from warmgate.settings import Settings
 
 LOG = logging.getLogger("test_followers")

@@ -1,4 +1,4 @@
-"""Leader election with client-go's semantics (handlers/leader.py), against an in-memory Lease.
+"""Leader election with client-go's semantics (runtime/leader.py), against an in-memory Lease.
 
 The real Lease API is exercised in tests/integration/test_leader_lease.py; here the clock is
 the test's, so every rule about time is checked exactly: a standby's wait is measured on its
@@ -12,7 +12,7 @@ import threading
 import time
 from typing import Any
 
-from warmgate.handlers.leader import Elector
+from warmgate.runtime.leader import Elector
 from warmgate.settings import LeaseSettings
 
 TIMINGS = LeaseSettings("warmgate", "ns", duration=15.0, renew_deadline=10.0, retry_period=2.0)
@@ -194,7 +194,7 @@ def test_a_standby_stops_standing_by_when_asked() -> None:
 def test_a_watch_stream_is_read_for_a_release_across_chunks() -> None:
     """The standby's watch (lease_api._released): a renewal is no news, a release, a deletion
     or an ERROR event (a version too old) ends the wait; events may be split across chunks."""
-    from warmgate.handlers.lease_api import _released
+    from warmgate.kube.lease_api import _released
 
     renewed = b'{"type":"MODIFIED","object":{"spec":{"holderIdentity":"a"}}}\n'
     released = b'{"type":"MODIFIED","object":{"spec":{"holderIdentity":""}}}\n'

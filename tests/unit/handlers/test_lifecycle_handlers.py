@@ -18,10 +18,10 @@ from support.paths import DOCS
 
 from warmgate.api import SpecDecodeDeploymentStatus
 from warmgate.api.constants import FINALIZER
-from warmgate.handlers import kopf_handlers, metrics
-from warmgate.handlers.follower import Operator
-from warmgate.handlers.kopf_handlers import kopf_settings, registry
-from warmgate.reconcile.planning_cache import PlanningCache
+from warmgate.reconcile.planning.planning_cache import PlanningCache
+from warmgate.runtime import kopf_handlers, metrics
+from warmgate.runtime.follower import Operator
+from warmgate.runtime.kopf_handlers import kopf_settings, registry
 from warmgate.settings import Settings
 
 LOG = logging.getLogger("test_lifecycle_handlers")
@@ -50,7 +50,7 @@ def test_no_handler_needs_a_finalizer_or_a_task_per_object() -> None:
 def test_a_deleted_objects_series_are_removed() -> None:
     from support.examples import example_sdd
 
-    from warmgate.reconcile.planning import evaluate
+    from warmgate.reconcile.planning.evaluate import evaluate
 
     sdd = example_sdd("llama31-8b-seeds", namespace="ns-gone", name="gone")
     metrics.record("ns-gone", "gone", evaluate(sdd))
@@ -76,7 +76,7 @@ def test_an_api_failure_is_retried_after_the_backoff(monkeypatch: pytest.MonkeyP
     status itself); an unreadable spec is reported once per generation, not on every sync."""
     from support.examples import example_sdd
 
-    from warmgate.handlers.sync import Synced
+    from warmgate.runtime.sync import Synced
 
     outcome = Synced(result=None, status=None, status_patch={"phase": "Ready"}, retry_after=4.0)  # type: ignore[arg-type]
     monkeypatch.setattr(kopf_handlers, "sync", lambda *a, **k: outcome)
@@ -138,7 +138,7 @@ def test_a_sync_after_the_delete_brings_no_series_back(monkeypatch: pytest.Monke
     monkeypatch.setattr(kopf_handlers._KopfEvents, "post", lambda *_: None)  # no kopf context
     from support.examples import example_sdd
 
-    from warmgate.reconcile.planning import evaluate
+    from warmgate.reconcile.planning.evaluate import evaluate
 
     sdd = example_sdd("llama31-8b-seeds", namespace="ns-late", name="late", uid="late-uid")
     runtime = Operator(

@@ -1,4 +1,4 @@
-"""The liveness endpoint (handlers/liveness.py): green while syncs make progress, red when not."""
+"""The liveness endpoint (runtime/liveness.py): green while syncs make progress, red when not."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from warmgate.handlers.liveness import Heartbeat, Liveness, SyncProgress, serve
+from warmgate.runtime.liveness import Heartbeat, Liveness, SyncProgress, serve
 
 
 class Clock:

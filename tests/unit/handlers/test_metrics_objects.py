@@ -13,8 +13,8 @@ from warmgate.api.status import (
     WarmupProgress,
     WarmupSummary,
 )
-from warmgate.handlers import metrics
-from warmgate.reconcile.planning import evaluate
+from warmgate.reconcile.planning.evaluate import evaluate
+from warmgate.runtime import metrics
 
 PER_OBJECT = {
     "warmgate_plan_buckets",

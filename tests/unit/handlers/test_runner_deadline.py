@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from warmgate.contract.board import read_board
-from warmgate.handlers.runner_endpoints import HttpRunnerEndpoints, fetch
-from warmgate.handlers.runner_watch import RunnerWatch
+from warmgate.kube.runner_endpoints import HttpRunnerEndpoints, fetch
+from warmgate.runtime.runner_watch import RunnerWatch
 
 ANSWER = b'HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n{"v": 1, "mode": "serve"}'
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from warmgate.handlers.runner_endpoints import (
+from warmgate.kube.runner_endpoints import (
     MAX_BYTES,
     RunnerDocError,
     depth,

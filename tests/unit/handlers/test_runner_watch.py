@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from warmgate.contract.board import RunnerBoard, read_board
-from warmgate.handlers.runner_watch import RunnerWatch, reading
+from warmgate.runtime.runner_watch import RunnerWatch, reading
 
 POD = {"metadata": {"name": "p", "uid": "pod-1"}}
 SHAPE = "('decode', 8, 1, 64)"

@@ -24,9 +24,9 @@ from support.kube_objects import (
 )
 
 from warmgate.api import SpecDecodeDeployment
-from warmgate.handlers.sync import Runtime, Synced, sync
-from warmgate.reconcile.planning import evaluate
-from warmgate.reconcile.planning_cache import PlanningCache
+from warmgate.reconcile.planning.evaluate import evaluate
+from warmgate.reconcile.planning.planning_cache import PlanningCache
+from warmgate.runtime.sync import Runtime, Synced, sync
 from warmgate.settings import Settings
 
 NS, NAME, UID = "llm", "served", "6f1c2d3e-0000-4000-8000-0000000000aa"

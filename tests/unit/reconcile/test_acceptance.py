@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from warmgate.contract.board import ServeBoard, read_board
-from warmgate.reconcile.acceptance import MIN_WRITE_INTERVAL_S, evaluate_acceptance, measured
+from warmgate.reconcile.sync.acceptance import MIN_WRITE_INTERVAL_S, evaluate_acceptance, measured
 
 AT = datetime(2026, 12, 2, 10, 0, 0, tzinfo=UTC)
 

@@ -23,11 +23,11 @@ from support.kube_objects import (
 )
 
 from warmgate.api import SpecDecodeDeployment
-from warmgate.reconcile.actions import Create, Decision, Delete, OpenGate, Patch
-from warmgate.reconcile.decide import decide
-from warmgate.reconcile.decide_warmup import warmup_target
-from warmgate.reconcile.observed import Observed
-from warmgate.reconcile.planning import PlanningResult, evaluate
+from warmgate.reconcile.planning.evaluate import PlanningResult, evaluate
+from warmgate.reconcile.sync.actions import Create, Decision, Delete, OpenGate, Patch
+from warmgate.reconcile.sync.decide import decide
+from warmgate.reconcile.sync.decide_warmup import warmup_target
+from warmgate.reconcile.sync.observed import Observed
 from warmgate.resources import desired_children
 from warmgate.settings import Settings
 

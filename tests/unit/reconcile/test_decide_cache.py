@@ -16,17 +16,17 @@ from support.kube_objects import job_status, serving_pod
 
 from warmgate.api import SpecDecodeDeployment, SpecDecodeDeploymentStatus, parse_manifest
 from warmgate.contract.order import CacheUsers
-from warmgate.handlers.cluster import ClusterError
-from warmgate.handlers.gather import Gatherer, NoEndpoints, cache_users, gather
-from warmgate.reconcile.actions import Create, Delete, Replace
-from warmgate.reconcile.decide import decide
-from warmgate.reconcile.decide_collect import claims_to_list, decide_collect
-from warmgate.reconcile.decide_warmup import warmup_target
-from warmgate.reconcile.observed import Observed
-from warmgate.reconcile.planning import evaluate
+from warmgate.kube.cluster import ClusterError
+from warmgate.reconcile.planning.evaluate import evaluate
+from warmgate.reconcile.sync.actions import Create, Delete, Replace
+from warmgate.reconcile.sync.decide import decide
+from warmgate.reconcile.sync.decide_collect import claims_to_list, decide_collect
+from warmgate.reconcile.sync.decide_warmup import warmup_target
+from warmgate.reconcile.sync.observed import Observed
 from warmgate.resources import Children, desired_children
 from warmgate.resources.cache_claim import build_cache_claim, legacy_claim_name
 from warmgate.resources.pod import cache_claim_name
+from warmgate.runtime.gather import Gatherer, NoEndpoints, cache_users, gather
 from warmgate.settings import Settings
 
 NS, NAME, UID = "llm", "cached", "6f1c2d3e-0000-4000-8000-0000000000cc"

@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 from warmgate.api.constants import Reason
 from warmgate.buckets import EngineShapeConfig, plan_buckets
 from warmgate.contract.board import ServeBoard
-from warmgate.reconcile.drift import evaluate_drift, with_drift
-from warmgate.reconcile.drift_seeds import DRAFTER_NO_SEEDS
-from warmgate.reconcile.verdict import Verdict
+from warmgate.reconcile.planning.drift_seeds import DRAFTER_NO_SEEDS
+from warmgate.reconcile.planning.verdict import Verdict
+from warmgate.reconcile.sync.drift import evaluate_drift, with_drift
 from warmgate.warmup.hook.lines import format_hook_line
 from warmgate.warmup.serve.watch import Watch, fresh_state
 

@@ -13,9 +13,9 @@ from warmgate.buckets.drafter.graphs import prove_drafter
 from warmgate.buckets.drafter.sweep import SWEEP_FORMAT
 from warmgate.contract.order import parse_plan
 from warmgate.contract.summary import TerminationSummary
-from warmgate.reconcile.drafter_plan import SAMPLE_BUDGET_S, sweep_budget
-from warmgate.reconcile.planning import evaluate
-from warmgate.reconcile.warmup_state import WarmupSeen, evaluate_warmup
+from warmgate.reconcile.planning.drafter_plan import SAMPLE_BUDGET_S, sweep_budget
+from warmgate.reconcile.planning.evaluate import evaluate
+from warmgate.reconcile.sync.warmup_state import WarmupSeen, evaluate_warmup
 from warmgate.resources import desired_children
 
 KEY = "gaudi2-tp1-" + "b" * 40

@@ -12,8 +12,8 @@ from support.resource_cases import UID
 
 from warmgate.api import DrafterWarmup, SpecDecodeDeployment
 from warmgate.api.status import Condition, WarmupSummary
-from warmgate.reconcile.planning import evaluate
-from warmgate.reconcile.warmup_state import WarmupSeen, evaluate_warmup, remembered
+from warmgate.reconcile.planning.evaluate import evaluate
+from warmgate.reconcile.sync.warmup_state import WarmupSeen, evaluate_warmup, remembered
 from warmgate.resources import cache_key
 
 KEY = "gaudi2-tp1-" + "b" * 40

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from sync_world import LOG, NAME, NS, World, verified
 
-from warmgate.handlers.sync import refuse_namespace, refused_namespace
+from warmgate.runtime.sync import refuse_namespace, refused_namespace
 from warmgate.settings import Settings, SettingsError
 
 NEW_PLAN = {"speculative": {"method": "ngram", "numSpeculativeTokens": 3}}

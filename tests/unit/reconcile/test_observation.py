@@ -25,15 +25,15 @@ from support.kube_objects import (
 from warmgate.api.status import SpecDecodeDeploymentStatus, WarmupProgress
 from warmgate.buckets import EngineShapeConfig, plan_buckets
 from warmgate.contract.board import RunnerBoard, ServeBoard, WarmupBoard, read_board
-from warmgate.handlers.runner_endpoints import RunnerDocError
-from warmgate.handlers.sync import Runtime, sync
-from warmgate.reconcile.decide_serving import proven_pods
-from warmgate.reconcile.drift import MAX_REMEMBERED, evaluate_drift
-from warmgate.reconcile.drift_seeds import bucket_of, parse_shape, propose
-from warmgate.reconcile.observed import Observed
-from warmgate.reconcile.planning import evaluate
-from warmgate.reconcile.planning_cache import PlanningCache
-from warmgate.reconcile.progress import compiled_fraction, plan_phases, progress_of, throttled
+from warmgate.kube.runner_endpoints import RunnerDocError
+from warmgate.reconcile.planning.drift_seeds import bucket_of, parse_shape, propose
+from warmgate.reconcile.planning.evaluate import evaluate
+from warmgate.reconcile.planning.planning_cache import PlanningCache
+from warmgate.reconcile.sync.decide_serving import proven_pods
+from warmgate.reconcile.sync.drift import MAX_REMEMBERED, evaluate_drift
+from warmgate.reconcile.sync.observed import Observed
+from warmgate.reconcile.sync.progress import compiled_fraction, plan_phases, progress_of, throttled
+from warmgate.runtime.sync import Runtime, sync
 from warmgate.settings import Settings
 
 NS, NAME, UID = "llm", "observed", "6f1c2d3e-0000-4000-8000-0000000000bb"
@@ -282,7 +282,7 @@ def test_the_proposal_is_planned_again_only_when_the_remembered_shapes_change(
         plannings.append(len(shapes))
         return propose(plan, shapes)
 
-    monkeypatch.setattr("warmgate.reconcile.drift.propose", counted)
+    monkeypatch.setattr("warmgate.reconcile.sync.drift.propose", counted)
     record = None
     for upto in (25, 25, 26, 26):
         record = evaluate_drift(
@@ -433,7 +433,7 @@ def test_slow_runners_share_one_read_budget_per_sync(
     world.serve("served-a")
     world.serve("served-b")
     clock = iter(range(0, 100, 3))  # every read seems to take 3 s
-    monkeypatch.setattr("warmgate.handlers.gather.monotonic", lambda: next(clock))
+    monkeypatch.setattr("warmgate.runtime.gather.monotonic", lambda: next(clock))
     world.endpoints.reads.clear()
     world.sync()
     assert world.endpoints.reads == ["served-a"]  # the budget of 5 s ran out after one Pod

@@ -10,9 +10,9 @@ from support.examples import example_sdd
 from warmgate.api import ManifestError, get_condition
 from warmgate.buckets import plan_buckets
 from warmgate.buckets.coverage.prove import prove_coverage
-from warmgate.reconcile.model_size import model_size
-from warmgate.reconcile.planning import evaluate
-from warmgate.reconcile.status_builder import build_status
+from warmgate.reconcile.planning.evaluate import evaluate
+from warmgate.reconcile.planning.model_size import model_size
+from warmgate.reconcile.sync.status_builder import build_status
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 

@@ -9,8 +9,8 @@ from typing import Any
 from support.examples import example_sdd
 
 from warmgate.api import SpecDecodeDeployment
-from warmgate.reconcile.planning import PlanningResult, evaluate
-from warmgate.reconcile.planning_cache import PlanningCache, deep_size, plan_key
+from warmgate.reconcile.planning.evaluate import PlanningResult, evaluate
+from warmgate.reconcile.planning.planning_cache import PlanningCache, deep_size, plan_key
 
 
 class Counting:

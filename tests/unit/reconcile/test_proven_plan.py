@@ -14,9 +14,9 @@ from support.examples import example_doc, example_sdd
 from warmgate.api import engine_shape_config
 from warmgate.cli import main
 from warmgate.cli.demo import _print_plan
-from warmgate.reconcile.model_size import model_size
-from warmgate.reconcile.planning import evaluate
-from warmgate.reconcile.proven_plan import PlanPolicy, evaluate_plan, total_buckets
+from warmgate.reconcile.planning.evaluate import evaluate
+from warmgate.reconcile.planning.model_size import model_size
+from warmgate.reconcile.planning.proven_plan import PlanPolicy, evaluate_plan, total_buckets
 
 EAGLE3 = "llama31-8b-eagle3-gaudi2"
 
@@ -150,7 +150,7 @@ def test_the_size_estimate_brackets_the_plan(spec: dict[str, Any]) -> None:
 
     from warmgate.api import engine_shape_config
     from warmgate.buckets import plan_buckets
-    from warmgate.reconcile.proven_plan import plan_size, total_buckets
+    from warmgate.reconcile.planning.proven_plan import plan_size, total_buckets
 
     spec = {"buckets": {"strategy": "lin"}, **spec}
     config = engine_shape_config(example_sdd("minimal-ngram", **spec))

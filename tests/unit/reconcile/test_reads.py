@@ -16,11 +16,11 @@ from warmgate.api import (
     parse_manifest,
 )
 from warmgate.api.conditions import get_condition, set_condition
-from warmgate.reconcile.decide import decide_unreadable
-from warmgate.reconcile.observed import Observed
-from warmgate.reconcile.planning import evaluate
-from warmgate.reconcile.reads import job_reads, reads
-from warmgate.reconcile.verdict import MESSAGE_LIMIT
+from warmgate.reconcile.planning.evaluate import evaluate
+from warmgate.reconcile.planning.verdict import MESSAGE_LIMIT
+from warmgate.reconcile.sync.decide import decide_unreadable
+from warmgate.reconcile.sync.observed import Observed
+from warmgate.reconcile.sync.reads import job_reads, reads
 from warmgate.resources.cache_claim import legacy_claim_name
 from warmgate.resources.pod import cache_claim_name
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from warmgate.reconcile.serving_state import Serving, ServingState, evaluate_serving
+from warmgate.reconcile.sync.serving_state import Serving, ServingState, evaluate_serving
 
 NEW, OLD = "a" * 64, "b" * 64
 NAMES = ("x-serving", "x-serving")

@@ -10,8 +10,8 @@ from test_warmup_state import KEY, OWNED, TEMPLATE, TRACKED
 
 from warmgate.api.status import WarmupShards
 from warmgate.contract.shardspec import shard_key
-from warmgate.reconcile.warmup_shards import INDEX_ANNOTATION, job_shards, read_shards
-from warmgate.reconcile.warmup_state import evaluate_warmup
+from warmgate.reconcile.sync.warmup_shards import INDEX_ANNOTATION, job_shards, read_shards
+from warmgate.reconcile.sync.warmup_state import evaluate_warmup
 
 N = 4
 
@@ -151,7 +151,7 @@ INDEX_VAR = {
 def test_the_index_the_job_controller_adds_is_the_templates_and_nothing_else() -> None:
     """An Indexed Job's Pods carry JOB_COMPLETION_INDEX in every container (the Job controller
     adds it): still the template. The same name with a value of the Pod's own is not."""
-    from warmgate.reconcile.pod_template import template_mismatch
+    from warmgate.reconcile.sync.pod_template import template_mismatch
 
     template = {"spec": {"containers": [{"name": "warmup", "image": "i", "env": []}]}}
     pod = {"spec": {"containers": [{"name": "warmup", "image": "i", "env": [INDEX_VAR]}]}}

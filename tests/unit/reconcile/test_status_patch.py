@@ -4,7 +4,7 @@ fields a newer operator wrote are never nulled (issue 23 item 13, issue 24 item 
 from __future__ import annotations
 
 from warmgate.api import SpecDecodeDeploymentStatus
-from warmgate.reconcile.status_builder import status_patch
+from warmgate.reconcile.sync.status_builder import status_patch
 
 
 def _status(doc: dict[str, object]) -> SpecDecodeDeploymentStatus:

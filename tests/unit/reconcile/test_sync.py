@@ -13,9 +13,9 @@ import pytest
 from support.kube_objects import rolled_out_status, serving_pod
 from sync_world import NAME, NS, World, verified
 
-from warmgate.handlers.cluster import ClusterError
-from warmgate.reconcile.planning import evaluate
-from warmgate.reconcile.proven_plan import total_buckets
+from warmgate.kube.cluster import ClusterError
+from warmgate.reconcile.planning.evaluate import evaluate
+from warmgate.reconcile.planning.proven_plan import total_buckets
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ from support.kube_objects import rolled_out_status
 from sync_world import LOG, NAME, NS, World, verified
 
 from warmgate.api.constants import ANNOTATION_REWARM
-from warmgate.handlers.cluster import ClusterError
-from warmgate.handlers.sync import keep_serving
+from warmgate.kube.cluster import ClusterError
+from warmgate.runtime.sync import keep_serving
 
 NEW_PLAN = {"speculative": {"method": "ngram", "numSpeculativeTokens": 3}}
 UNSCHEDULABLE = {

@@ -15,11 +15,11 @@ import pytest
 from sync_world import LOG, World
 
 from warmgate.api import SpecDecodeDeploymentStatus
-from warmgate.handlers.apply import StatusVersion
-from warmgate.handlers.backoff import BASE_S
-from warmgate.handlers.cluster import ClusterError
-from warmgate.handlers.follower import StatusMemory
-from warmgate.handlers.sync import Synced, sync
+from warmgate.kube.cluster import ClusterError
+from warmgate.runtime.apply import StatusVersion
+from warmgate.runtime.backoff import BASE_S
+from warmgate.runtime.follower import StatusMemory
+from warmgate.runtime.sync import Synced, sync
 
 
 def _sync(world: World, version: str | None) -> Synced:

@@ -10,7 +10,7 @@ import pytest
 from support.kube_objects import runner_summary, terminated_status, warmup_pod
 
 from warmgate.contract.summary import TerminationSummary
-from warmgate.reconcile.warmup_state import (
+from warmgate.reconcile.sync.warmup_state import (
     WarmupSeen,
     evaluate_warmup,
     owned_pods,
@@ -280,7 +280,7 @@ def test_complete_job_without_this_plans_verdict_is_refused(pods: list[dict[str,
 
 def test_a_verdict_recorded_in_status_survives_the_job_for_the_same_key_only() -> None:
     from warmgate.api import WarmupSummary, set_condition
-    from warmgate.reconcile.warmup_state import remembered
+    from warmgate.reconcile.sync.warmup_state import remembered
 
     warmed = set_condition([], "Warmed", "True", "WarmupSucceeded", "verified")[0]
     summary = WarmupSummary(cache_key=KEY, kv_blocks=4321)
@@ -298,7 +298,7 @@ def test_a_verdict_recorded_in_status_survives_the_job_for_the_same_key_only() -
 def test_the_record_vouches_for_one_cache_claim_only() -> None:
     """Issue 11 item 7: a claim that is gone or was replaced no longer holds the entry."""
     from warmgate.api import WarmupSummary, set_condition
-    from warmgate.reconcile.warmup_state import remembered
+    from warmgate.reconcile.sync.warmup_state import remembered
 
     warmed = set_condition([], "Warmed", "True", "WarmupSucceeded", "verified")[0]
     summary = WarmupSummary(cache_key=KEY, cache_claim_uid="uid-claim-1")
@@ -375,7 +375,7 @@ def test_a_gaudi_run_records_its_engine_kind_and_the_opt_in_changes_nothing_for_
 
 def test_a_cpu_engine_record_keeps_its_reason() -> None:
     from warmgate.api import WarmupSummary, set_condition
-    from warmgate.reconcile.warmup_state import remembered
+    from warmgate.reconcile.sync.warmup_state import remembered
 
     warmed = set_condition([], "Warmed", "True", "CPUEngine", "The engine was a CPU build")[0]
     state = remembered(warmed, WarmupSummary(cache_key=KEY, engine_kind="cpu"), KEY, None)

@@ -11,7 +11,7 @@ from support.resource_cases import EXAMPLES
 from warmgate.api import SpecDecodeDeployment, parse_manifest
 from warmgate.buckets import BucketPlan
 from warmgate.contract.order import KEY_RE
-from warmgate.reconcile.planning import evaluate
+from warmgate.reconcile.planning.evaluate import evaluate
 from warmgate.resources import cache_key
 
 BASE = next(p for p in EXAMPLES if p.stem == "llama31-8b-eagle3-gaudi2")

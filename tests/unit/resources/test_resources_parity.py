@@ -134,4 +134,4 @@ def test_the_package_imports_neither_kopf_nor_kubernetes() -> None:
             for name in names:
                 top = name.split(".")[0]
                 assert top not in {"kopf", "kubernetes"}, f"{path.name} imports {name}"
-                assert not name.startswith("warmgate.handlers"), f"{path.name} imports {name}"
+                assert not name.startswith("warmgate.runtime"), f"{path.name} imports {name}"

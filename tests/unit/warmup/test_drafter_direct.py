@@ -23,8 +23,8 @@ from warmgate.contract.drafterwarm import (
 from warmgate.contract.order import PlanError, parse_plan
 from warmgate.contract.summary import DirectWarmupCounts, TerminationSummary
 from warmgate.contract.sweepplan import Graph
-from warmgate.reconcile.drafter_plan import sweep_budget
-from warmgate.reconcile.planning import evaluate
+from warmgate.reconcile.planning.drafter_plan import sweep_budget
+from warmgate.reconcile.planning.evaluate import evaluate
 from warmgate.warmup.hook import drafter_warm
 from warmgate.warmup.hook.lines import HookEvent, format_hook_line, parse_hook_line
 from warmgate.warmup.runner.direct_check import check_direct

@@ -19,10 +19,10 @@ from warmgate.api.status import WarmupProgress
 from warmgate.contract import schema
 from warmgate.contract.board import ServeBoard, WarmupBoard, read_board
 from warmgate.contract.summary import TerminationSummary
-from warmgate.handlers.runner_endpoints import RunnerDocError, parse_board
-from warmgate.handlers.runner_watch import RunnerWatch
-from warmgate.reconcile.drift_seeds import parse_shape
-from warmgate.reconcile.progress import progress_of
+from warmgate.kube.runner_endpoints import RunnerDocError, parse_board
+from warmgate.reconcile.planning.drift_seeds import parse_shape
+from warmgate.reconcile.sync.progress import progress_of
+from warmgate.runtime.runner_watch import RunnerWatch
 
 INT64_MAX = 2**63 - 1
 AT = datetime(2026, 12, 5, 10, 0, tzinfo=UTC)
