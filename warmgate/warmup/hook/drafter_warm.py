@@ -74,8 +74,8 @@ Warmer = Callable[[Graph], tuple[bool, str, dict[str, Any]]]
 
 # What the Gaudi path relies on in vllm-gaudi (issue 33 item 4): the parameters of the methods
 # it calls, in order (it passes them positionally), and the attributes it reads. Checked
-# against vllm-gaudi's source at both pinned commits (tests/unit/warmup/data/
-# vllm_gaudi_surface.json, tests/unit/warmup/test_gaudi_surface.py) and, in the engine, against
+# against vllm-gaudi's source at both pinned commits (tests/runner/data/
+# vllm_gaudi_surface.json, tests/runner/test_gaudi_surface.py) and, in the engine, against
 # the classes it finds (``surface_problems``): a moved engine ends the direct warmup with
 # state=error and the difference, never a guess. Where the commits differ, PROFILE_SURFACE
 # holds each profile's side (the plan's ``profile`` picks).

@@ -102,7 +102,7 @@ def test_the_testdata_covers_every_phase_and_each_reads_as_its_name_says() -> No
 
 def test_the_testdata_is_what_the_sync_writes_in_each_phase() -> None:
     """The committed objects are the phases' statuses (regenerate: python
-    tests/unit/reconcile/gitops_phases.py deploy/gitops/argocd/resource_customizations/
+    tests/unit/runtime/gitops_phases.py deploy/gitops/argocd/resource_customizations/
     warmgate.dev/SpecDecodeDeployment/testdata) in condition types, statuses and reasons."""
     for name in PHASES:
         committed = yaml.safe_load((ARGO_DIR / "testdata" / f"{name}.yaml").read_text())

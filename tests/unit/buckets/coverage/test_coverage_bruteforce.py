@@ -12,7 +12,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 from support.engines import engine_fields
-from warmup_sim import simulated_decode_warmup, simulated_prompt_warmup
+from support.warmup_sim import simulated_decode_warmup, simulated_prompt_warmup
 
 from warmgate.buckets import (
     BucketPlan,

@@ -5,7 +5,7 @@ health expressions and Argo CD's health script. Each is built by driving the rea
 the fake cluster (sync_world: the test plays the Job, Deployment and ReplicaSet controllers and
 the kubelet, as the e2e tier's real ones do), then dressed as the API server serves it.
 
-    python tests/unit/reconcile/gitops_phases.py DIR   # writes DIR/<phase>.yaml (Argo CD testdata)
+    python tests/unit/runtime/gitops_phases.py DIR   # writes DIR/<phase>.yaml (Argo CD testdata)
 """
 
 from __future__ import annotations

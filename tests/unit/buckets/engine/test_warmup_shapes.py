@@ -8,7 +8,7 @@ import pytest
 from bucket_golden import config
 from hypothesis import assume, given
 from hypothesis import strategies as st
-from warmup_sim import simulated_decode_warmup, simulated_prompt_warmup
+from support.warmup_sim import simulated_decode_warmup, simulated_prompt_warmup
 
 from warmgate.buckets import EngineShapeConfig, plan_buckets
 from warmgate.buckets.engine.warmup_shapes import (

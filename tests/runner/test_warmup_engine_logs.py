@@ -20,7 +20,7 @@ from warmgate.warmup.engine.parse import EngineLog, LogParser
 from warmgate.warmup.runner.outcomes import Outcome
 from warmgate.warmup.runner.verdict import decide, early_mismatches, final_verdict, unwarmed_reasons
 
-FIXTURES = Path(__file__).resolve().parents[2] / "doubles" / "fixtures" / "engine_logs"
+FIXTURES = Path(__file__).resolve().parents[1] / "doubles" / "fixtures" / "engine_logs"
 CASES: dict[str, Any] = json.loads((FIXTURES / "cases.json").read_text())
 UNWARMED = "Configuration: ('decode', 24, 1, 768) was not warmed-up!"
 DROPPED = (
