@@ -26,6 +26,7 @@ from support.kube_objects import (
 from warmgate.api import SpecDecodeDeployment
 from warmgate.reconcile.planning.evaluate import evaluate
 from warmgate.reconcile.planning.planning_cache import PlanningCache
+from warmgate.runtime.gather import RunnerEndpoints
 from warmgate.runtime.sync import Runtime, Synced, sync
 from warmgate.settings import Settings
 
@@ -37,7 +38,9 @@ T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 class World:
     """One SpecDecodeDeployment, the fake cluster, and the status each sync writes back."""
 
-    def __init__(self, stem: str = "llama31-8b-seeds", **spec: Any) -> None:
+    def __init__(
+        self, stem: str = "llama31-8b-seeds", endpoints: RunnerEndpoints | None = None, **spec: Any
+    ) -> None:
         self.stem = stem
         self.sdd = example_sdd(stem, namespace=NS, name=NAME, uid=UID, **spec)
         self.cluster = FakeCluster(created=T0.strftime("%Y-%m-%dT%H:%M:%SZ"))
@@ -45,7 +48,9 @@ class World:
         self.planned: list[int] = []
         self.now = T0
         settings = Settings(operator_image="warmgate:test")
-        self.runtime = Runtime(settings, self.cluster, PlanningCache(self._plan))
+        self.endpoints: Any = endpoints  # the runners' status ports, as the test plays them
+        readers = {"endpoints": endpoints} if endpoints is not None else {}
+        self.runtime = Runtime(settings, self.cluster, PlanningCache(self._plan), **readers)
 
     def _plan(self, sdd: SpecDecodeDeployment) -> Any:
         self.planned.append(sdd.metadata.generation or 0)
@@ -140,6 +145,39 @@ class World:
         ready = wanted if ready is None else ready
         deployment["status"] = rolled_out_status(generation, ready, **counts)
         return pods
+
+    def running_warmup(self) -> str:
+        """The warmup Pod the Job controller starts, Running with an IP."""
+        job = self.job()
+        meta, template = job["metadata"], job["spec"]["template"]
+        pod = warmup_pod(NS, meta["name"], meta["uid"], template=template)
+        pod["status"] = {"phase": "Running", "podIP": "10.0.0.7"}
+        self.cluster.put(pod)
+        return str(pod["metadata"]["name"])
+
+    def key(self) -> str:
+        return str(self.job()["metadata"]["annotations"]["warmgate.dev/cache-key"])
+
+    def verify(self) -> None:
+        """The warmup Pod's runner verified the plan and the Job succeeded; one sync."""
+        job = self.job()
+        meta, template = job["metadata"], job["spec"]["template"]
+        pod = warmup_pod(NS, meta["name"], meta["uid"], template=template)
+        pod["status"] = terminated_status(runner_summary("verified", self.key()), True)
+        self.cluster.put(pod)
+        self.cluster.get("Job", NS, job["metadata"]["name"])["status"] = job_status(True)
+        self.sync()
+
+    def serve(self, name: str = "served-a") -> dict[str, Any]:
+        """One serving Pod ``name``, Running with an IP, of a ReplicaSet the Deployment controls;
+        the Deployment rolled out."""
+        deployment = self.deployment()
+        rs = self.cluster.put(replica_set(NS, deployment, f"{NAME}-serving-rs-{name}"))
+        pod = serving_pod(NS, rs, name)
+        pod["status"] = {"phase": "Running", "podIP": "10.0.0.9"}
+        self.cluster.put(pod)
+        deployment["status"] = rolled_out_status(deployment["metadata"]["generation"], ready=1)
+        return deployment
 
 
 def verified(world: World, kv_blocks: int = 4321) -> None:

@@ -1,26 +1,22 @@
 """Warmup progress and serving drift, as one sync reads them from the runners' endpoints: the
 pure rules (progress, rate limit, drift record, seed proposal) and the whole sync against the
-fake cluster, with the test playing the runners' status documents."""
+fake cluster (`sync_world.World`, the runners' endpoints played by the test)."""
 
 from __future__ import annotations
 
 import copy
-import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from support.examples import example_sdd
-from support.fake_cluster import FakeCluster, RecordedEvents
 from support.kube_objects import (
     job_status,
-    replica_set,
-    rolled_out_status,
     runner_summary,
-    serving_pod,
     terminated_status,
     warmup_pod,
 )
+from sync_world import NAME, NS, World
 
 from warmgate.api.status import SpecDecodeDeploymentStatus, WarmupProgress
 from warmgate.buckets import EngineShapeConfig, plan_buckets
@@ -28,16 +24,11 @@ from warmgate.contract.board import RunnerBoard, ServeBoard, WarmupBoard, read_b
 from warmgate.kube.runner_endpoints import RunnerDocError
 from warmgate.reconcile.planning.drift_seeds import bucket_of, parse_shape, propose
 from warmgate.reconcile.planning.evaluate import evaluate
-from warmgate.reconcile.planning.planning_cache import PlanningCache
 from warmgate.reconcile.sync.decide_serving import proven_pods
 from warmgate.reconcile.sync.drift import MAX_REMEMBERED, evaluate_drift
 from warmgate.reconcile.sync.observed import Observed
 from warmgate.reconcile.sync.progress import compiled_fraction, plan_phases, progress_of, throttled
-from warmgate.runtime.sync import Runtime, sync
-from warmgate.settings import Settings
 
-NS, NAME, UID = "llm", "observed", "6f1c2d3e-0000-4000-8000-0000000000bb"
-LOG = logging.getLogger("test_observation")
 AT = datetime(2026, 11, 30, 10, 0, 0, tzinfo=UTC)
 
 
@@ -56,60 +47,9 @@ class Endpoints:
         return read_board(doc) if doc is not None else None
 
 
-class World:
-    def __init__(self) -> None:
-        self.sdd = example_sdd("llama31-8b-seeds", namespace=NS, name=NAME, uid=UID)
-        self.cluster, self.events, self.endpoints = FakeCluster(), RecordedEvents(), Endpoints()
-        settings = Settings(operator_image="warmgate:test")
-        self.runtime = Runtime(settings, self.cluster, PlanningCache(evaluate), self.endpoints)
-
-    def sync(self) -> dict[str, Any]:
-        outcome = sync(self.sdd, self.runtime, self.events, LOG)
-        self.sdd = self.sdd.model_copy(update={"status": outcome.status})
-        return outcome.status_patch
-
-    def job(self) -> dict[str, Any]:
-        (job,) = self.cluster.of_kind("Job")
-        return job
-
-    def running_warmup(self) -> str:
-        """The warmup Pod the Job controller starts, Running with an IP."""
-        job = self.job()
-        meta, template = job["metadata"], job["spec"]["template"]
-        pod = warmup_pod(NS, meta["name"], meta["uid"], template=template)
-        pod["status"] = {"phase": "Running", "podIP": "10.0.0.7"}
-        self.cluster.put(pod)
-        return str(pod["metadata"]["name"])
-
-    def key(self) -> str:
-        return str(self.job()["metadata"]["annotations"]["warmgate.dev/cache-key"])
-
-    def verify(self) -> None:
-        job = self.job()
-        meta, template = job["metadata"], job["spec"]["template"]
-        pod = warmup_pod(NS, meta["name"], meta["uid"], template=template)
-        pod["status"] = terminated_status(runner_summary("verified", self.key()), True)
-        self.cluster.put(pod)
-        self.cluster.get("Job", NS, job["metadata"]["name"])["status"] = job_status(True)
-        self.sync()
-
-    def serve(self, name: str = "served-a") -> dict[str, Any]:
-        deployment = self.cluster.get("Deployment", NS, f"{NAME}-serving")
-        rs = self.cluster.put(replica_set(NS, deployment, f"{NAME}-serving-rs-{name}"))
-        pod = serving_pod(NS, rs, name)
-        pod["status"] = {"phase": "Running", "podIP": "10.0.0.9"}
-        self.cluster.put(pod)
-        deployment["status"] = rolled_out_status(deployment["metadata"]["generation"], ready=1)
-        return deployment
-
-    def conditions(self) -> dict[str, tuple[str, str]]:
-        assert self.sdd.status is not None
-        return {c.type: (c.status, c.reason) for c in self.sdd.status.conditions or []}
-
-
 @pytest.fixture
 def world() -> World:
-    return World()
+    return World(endpoints=Endpoints())
 
 
 def _doc(key: str, prompt: tuple[int, int], decode: tuple[int, int], elapsed: float) -> Any:
@@ -296,18 +236,20 @@ def test_the_proposal_is_planned_again_only_when_the_remembered_shapes_change(
 # ---- the sync -------------------------------------------------------------------------
 
 
-def test_the_running_warmups_progress_reaches_the_status_at_a_bounded_rate(world: World) -> None:
+def test_the_running_warmups_progress_reaches_the_status_at_a_bounded_rate(
+    world: World,
+) -> None:
     world.sync()
     pod = world.running_warmup()
     world.endpoints.docs[pod] = _doc(world.key(), (34, 34), (10, 189), 60.0)
-    patch = world.sync()
+    patch = world.sync().status_patch
     progress = patch["warmup"]["progress"]
     assert progress["warmedBuckets"] == 44
     assert 0 < progress["compiledFraction"] < 1
     assert progress["plannedBuckets"] == world.sdd.status.plan.total_buckets  # type: ignore[union-attr]
     assert patch["warmup"]["warmedBuckets"] == 44
     world.endpoints.docs[pod] = _doc(world.key(), (34, 34), (20, 189), 61.0)
-    assert world.sync() == {}  # the next resync within 10 s writes nothing
+    assert world.sync().status_patch == {}  # the next resync within 10 s writes nothing
     status = world.sdd.status
     assert status is not None
     assert status.warmup is not None
@@ -322,7 +264,7 @@ def test_the_running_warmups_progress_reaches_the_status_at_a_bounded_rate(world
             )
         }
     )
-    assert world.sync()["warmup"]["progress"]["warmedBuckets"] == 54
+    assert world.sync().status_patch["warmup"]["progress"]["warmedBuckets"] == 54
 
 
 def _merge(target: Any, patch: Any) -> Any:
@@ -349,7 +291,7 @@ def test_a_finished_warmups_progress_leaves_the_stored_status(world: World) -> N
     world.sync()
     pod = world.running_warmup()
     world.endpoints.docs[pod] = _doc(world.key(), (3, 34), (0, 189), 120.0)
-    stored = _merge(_stored(world.sdd.status), world.sync())
+    stored = _merge(_stored(world.sdd.status), world.sync().status_patch)
     assert stored["warmup"]["progress"]["warmedBuckets"] == 3
     job = world.job()
     meta, template = job["metadata"], job["spec"]["template"]
@@ -357,7 +299,7 @@ def test_a_finished_warmups_progress_leaves_the_stored_status(world: World) -> N
     done["status"] = terminated_status(runner_summary("verified", world.key()), True)
     world.cluster.put(done)
     world.cluster.get("Job", NS, job["metadata"]["name"])["status"] = job_status(True)
-    patch = world.sync()
+    patch = world.sync().status_patch
     assert patch["warmup"]["progress"] is None
     stored = _merge(stored, patch)
     assert "progress" not in stored["warmup"]
@@ -365,7 +307,7 @@ def test_a_finished_warmups_progress_leaves_the_stored_status(world: World) -> N
     world.sdd = world.sdd.model_copy(
         update={"status": SpecDecodeDeploymentStatus.model_validate(stored)}
     )
-    assert world.sync() == {}  # read back from the server, nothing is left to write
+    assert world.sync().status_patch == {}  # read back from the server, nothing is left to write
 
 
 def test_drift_while_serving_is_recorded_announced_and_proposed(world: World) -> None:
@@ -377,7 +319,7 @@ def test_drift_while_serving_is_recorded_announced_and_proposed(world: World) ->
     world.events.clear()
     serve_doc = {"mode": "serve", "unwarmed": ["('decode', 3, 1, 40)"], "not_prepared_count": 1}
     world.endpoints.docs["served-a"] = serve_doc
-    patch = world.sync()
+    patch = world.sync().status_patch
     drift = patch["drift"]
     assert (drift["unwarmedShapes"], drift["notPrepared"]) == (1, 1)
     assert drift["shapes"] == ["('decode', 3, 1, 40)"]
@@ -387,7 +329,7 @@ def test_drift_while_serving_is_recorded_announced_and_proposed(world: World) ->
     assert world.events.reasons() == ["UnwarmedShapeObserved"]
     assert "('decode', 3, 1, 40)" in world.events.posted[0][2]
     world.events.clear()
-    assert world.sync() == {}  # nothing new: no write, no Event
+    assert world.sync().status_patch == {}  # nothing new: no write, no Event
     assert world.events.posted == []
     world.endpoints.docs["served-a"] = {"mode": "serve", "unwarmed": []}  # the Pod restarted
     world.sync()
@@ -403,10 +345,11 @@ def test_the_engines_acceptance_reaches_status_serving(world: World) -> None:
     counters = {"drafts": 30, "draft_tokens": 60, "accepted_tokens": 60}
     world.endpoints.docs["served-a"] = {"mode": "serve", "unwarmed": [], "spec_decode": counters}
     world.endpoints.docs["served-b"] = {"mode": "serve", "unwarmed": [], "spec_decode": None}
-    measured = world.sync()["serving"]["specDecode"]
+    measured = world.sync().status_patch["serving"]["specDecode"]
     assert (measured["acceptanceRate"], measured["meanAcceptanceLength"]) == (1.0, 3.0)
     assert (measured["draftTokens"], measured["acceptedTokens"], measured["pods"]) == (60, 60, 1)
-    assert world.sync() == {}  # the counters did not move, nor would a write within 30 s
+    # the counters did not move, nor would a write within 30 s
+    assert world.sync().status_patch == {}
     world.endpoints.docs.clear()  # no Pod answers: the record stays
     world.sync()
     assert world.sdd.status.serving.spec_decode.acceptance_rate == 1.0  # type: ignore[union-attr]
@@ -542,7 +485,7 @@ def test_the_warmed_count_holds_from_the_runners_end_to_the_verdict(world: World
     assert total is not None
     pod = world.running_warmup()
     world.endpoints.docs[pod] = _doc(world.key(), (prompt, prompt), (decode, decode), 300.0)
-    stored = _merge(_stored(world.sdd.status), world.sync())
+    stored = _merge(_stored(world.sdd.status), world.sync().status_patch)
     assert (stored["warmup"]["warmedBuckets"], total) == (prompt + decode, prompt + decode)
     assert stored["warmup"]["progress"]["percent"] == 100
     job = world.job()
@@ -550,11 +493,11 @@ def test_the_warmed_count_holds_from_the_runners_end_to_the_verdict(world: World
     ended = warmup_pod(NS, meta["name"], meta["uid"], template=template, tracked=False)
     ended["status"] = terminated_status(runner_summary("verified", world.key()), True)
     world.cluster.put(ended)  # the Job's status counts it in uncountedTerminatedPods only
-    stored = _merge(stored, world.sync())
+    stored = _merge(stored, world.sync().status_patch)
     assert stored["warmup"]["warmedBuckets"] == total
     assert stored["warmup"]["progress"]["percent"] == 100
     world.cluster.get("Job", NS, meta["name"])["status"] = job_status(True)
-    stored = _merge(stored, world.sync())
+    stored = _merge(stored, world.sync().status_patch)
     assert world.conditions()["Warmed"] == ("True", "WarmupSucceeded")
     assert stored["warmup"]["warmedBuckets"] == total
     assert "progress" not in stored["warmup"]
