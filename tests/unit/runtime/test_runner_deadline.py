@@ -8,64 +8,28 @@ every Pod in one thread: another namespace's object was not woken for 30 s and m
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from support.dripping import DrippingBoard
 
 from warmgate.contract.board import read_board
 from warmgate.kube.runner_endpoints import HttpRunnerEndpoints, fetch
 from warmgate.runtime.runner_watch import RunnerWatch
 
-ANSWER = b'HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n{"v": 1, "mode": "serve"}'
-
-
-class Dripping:
-    """A status port that answers one byte every ``pause`` seconds (on loopback)."""
-
-    def __init__(self, pause: float) -> None:
-        self.pause = pause
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.stop = threading.Event()
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._drip, args=(conn,), daemon=True).start()
-
-    def _drip(self, conn: socket.socket) -> None:
-        with conn:
-            conn.recv(4096)
-            for byte in ANSWER:
-                if self.stop.is_set():
-                    return
-                try:
-                    conn.sendall(bytes([byte]))
-                except OSError:
-                    return
-                time.sleep(self.pause)
-
-    def close(self) -> None:
-        self.stop.set()
-        self.listener.close()
+BODY = b'{"v": 1, "mode": "serve"}'
 
 
 @pytest.fixture
-def dripping() -> Iterator[Dripping]:
-    served = Dripping(pause=0.05)
+def dripping() -> Iterator[DrippingBoard]:
+    served = DrippingBoard(BODY, pause=0.05)
     yield served
     served.close()
 
 
-def test_the_deadline_is_for_the_whole_answer(dripping: Dripping) -> None:
+def test_the_deadline_is_for_the_whole_answer(dripping: DrippingBoard) -> None:
     """The answer takes about 4 s, each byte well within the socket timeout: the read gives up
     at the deadline."""
     start = time.monotonic()
@@ -74,7 +38,7 @@ def test_the_deadline_is_for_the_whole_answer(dripping: Dripping) -> None:
 
 
 def test_a_whole_answer_within_the_deadline_is_read() -> None:
-    fast = Dripping(pause=0.0)
+    fast = DrippingBoard(BODY, pause=0.0)
     try:
         text = fetch("127.0.0.1", fast.port, deadline_s=5.0)
     finally:
@@ -83,7 +47,7 @@ def test_a_whole_answer_within_the_deadline_is_read() -> None:
     assert b'"mode": "serve"' in text
 
 
-def test_a_dripping_pod_is_skipped_by_the_reader(dripping: Dripping) -> None:
+def test_a_dripping_pod_is_skipped_by_the_reader(dripping: DrippingBoard) -> None:
     pod = {
         "metadata": {"name": "slow"},
         "spec": {
@@ -120,7 +84,7 @@ def test_one_slow_runner_does_not_hold_the_others_in_the_watch() -> None:
 def test_a_pod_on_the_nodes_network_is_never_asked() -> None:
     """Issue 34 case 8: a hostNetwork Pod's IP is its node's; asking it would point the
     operator at whatever listens on the node. The same Pod off the node's network is asked."""
-    fast = Dripping(pause=0.0)
+    fast = DrippingBoard(BODY, pause=0.0)
     pod: dict[str, Any] = {
         "metadata": {"name": "p"},
         "spec": {
