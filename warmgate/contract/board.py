@@ -2,7 +2,7 @@
 
 One frozen type per mode for both sides. The runner keeps the current one on its `Board`
 (`warmup.statusboard`) and serves `to_json()`; the operator reads it through the Pod IP and
-turns it back into the same type with `read_board` (`handlers.gather`), which its decisions
+turns it back into the same type with `read_board` (`runtime.gather`), which its decisions
 take: progress (`reconcile.progress`), drift (`reconcile.drift`) and spec-decode acceptance
 (`reconcile.acceptance`). The Pods serving it have no API rights and anyone who can run a Pod
 may answer on that port, so reading is lenient and bounded: a field of the wrong type reads as

@@ -4,7 +4,7 @@ kopf watches the Jobs, Pods, Deployments and Services that carry the `warmgate.d
 server-side label selector, so nothing else is streamed to the operator) and calls
 `child_changed` for each event. The label names the parent (`resources.names.label_value` of its
 name), so the event maps to the parent's key and wakes it (`follower.Followers.wake`); the parent's
-follower (`handlers.follower`) then syncs it, unless every event that woke it only reflects
+follower (`runtime.follower`) then syncs it, unless every event that woke it only reflects
 the operator's own write (same kind, name and resourceVersion as a response the adapter
 received, `OwnWrites`): those carry nothing new. The follower checks that after a short
 coalescing pause, because the watch event of a create often arrives before the create's

@@ -7,7 +7,7 @@ finalizer on every object and a task of its own) syncs an object when:
 - it is new to the followers (created, or first listed since the operator started)
   or its generation (spec), labels or annotations changed (`Followers.track`, from the
   SpecDecodeDeployment watch); its status changing (the operator's own write) is no news;
-- a watched child changed (`handlers.children`, `Followers.wake`): a Job's completion or a Pod's
+- a watched child changed (`kube.children`, `Followers.wake`): a Job's completion or a Pod's
   readiness reaches the status within about a second;
 - the safety resync: `resync_seconds`, jittered by +-20% so objects never resync in lockstep,
   the first one anywhere in 0.2-1.2 intervals (shorter, `ACTIVE_RESYNC_SECONDS`, while a runner
@@ -374,7 +374,7 @@ class Operator(Runtime):
     # The generation of each object whose spec could not be read, reported once (InvalidSpec).
     refused: dict[str, Any] = field(default_factory=dict)
     executor: Executor | None = None
-    # Syncs asked for and finished, and the checks the liveness probe runs (`handlers.liveness`).
+    # Syncs asked for and finished, and the checks the liveness probe runs (`runtime.liveness`).
     progress: SyncProgress = field(default_factory=lambda: SyncProgress(DEFAULT_STALL_SECONDS))
     liveness: Liveness = field(default_factory=Liveness)
     # The followers' task and the event loop's heartbeat, started and stopped with kopf.

@@ -4,9 +4,9 @@
 cache, the executor of the syncs, the metrics endpoint and the kopf registry. The handlers
 reach them through kopf's ``memo``, the `follower.Operator`.
 
-What triggers a sync: the followers (`handlers.follower`, one task for all objects), fed by the
+What triggers a sync: the followers (`runtime.follower`, one task for all objects), fed by the
 SpecDecodeDeployment watch (`observe`: a new or changed object syncs at once) and woken by a
-watched child's change (`child_changed`, `handlers.children`); they also resync each object on
+watched child's change (`child_changed`, `kube.children`); they also resync each object on
 a slow jittered interval. There are no kopf change handlers, so kopf writes nothing to the
 objects, and no handler needs a finalizer, so kopf sets none (and removes the one earlier builds
 set, `FINALIZER`); a deleted object's DELETED watch event drops what is kept of it.

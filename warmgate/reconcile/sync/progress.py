@@ -3,7 +3,7 @@
 The runner of the warmup Pod serves ``GET /warmgate/status`` (warmgate/warmup/statusboard.py):
 its stage, and per engine phase the furthest ``[done, total]`` of the engine's tqdm bars (the
 same counts as its `warmgate-progress` lines). The operator reads it through the Pod IP
-(`handlers.gather`, docs/operator.md "How progress and drift reach the operator") and writes
+(`runtime.gather`, docs/operator.md "How progress and drift reach the operator") and writes
 a new progress into the status at most once per `MIN_WRITE_INTERVAL_S` per object.
 """
 
