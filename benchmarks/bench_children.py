@@ -19,10 +19,10 @@ from functools import partial
 from common import REPO
 
 from warmgate.api import load_manifest
-from warmgate.reconcile.planning import evaluate
+from warmgate.contract.sweepplan import read_sweep
+from warmgate.reconcile.planning.evaluate import evaluate
 from warmgate.resources import desired_children
 from warmgate.settings import Settings
-from warmgate.warmup.wire.sweepplan import read_sweep
 
 
 def mean_ms(func: Callable[[], object], repeat: int) -> float:

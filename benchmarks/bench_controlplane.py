@@ -12,7 +12,7 @@ import time
 import uuid
 from collections.abc import Callable
 
-from warmgate.controlplane import ControlPlane, find_assets
+from warmgate.devcluster.controlplane import ControlPlane, find_assets
 
 
 def timed(fn: Callable[[], object], repeat: int) -> list[float]:

@@ -35,7 +35,7 @@ from scale_harness import (  # noqa: E402
     percentile,
 )
 
-from warmgate.controlplane import OperatorProcess  # noqa: E402
+from warmgate.devcluster.controlplane import OperatorProcess  # noqa: E402
 
 OPERATORS = ("floor", "warmgate")
 

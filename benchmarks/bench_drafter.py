@@ -12,7 +12,7 @@ from warmgate.buckets import EngineShapeConfig, plan_buckets
 from warmgate.buckets.drafter.graphs import prove_drafter
 from warmgate.buckets.drafter.sweep import plan_sweep
 
-# The brute force is the tests' engine-call simulator (tests/unit/buckets/drafter_sim.py).
+# The brute force is the tests' engine-call simulator (tests/unit/buckets/drafter/drafter_sim.py).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit" / "buckets"))
 from drafter_sim import brute_force_drafter
 

@@ -19,8 +19,8 @@ import yaml
 from warmgate.api import SpecDecodeDeployment
 from warmgate.buckets.cost import estimate_direct_warmup, format_span
 from warmgate.buckets.drafter.sweep import plan_sweep
-from warmgate.reconcile.drafter_plan import DIRECT_LIMIT, sweep_budget
-from warmgate.reconcile.planning import evaluate
+from warmgate.reconcile.planning.drafter_plan import DIRECT_LIMIT, sweep_budget
+from warmgate.reconcile.planning.evaluate import evaluate
 from warmgate.resources.runner_plan import direct_warmup
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.yaml"))

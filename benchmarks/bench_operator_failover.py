@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from scale_harness import OPERATOR_USERS, AuditedControlPlane, Watcher, audited  # noqa: E402
 from support.api_controllers import seeds_example  # noqa: E402
 
-from warmgate.controlplane import OperatorProcess, find_assets  # noqa: E402
+from warmgate.devcluster.controlplane import OperatorProcess, find_assets  # noqa: E402
 
 CRDS = (REPO / "crds" / "warmgate.dev_specdecodedeployments.yaml",)
 NAMESPACE = "failover"

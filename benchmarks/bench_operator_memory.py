@@ -34,7 +34,7 @@ from scale_harness import (  # noqa: E402
     rss_mb,
 )
 
-from warmgate.controlplane import OperatorProcess  # noqa: E402
+from warmgate.devcluster.controlplane import OperatorProcess  # noqa: E402
 
 PROBE = REPO / "benchmarks" / "memory_probe"
 END = "-- end"

@@ -49,7 +49,7 @@ from support.kube_objects import (  # noqa: E402
     warmup_pod,
 )
 
-from warmgate.controlplane import OperatorProcess, find_assets  # noqa: E402
+from warmgate.devcluster.controlplane import OperatorProcess, find_assets  # noqa: E402
 
 CRD = REPO / "crds" / "warmgate.dev_specdecodedeployments.yaml"
 PLAN_COUNT = "warmgate_plan_duration_seconds_count"

@@ -187,7 +187,7 @@ def examples() -> None:
 
     from warmgate.api import engine_shape_config, load_manifest
     from warmgate.buckets.completion.choose import complete_choice
-    from warmgate.reconcile.proven_plan import PlanPolicy
+    from warmgate.reconcile.planning.proven_plan import PlanPolicy
 
     root = Path(__file__).resolve().parent.parent / "examples"
     for path in sorted(root.glob("*.yaml")):

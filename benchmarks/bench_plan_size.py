@@ -19,8 +19,8 @@ from typing import Any
 import yaml
 
 from warmgate.api import engine_shape_config, parse_manifest
-from warmgate.reconcile.planning import evaluate
-from warmgate.reconcile.proven_plan import MAX_PLAN_BUCKETS, plan_size, total_buckets
+from warmgate.reconcile.planning.evaluate import evaluate
+from warmgate.reconcile.planning.proven_plan import MAX_PLAN_BUCKETS, plan_size, total_buckets
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "minimal-ngram.yaml"
 # (maxModelLen, maxNumSeqs): lin, maxNumBatchedTokens 8192, k=2.

@@ -4,7 +4,8 @@ Run: .venv/bin/python benchmarks/bench_planning.py [--repeat 3] [--write FILE | 
     [--stages] [--threads N]
 It builds the objects of bench_operator_scale.py's 1,000-object run (`manifests(1000, "ns")`),
 keeps one per distinct planner input (334), parses them as the operator does and times
-`warmgate.reconcile.planning.evaluate` over all of them: process CPU time, best of ``--repeat``.
+`warmgate.reconcile.planning.evaluate.evaluate` over all of them: process CPU time, best of
+``--repeat``.
 ``--write FILE`` stores a fingerprint of every result (plans, proofs, completion, drafter sweep,
 verdicts and summary as canonical JSON, one line per input); ``--check FILE`` compares against
 it, so an optimisation of the planner can show that no result changed.
@@ -36,8 +37,8 @@ from common import manifests
 from warmgate.api import SpecDecodeDeployment, parse_manifest
 from warmgate.buckets import CoverageReport
 from warmgate.buckets.completion.choose import complete_choice
-from warmgate.reconcile.planning import PlanningInputs, PlanningResult, evaluate
-from warmgate.reconcile.planning_cache import deep_size
+from warmgate.reconcile.planning.evaluate import PlanningInputs, PlanningResult, evaluate
+from warmgate.reconcile.planning.planning_cache import deep_size
 from warmgate.resources import desired_children
 from warmgate.settings import Settings
 

@@ -20,7 +20,7 @@ import yaml
 from warmgate.api import SpecDecodeDeployment
 from warmgate.buckets.cost import format_span
 from warmgate.buckets.shard import max_shards, slice_plan
-from warmgate.reconcile.planning import evaluate
+from warmgate.reconcile.planning.evaluate import evaluate
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.yaml"))
 

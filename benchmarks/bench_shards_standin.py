@@ -27,8 +27,8 @@ sys.path[:0] = [str(ROOT / "tests" / "doubles"), str(ROOT / "tests")]
 import runner_harness  # noqa: E402
 
 from warmgate.buckets import EngineShapeConfig, plan_buckets  # noqa: E402
+from warmgate.contract.order import parse_plan  # noqa: E402
 from warmgate.resources.warmup_shards import sharded_warmup  # noqa: E402
-from warmgate.warmup.wire.order import parse_plan  # noqa: E402
 
 RUNNER = [sys.executable, "-S", "-E", "-m", "warmgate.warmup"]
 

@@ -23,7 +23,7 @@ import runner_harness  # noqa: E402
 from support.resource_cases import make_case  # noqa: E402
 
 from warmgate.api import load_manifest  # noqa: E402
-from warmgate.reconcile.planning import evaluate  # noqa: E402
+from warmgate.reconcile.planning.evaluate import evaluate  # noqa: E402
 
 
 def _standin_doc(doc: dict[str, Any], tmp: Path) -> dict[str, Any]:

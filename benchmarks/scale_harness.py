@@ -1,6 +1,6 @@
 """The measuring parts of bench_operator_scale.py: an audited apiserver, watches, process stats.
 
-The apiserver is the harness' real one (`warmgate.controlplane`) with two extra users for
+The apiserver is the harness' real one (`warmgate.devcluster.controlplane`) with two extra users for
 operator processes and an audit log of every request they make (one line per request, at its
 receipt), so the benchmark counts the operator's API requests exactly and tells two operators
 apart. A watch thread records when each Job appears and when each object's status changes.
@@ -23,7 +23,7 @@ from kubernetes import client
 from kubernetes.watch.watch import iter_resp_lines
 
 from warmgate.api import GROUP, PLURAL, VERSION
-from warmgate.controlplane import ControlPlane
+from warmgate.devcluster.controlplane import ControlPlane
 
 OPERATOR_USERS = ("warmgate-operator-a", "warmgate-operator-b")
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})

@@ -6,7 +6,8 @@ The Go module proxy here does not serve github.com/prometheus-operator/prometheu
 (docs/testing.md, "prometheus-operator"), so nothing provisions the operator: build it from a
 source checkout at a release tag (`go build ./cmd/operator`, its CRDs are the checkout's
 example/prometheus-operator-crd/) and point this script at both. It starts a real
-kube-apiserver (warmgate.controlplane, the integration tier's), installs the CRDs, the chart's
+kube-apiserver (warmgate.devcluster.controlplane, the integration tier's), installs the CRDs, the
+chart's
 two monitors (real helm) and a Prometheus CR selecting every monitor, runs the operator against
 it with KUBECONFIG, and writes the scrape_configs of the `prometheus-<name>` Secret
 (prometheus.yaml.gz) to --out. No Pod runs: the StatefulSet is made, never scheduled.
@@ -31,7 +32,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from warmgate.controlplane import ControlPlane, find_assets  # noqa: E402
+from warmgate.devcluster.controlplane import ControlPlane, find_assets  # noqa: E402
 
 OUT = ROOT / "tests" / "integration" / "monitoring" / "prometheus-operator-jobs.yaml"
 VALUES = ("metrics.serviceMonitor.enabled=true", "monitoring.podMonitor.enabled=true")

@@ -6,7 +6,7 @@
 reads (``git show COMMIT:path``) vllm_gaudi/v1/worker/hpu_model_runner.py and
 vllm_gaudi/v1/spec_decode/hpu_eagle.py and records, with ``ast``: the parameters of the methods
 the plugin calls or wraps, every ``self.<attribute>`` each class assigns or reads, and the
-base classes. tests/unit/warmup/data/vllm_gaudi_surface.json holds its output for the two
+base classes. tests/runner/data/vllm_gaudi_surface.json holds its output for the two
 pinned commits (issue 33 item 4); the test there checks the plugin's assumptions against it.
 Standard library only.
 """

@@ -30,7 +30,7 @@ LEASE_RETRY_PERIOD_ENV: Final = "WARMGATE_LEASE_RETRY_PERIOD"
 # Replaced by the Lease (issue 23 item 9): named in the error, so an old setting is not ignored.
 OLD_PEERING_ENVS: Final = ("WARMGATE_PEERING", "WARMGATE_PEERING_LIFETIME")
 DEFAULT_OPERATOR_IMAGE: Final = "ghcr.io/warmgate/warmgate:0.1.0"
-# Children are watched (handlers/children.py): the resync is only a safety net.
+# Children are watched (kube/children.py): the resync is only a safety net.
 DEFAULT_RESYNC_SECONDS: Final = 900.0
 DEFAULT_SYNC_WORKERS: Final = 16
 MAX_SYNC_WORKERS: Final = 256
@@ -60,7 +60,7 @@ class SettingsError(ValueError):
 
 @dataclass(frozen=True)
 class LeaseSettings:
-    """Leader election on one Lease, with client-go's semantics (`handlers/leader.py`)."""
+    """Leader election on one Lease, with client-go's semantics (`runtime/leader.py`)."""
 
     name: str
     # The Lease's namespace; None: the operator Pod's own, else the first watched one.

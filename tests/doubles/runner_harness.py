@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -18,11 +17,12 @@ from typing import Any
 from warmgate.buckets import BucketPlan, EngineShapeConfig, plan_buckets
 from warmgate.buckets.drafter.graphs import prove_drafter
 from warmgate.buckets.drafter.sweep import plan_sweep
-from warmgate.reconcile.drafter_plan import direct_shapes
+from warmgate.contract.drafterwarm import make_spec
+from warmgate.contract.order import PLAN_FORMAT_VERSION, bucket_digest
+from warmgate.contract.sweepplan import read_sweep
+from warmgate.reconcile.planning.drafter_plan import direct_shapes
 from warmgate.resources.probe_workload import sweep_replay_steps
-from warmgate.warmup.wire.drafterwarm import make_spec
-from warmgate.warmup.wire.order import PLAN_FORMAT_VERSION, bucket_digest
-from warmgate.warmup.wire.sweepplan import read_sweep
+from warmgate.resources.warmup_children import copy_runner_script
 
 REPO = Path(__file__).resolve().parents[2]
 STANDIN = Path(__file__).with_name("standin_vllm.py")
@@ -160,14 +160,10 @@ def make_drafter_plan(
 
 
 def stdlib_tree(dest: Path) -> Path:
-    """Copy only warmgate/__init__.py and warmgate/warmup/ (its .py files, sub-packages
-    included), as the init container delivers."""
-    package = dest / "warmgate"
-    skip = shutil.ignore_patterns("__pycache__")
-    shutil.copytree(
-        REPO / "warmgate" / "warmup", package / "warmup", ignore=skip, dirs_exist_ok=True
-    )
-    shutil.copy2(REPO / "warmgate" / "__init__.py", package / "__init__.py")
+    """What the init container delivers (warmgate/__init__.py, the runner and the contract),
+    copied by the init container's own script."""
+    script = copy_runner_script(str(dest))
+    subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, timeout=60)
     return dest
 
 

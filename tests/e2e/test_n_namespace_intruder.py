@@ -43,8 +43,8 @@ from e2e_support import (
 from support.kube_objects import runner_summary
 
 from warmgate.api import SpecDecodeDeployment
-from warmgate.reconcile.decide_warmup import warmup_target
-from warmgate.reconcile.planning import evaluate
+from warmgate.reconcile.planning.evaluate import evaluate
+from warmgate.reconcile.sync.decide_warmup import warmup_target
 from warmgate.resources import desired_children
 from warmgate.settings import Settings
 
@@ -404,7 +404,7 @@ def test_the_forged_pod_never_gives_warmed_and_is_named_in_a_warning(run: Any) -
     assert warned, "no UntrustedPod Event: the Job did not end with the forged Pod counted"
     assert warned[0]["type"] == "Warning"
     # The Job controller counted the forged Pod's success and completed the Job: the operator
-    # says which end it saw (reconcile/warmup_state.py, _untrusted).
+    # says which end it saw (reconcile/sync/warmup_state.py, _untrusted).
     completed = f"{run['job']['metadata']['name']} completed while it counted Pod"
     assert completed in warned[0]["message"]
     assert run["forged2"]["metadata"]["name"] in warned[0]["message"]

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 from e2e_support import E2ECluster, Manifest, condition, is_true, sdd, wait_for
 
-from warmgate.reconcile.warmup_shards import INDEX_ANNOTATION
+from warmgate.reconcile.sync.warmup_shards import INDEX_ANNOTATION
 
 N = 4
 READY = "sharded"

@@ -12,7 +12,7 @@ import pytest
 from support.operators import running_operator
 from support.paths import CRD_PATH
 
-from warmgate.controlplane import (
+from warmgate.devcluster.controlplane import (
     AssetsUnavailableError,
     ControlPlane,
     OperatorProcess,

@@ -20,7 +20,7 @@ from warmgate.api import (
 )
 from warmgate.api.constants import BUCKETS_PLANNED, READY, WARMED
 from warmgate.api.status import PlanSummary, ServingSummary, SpecDecodeDeploymentStatus
-from warmgate.controlplane import ControlPlane
+from warmgate.devcluster.controlplane import ControlPlane
 
 pytestmark = pytest.mark.integration
 

@@ -28,12 +28,12 @@ from support.polling import eventually
 
 from warmgate.api import parse_manifest
 from warmgate.api.conditions import get_condition
-from warmgate.controlplane import ControlPlane, OperatorProcess
-from warmgate.handlers.cluster import ClusterError
-from warmgate.handlers.kube_cluster import KubeCluster
-from warmgate.handlers.sync import Runtime, sync
-from warmgate.reconcile.planning import evaluate
-from warmgate.reconcile.planning_cache import PlanningCache
+from warmgate.devcluster.controlplane import ControlPlane, OperatorProcess
+from warmgate.kube.cluster import ClusterError
+from warmgate.kube.kube_cluster import KubeCluster
+from warmgate.reconcile.planning.evaluate import evaluate
+from warmgate.reconcile.planning.planning_cache import PlanningCache
+from warmgate.runtime.sync import Runtime, sync
 from warmgate.settings import Settings
 
 pytestmark = pytest.mark.integration

@@ -19,7 +19,7 @@ from kubernetes import client, watch
 from support.examples import example_doc
 from support.gitops_health import MEANING, read, statuses
 
-from warmgate.controlplane import ControlPlane
+from warmgate.devcluster.controlplane import ControlPlane
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ from support.bad_manifests import base_manifest, merge_patch
 
 from warmgate.api import ManifestError, parse_manifest
 from warmgate.api.constants import GROUP, PLURAL, VERSION
-from warmgate.controlplane import ControlPlane
+from warmgate.devcluster.controlplane import ControlPlane
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -11,7 +11,7 @@ from support.bad_manifests import BadCase, base_manifest, load_cases
 from support.kubectl import submit
 
 from warmgate.api.constants import GROUP, PLURAL, VERSION
-from warmgate.controlplane import ControlPlane
+from warmgate.devcluster.controlplane import ControlPlane
 
 pytestmark = pytest.mark.integration
 CASES = load_cases()

@@ -22,7 +22,7 @@ import yaml
 from support.api_controllers import seeds_example
 from support.paths import CRD_PATH, REPO_ROOT
 
-from warmgate.controlplane import ControlPlane, OperatorProcess
+from warmgate.devcluster.controlplane import ControlPlane, OperatorProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CHART = REPO_ROOT / "charts" / "warmgate"

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from warmgate.controlplane import K8S_VERSION, ControlPlane
+from warmgate.devcluster.controlplane import K8S_VERSION, ControlPlane
 
 pytestmark = pytest.mark.integration
 

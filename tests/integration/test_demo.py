@@ -11,7 +11,7 @@ import pytest
 from support.examples import example_doc
 
 from warmgate.cli import demo_cluster, main
-from warmgate.controlplane import ControlPlane
+from warmgate.devcluster.controlplane import ControlPlane
 
 pytestmark = pytest.mark.integration
 

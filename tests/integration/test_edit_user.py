@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import socket
 import subprocess
 import threading
 import time
@@ -31,13 +30,14 @@ from support.api_controllers import (
     serve,
     started,
 )
+from support.dripping import DrippingBoard
 from support.edit_user import EditUser
 from support.kube_objects import condition_map, serving_pod, warmup_pod
 from support.operators import running_operator
 from support.paths import CRD_PATH, REPO_ROOT
 from support.runner_pods import running_on_loopback, wait_until, with_status_port
 
-from warmgate.controlplane import ControlPlane, OperatorProcess
+from warmgate.devcluster.controlplane import ControlPlane, OperatorProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CHART = REPO_ROOT / "charts" / "warmgate"
@@ -382,40 +382,6 @@ def test_case3_a_pod_owned_by_the_serving_replicaset_by_hand_gets_no_gate_and_no
     assert "UnwarmedShapeObserved" not in reasons(cp, ns, name)
 
 
-class DrippingBoard:
-    """A status port that answers one byte every 1.5 s, each well within a read timeout."""
-
-    def __init__(self, body: bytes) -> None:
-        self.answer = b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n" + body
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.stop = threading.Event()
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._drip, args=(conn,), daemon=True).start()
-
-    def _drip(self, conn: socket.socket) -> None:
-        with conn:
-            conn.recv(4096)
-            for byte in self.answer:
-                if self.stop.wait(1.5):
-                    return
-                try:
-                    conn.sendall(bytes([byte]))
-                except OSError:
-                    return
-
-    def close(self) -> None:
-        self.stop.set()
-        self.listener.close()
-
-
 def test_case4_a_slow_board_does_not_stall_its_objects_sync(
     control_plane: ControlPlane, operator: OperatorProcess, module_namespace: str, user: EditUser
 ) -> None:
@@ -423,9 +389,8 @@ def test_case4_a_slow_board_does_not_stall_its_objects_sync(
     so the object's sync waited for the whole answer (minutes) before it wrote anything."""
     cp, ns, name = control_plane, module_namespace, "slow-board"
     warmup = started(cp, ns, name)["status"]["warmup"]
-    slow = DrippingBoard(
-        json.dumps({"v": 1, "mode": "warmup", "key": warmup["cacheKey"], "stage": "x"}).encode()
-    )
+    doc = {"v": 1, "mode": "warmup", "key": warmup["cacheKey"], "stage": "x"}
+    slow = DrippingBoard(json.dumps(doc).encode(), pause=1.5)
     try:
         job = get(cp, "-n", ns, "job", warmup["jobName"])
         template = job["spec"]["template"]

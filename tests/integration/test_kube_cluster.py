@@ -10,9 +10,9 @@ import pytest
 from kubernetes import client, config
 from support.polling import eventually
 
-from warmgate.controlplane import ControlPlane
-from warmgate.handlers.cluster import ClusterError
-from warmgate.handlers.kube_cluster import KubeCluster
+from warmgate.devcluster.controlplane import ControlPlane
+from warmgate.kube.cluster import ClusterError
+from warmgate.kube.kube_cluster import KubeCluster
 
 pytestmark = pytest.mark.integration
 

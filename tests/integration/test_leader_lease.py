@@ -1,5 +1,5 @@
 """Issue 23 item 9: leader election on a real coordination.k8s.io/v1 Lease of the real apiserver
-(handlers/leader.py over handlers/lease_api.py): one holder at a time, renewals, a release
+(runtime/leader.py over kube/lease_api.py): one holder at a time, renewals, a release
 taken at once by a standby that watches the Lease, and a standby that outlives a broken
 connection (kopf's peering check ended for good at the first one)."""
 
@@ -15,9 +15,9 @@ from urllib.parse import urlsplit
 import pytest
 from support.fault_proxy import RESET_LEAVES_SOCKETS_TO_GC, FaultProxy, collect_reset_sockets
 
-from warmgate.controlplane import ControlPlane
-from warmgate.handlers.leader import Elector
-from warmgate.handlers.lease_api import KubeLeases
+from warmgate.devcluster.controlplane import ControlPlane
+from warmgate.kube.lease_api import KubeLeases
+from warmgate.runtime.leader import Elector
 from warmgate.settings import LeaseSettings
 
 pytestmark = pytest.mark.integration

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from support.monitoring import CHART, tool
 
-from warmgate.controlplane import ControlPlane
+from warmgate.devcluster.controlplane import ControlPlane
 
 pytestmark = pytest.mark.integration
 TESTS = Path(__file__).with_name("monitoring") / "alerts_test.yaml"

@@ -31,7 +31,7 @@ from warmgate.api.status import (
     WarmupProgress,
     WarmupSummary,
 )
-from warmgate.controlplane import ControlPlane
+from warmgate.devcluster.controlplane import ControlPlane
 
 pytestmark = pytest.mark.integration
 NAME = "watched"

@@ -15,7 +15,7 @@ import yaml
 from support.monitoring import CHART, dashboard, dashboard_queries, known_series_names
 from support.prometheus import Prometheus, PrometheusError, selected_metrics
 
-from warmgate.controlplane import ControlPlane
+from warmgate.devcluster.controlplane import ControlPlane
 
 pytestmark = pytest.mark.integration
 

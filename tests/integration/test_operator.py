@@ -13,8 +13,8 @@ from support.kube_objects import condition_map
 from support.operators import running_operator
 
 from warmgate.api import parse_manifest
-from warmgate.controlplane import ControlPlane, OperatorProcess
-from warmgate.reconcile.planning import evaluate
+from warmgate.devcluster.controlplane import ControlPlane, OperatorProcess
+from warmgate.reconcile.planning.evaluate import evaluate
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -27,8 +27,8 @@ from runner_harness import free_port, stdlib_tree
 from support.api_controllers import finish, get, replica_set_of, rolled_out, runner_summary, started
 from support.kube_objects import serving_pod
 
-from warmgate.controlplane import ControlPlane, OperatorProcess
 from warmgate.devcluster import engine_image
+from warmgate.devcluster.controlplane import ControlPlane, OperatorProcess
 
 pytestmark = [
     pytest.mark.integration,

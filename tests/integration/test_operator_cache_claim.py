@@ -29,8 +29,8 @@ from support.api_controllers import (
 from support.kube_objects import serving_pod
 from support.polling import eventually
 
-from warmgate.controlplane import ControlPlane, OperatorProcess
-from warmgate.warmup.wire.order import parse_plan
+from warmgate.contract.order import parse_plan
+from warmgate.devcluster.controlplane import ControlPlane, OperatorProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 NAME = "cached"

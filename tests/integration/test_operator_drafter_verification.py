@@ -16,7 +16,7 @@ import pytest
 from support.api_controllers import finish, get, runner_summary, seeds_example, started
 from support.kube_objects import condition_map
 
-from warmgate.controlplane import ControlPlane, OperatorProcess
+from warmgate.devcluster.controlplane import ControlPlane, OperatorProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

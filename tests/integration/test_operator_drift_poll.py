@@ -1,7 +1,7 @@
 """Issue 24 item 6: an unwarmed shape in production reaches the status within the runner poll.
 
 The operator runs with a one-hour safety resync and polls the serving runners every 3 s, so
-the shape can only reach the status through the poll (`handlers/runner_watch.py`). The test
+the shape can only reach the status through the poll (`runtime/runner_watch.py`). The test
 prints the delay it measured (docs/operator.md, "How progress and drift reach the operator").
 """
 
@@ -20,7 +20,7 @@ from support.runner_pods import (
     wait_until,
 )
 
-from warmgate.controlplane import ControlPlane, OperatorProcess
+from warmgate.devcluster.controlplane import ControlPlane, OperatorProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 POLL_S = 3

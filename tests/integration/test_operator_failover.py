@@ -19,7 +19,7 @@ import pytest
 from support.api_controllers import seeds_example
 from support.polling import eventually
 
-from warmgate.controlplane import ControlPlane, OperatorProcess
+from warmgate.devcluster.controlplane import ControlPlane, OperatorProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -13,7 +13,7 @@ from support.examples import example_doc
 from support.kube_objects import condition_map
 
 from warmgate.api.constants import FINALIZER
-from warmgate.controlplane import ControlPlane, OperatorProcess
+from warmgate.devcluster.controlplane import ControlPlane, OperatorProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

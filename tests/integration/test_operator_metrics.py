@@ -18,7 +18,7 @@ from support.api_controllers import seeds_example
 from support.paths import REPO_ROOT
 from support.polling import eventually
 
-from warmgate.controlplane import ControlPlane, OperatorProcess
+from warmgate.devcluster.controlplane import ControlPlane, OperatorProcess
 
 pytestmark = pytest.mark.integration
 

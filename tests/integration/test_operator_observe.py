@@ -27,9 +27,9 @@ from support.runner_pods import (
     with_status_port,
 )
 
-from warmgate.controlplane import ControlPlane, OperatorProcess
+from warmgate.contract.board import WarmupBoard
+from warmgate.devcluster.controlplane import ControlPlane, OperatorProcess
 from warmgate.warmup.statusboard import Board, serve_board
-from warmgate.warmup.wire.board import WarmupBoard
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

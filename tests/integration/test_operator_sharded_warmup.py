@@ -26,9 +26,9 @@ from support.api_controllers import (
 )
 from support.kube_objects import condition_map, job_status, terminated_status, warmup_pod
 
-from warmgate.controlplane import ControlPlane, OperatorProcess
-from warmgate.reconcile.warmup_shards import INDEX_ANNOTATION
-from warmgate.warmup.wire.shardspec import shard_key
+from warmgate.contract.shardspec import shard_key
+from warmgate.devcluster.controlplane import ControlPlane, OperatorProcess
+from warmgate.reconcile.sync.warmup_shards import INDEX_ANNOTATION
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -26,7 +26,7 @@ from support.kube_objects import condition_map
 from support.paths import CRD_PATH
 from support.polling import eventually
 
-from warmgate.controlplane import ControlPlane, OperatorProcess
+from warmgate.devcluster.controlplane import ControlPlane, OperatorProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

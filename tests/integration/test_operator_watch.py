@@ -1,8 +1,8 @@
 """Issue 14 item 1: a watched child's change reaches the status at once, not at the resync.
 
 The operator runs with a one-hour safety resync, so anything that reaches the status within
-these tests' waits came through the watch of the children (`handlers/children.py`) and the
-object's follower (`handlers/follower.py`). No kubelet or Job controller runs here; the test
+these tests' waits came through the watch of the children (`kube/children.py`) and the
+object's follower (`runtime/follower.py`). No kubelet or Job controller runs here; the test
 plays them, as test_operator_warmup.py does.
 """
 
@@ -17,7 +17,7 @@ from support.api_controllers import finish, get, runner_summary, started
 from support.kube_objects import condition_map
 from support.polling import eventually
 
-from warmgate.controlplane import ControlPlane, OperatorProcess
+from warmgate.devcluster.controlplane import ControlPlane, OperatorProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from support.resource_cases import EXAMPLES, make_case
 
-from warmgate.controlplane import ControlPlane
+from warmgate.devcluster.controlplane import ControlPlane
 from warmgate.resources import Children
 
 pytestmark = pytest.mark.integration

@@ -21,7 +21,7 @@ import yaml
 from support.monitoring import CHART
 from support.prometheus import pod_monitor_job, service_monitor_job
 
-from warmgate.controlplane import ControlPlane
+from warmgate.devcluster.controlplane import ControlPlane
 
 pytestmark = pytest.mark.integration
 RECORDED = Path(__file__).with_name("monitoring") / "prometheus-operator-jobs.yaml"

@@ -13,8 +13,8 @@ from support.paths import EXAMPLES
 
 from warmgate.api import SpecDecodeDeployment, parse_manifest
 from warmgate.api.constants import READINESS_GATE
-from warmgate.controlplane import ControlPlane
-from warmgate.reconcile.planning import evaluate
+from warmgate.devcluster.controlplane import ControlPlane
+from warmgate.reconcile.planning.evaluate import evaluate
 from warmgate.resources import PlanBundle, desired_children, serving_selector
 from warmgate.settings import Settings
 

@@ -20,9 +20,9 @@ from warmgate.buckets.coverage.states import StateSpace
 from warmgate.buckets.drafter.ramp import Ramp, RampOracle
 from warmgate.buckets.drafter.walk import DrafterWalk, Key
 from warmgate.buckets.engine.plan import BucketPlan
+from warmgate.contract.order import parse_plan
+from warmgate.contract.sweepplan import SweepStepSpec
 from warmgate.warmup.runner.sweep import sweep_prompt
-from warmgate.warmup.wire.order import parse_plan
-from warmgate.warmup.wire.sweepplan import SweepStepSpec
 
 Graph = tuple[str, int, int, int]
 HEAD = 8

@@ -24,9 +24,9 @@ from support.resource_cases import EXAMPLES, Case, make_case, planned
 from warmgate.api import SpecDecodeDeployment
 from warmgate.api.vllm_spec import REFUSED_ARGS, RESERVED_ARGS
 from warmgate.buckets.engine.config import ENGINE_CLI_CHECKED
+from warmgate.contract.order import _REFUSED_ARGS, parse_plan
 from warmgate.resources.vllm_engine import model_argument, speculative_config
 from warmgate.warmup.engine.launch import LOGGING_ENV, LOGGING_ENV_REMOVED, engine_command
-from warmgate.warmup.wire.order import _REFUSED_ARGS, parse_plan
 
 SCRIPT = Path(__file__).with_name("cli_contract.py")
 # Serving pins the KV block count the warmup measured when the spec does not: any count will do.

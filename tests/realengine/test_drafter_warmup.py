@@ -46,9 +46,9 @@ import runner_harness
 from realengine import drafter_recorder, engine
 from realengine.conftest import record
 
+from warmgate.contract.drafterwarm import DRAFTER_WARMUP_SWITCH, make_spec
 from warmgate.warmup.hook.drafter_warm import cpu_shape_set
 from warmgate.warmup.hook.lines import HookEvent, parse_hook_line
-from warmgate.warmup.wire.drafterwarm import DRAFTER_WARMUP_SWITCH, make_spec
 
 # method -> (target folder, draft folder or None for mtp, k)
 CONFIGS = {

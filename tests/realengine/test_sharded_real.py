@@ -27,10 +27,10 @@ from realengine import engine, tiny
 from realengine.conftest import record
 from support.resource_cases import SETTINGS, planned
 
-from warmgate.reconcile.warmup_shards import INDEX_ANNOTATION
-from warmgate.reconcile.warmup_state import WarmupSeen, evaluate_warmup
+from warmgate.contract.shardspec import shard_key
+from warmgate.reconcile.sync.warmup_shards import INDEX_ANNOTATION
+from warmgate.reconcile.sync.warmup_state import WarmupSeen, evaluate_warmup
 from warmgate.resources import desired_children
-from warmgate.warmup.wire.shardspec import shard_key
 
 N = 2
 

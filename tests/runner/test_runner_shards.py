@@ -21,11 +21,11 @@ import pytest
 from runner_harness import CONFIG_A, _runner_command, free_port, make_plan
 
 from warmgate.buckets import EngineShapeConfig, plan_buckets
+from warmgate.contract.order import parse_plan
+from warmgate.contract.shardspec import shard_key
 from warmgate.resources.warmup_shards import sharded_warmup
 from warmgate.warmup.cache import find_published, restore
 from warmgate.warmup.runner.outcomes import Outcome
-from warmgate.warmup.wire.order import parse_plan
-from warmgate.warmup.wire.shardspec import shard_key
 
 pytestmark = pytest.mark.slow
 

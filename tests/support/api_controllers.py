@@ -20,7 +20,7 @@ from support.kube_objects import (
     terminated_status,
     warmup_pod,
 )
-from warmgate.controlplane import ControlPlane
+from warmgate.devcluster.controlplane import ControlPlane
 
 __all__ = [
     "finish",

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from warmgate.controlplane import ControlPlane
+from warmgate.devcluster.controlplane import ControlPlane
 
 EDIT_ROLES = ("system:aggregate-to-edit", "system:aggregate-to-view")
 

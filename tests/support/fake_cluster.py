@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from support.bad_manifests import merge_patch
 from warmgate.api import Manifest
 from warmgate.api.conditions import now
-from warmgate.handlers.cluster import ClusterError, ClusterKind, ListKind, ReadKind
-from warmgate.reconcile.actions import DeleteKind, EventType, PatchKind
+from warmgate.kube.cluster import ClusterError, ClusterKind, ListKind, ReadKind
+from warmgate.reconcile.sync.actions import DeleteKind, EventType, PatchKind
 
 Key = tuple[str, str, str]
 
@@ -37,7 +37,7 @@ def _matches(labels: dict[str, str], selector: str) -> bool:
 
 @dataclass
 class FakeCluster:
-    """The operations of `warmgate.handlers.cluster.Cluster`, in memory."""
+    """The operations of `warmgate.kube.cluster.Cluster`, in memory."""
 
     objects: dict[Key, Manifest] = field(default_factory=dict)
     writes: list[tuple[str, str, str]] = field(default_factory=list)

@@ -11,8 +11,8 @@ import copy
 import json
 from typing import Any
 
-from warmgate.handlers.cluster import CONTROLLER_UID_LABEL, JOB_NAME_LABEL
-from warmgate.reconcile.warmup_state import JOB_TRACKING_FINALIZER
+from warmgate.kube.cluster import CONTROLLER_UID_LABEL, JOB_NAME_LABEL
+from warmgate.reconcile.sync.warmup_state import JOB_TRACKING_FINALIZER
 
 NOW = "2026-11-29T12:00:00Z"
 LATER = "2026-11-29T12:07:30Z"

@@ -14,7 +14,7 @@ import yaml
 from runner_harness import free_port
 
 from support.monitoring import tool
-from warmgate.controlplane import ControlPlane
+from warmgate.devcluster.controlplane import ControlPlane
 
 # What kube-state-metrics logs for a missing path the configuration does not read as 0.
 MISSING_PATH_ERROR = "got nil while resolving path"

@@ -6,7 +6,7 @@ import json
 import subprocess
 from typing import Any
 
-from warmgate.controlplane import ControlPlane
+from warmgate.devcluster.controlplane import ControlPlane
 
 
 def submit(

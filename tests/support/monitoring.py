@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from support.paths import REPO_ROOT
-from warmgate.handlers import metrics as operator_metrics  # registers the operator's metrics
+from warmgate.runtime import metrics as operator_metrics  # registers the operator's metrics
 from warmgate.warmup.serve.watch import fresh_state, samples
 
 CHART = REPO_ROOT / "charts" / "warmgate"

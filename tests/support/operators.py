@@ -6,7 +6,7 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from warmgate.controlplane import ControlPlane, OperatorProcess
+from warmgate.devcluster.controlplane import ControlPlane, OperatorProcess
 
 
 @contextlib.contextmanager

@@ -8,7 +8,7 @@ from pathlib import Path
 from support.paths import EXAMPLES
 from warmgate.api import SpecDecodeDeployment, load_manifest
 from warmgate.buckets import BucketPlan
-from warmgate.reconcile.planning import evaluate, known_unwarmable
+from warmgate.reconcile.planning.evaluate import evaluate, known_unwarmable
 from warmgate.resources import Children, PlanBundle, desired_children
 from warmgate.settings import Settings
 

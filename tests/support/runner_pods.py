@@ -23,7 +23,7 @@ from runner_harness import STANDIN, expected_lists, free_port, stdlib_tree
 
 from support.api_controllers import finish, get, replica_set_of, rolled_out, runner_summary, started
 from support.kube_objects import serving_pod
-from warmgate.controlplane import ControlPlane
+from warmgate.devcluster.controlplane import ControlPlane
 
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 

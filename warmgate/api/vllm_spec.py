@@ -78,7 +78,7 @@ RESERVED_ENV: Final = (
 )
 RESERVED_ENV_PATTERN: Final = r"^VLLM_(PROMPT|DECODE)_[A-Z]+_BUCKET_"
 # vLLM's logging (vllm/logger.py, vllm/utils/system_utils.py): the warmup runner reads the
-# engine's log lines and sets these itself (warmgate.warmup.wire.engine.LOGGING_ENV); a
+# engine's log lines and sets these itself (warmgate.contract.engine.LOGGING_ENV); a
 # level above INFO, VLLM_CONFIGURE_LOGGING=0, a prefix, a config file or colour hide or reshape
 # them.
 LOGGING_ENV: Final = ("VLLM_CONFIGURE_LOGGING", "NO_COLOR")

@@ -21,9 +21,12 @@ import yaml
 from warmgate.api import SpecDecodeDeployment, load_manifest
 from warmgate.buckets import BucketPlan
 from warmgate.cli.demo_text import wrap
-from warmgate.controlplane import REPO_ROOT, ControlPlane, OperatorProcess, find_assets
-from warmgate.reconcile.planning import evaluate
+from warmgate.reconcile.planning.evaluate import evaluate
 
+# The demo runs from a checkout; the dev infrastructure it starts (warmgate.devcluster: the
+# control plane, the operator process, the node) is imported only when it runs, since the
+# operator image leaves that package out (.dockerignore) and imports this module for its CLI.
+REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_FILE = REPO_ROOT / "crds" / "warmgate.dev_specdecodedeployments.yaml"
 EXAMPLES = REPO_ROOT / "examples"
 NO_NODES = (
@@ -115,6 +118,8 @@ def _operator(kubectl: Kubectl, namespace: str, enabled: bool) -> Iterator[None]
     if not enabled:
         yield
         return
+    from warmgate.devcluster.controlplane import OperatorProcess  # noqa: PLC0415 - dev only
+
     with tempfile.TemporaryDirectory(prefix="warmgate-operator-") as tmp:
         op = OperatorProcess(kubectl.kubeconfig, namespace, Path(tmp) / "operator.log")
         try:
@@ -135,6 +140,8 @@ def _cluster(kubeconfig: Path | None) -> Iterator[Kubectl]:
         print(f"Using the cluster of {configured}")
         yield Kubectl(shutil.which("kubectl") or _asset_kubectl(), configured)
         return
+    from warmgate.devcluster.controlplane import ControlPlane, find_assets  # noqa: PLC0415
+
     assets = find_assets(provision=True)
     print("No cluster configured: starting a local etcd + kube-apiserver ...", flush=True)
     with ControlPlane(assets) as cp:
@@ -144,6 +151,8 @@ def _cluster(kubeconfig: Path | None) -> Iterator[Kubectl]:
 
 
 def _asset_kubectl() -> str:
+    from warmgate.devcluster.controlplane import find_assets  # noqa: PLC0415 - dev only
+
     return str(find_assets(provision=False) / "kubectl")
 
 

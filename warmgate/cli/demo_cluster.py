@@ -29,10 +29,10 @@ from warmgate.cli.demo_text import (
     phase_message,
     shorten,
 )
-from warmgate.controlplane import REPO_ROOT
 from warmgate.devcluster import engine_image, operator
 from warmgate.devcluster.assets import node_assets, unavailable_reason
 from warmgate.devcluster.cluster import DevCluster
+from warmgate.devcluster.controlplane import REPO_ROOT
 from warmgate.devcluster.images import Builder, Image
 from warmgate.devcluster.steps import StepFailed
 

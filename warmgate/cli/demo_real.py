@@ -15,9 +15,9 @@ from typing import Any, Final
 
 import yaml
 
-from warmgate.controlplane import REPO_ROOT
 from warmgate.devcluster import client, engine_image
 from warmgate.devcluster.cluster import DevCluster
+from warmgate.devcluster.controlplane import REPO_ROOT
 
 EXAMPLE: Final = "minimal-ngram.yaml"
 NAME: Final = "minimal-ngram-vllm-cpu"

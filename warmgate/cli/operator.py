@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     limit_malloc_arenas()
     # Imported here: the other commands must not pay kopf's import time.
-    from warmgate.handlers import kopf_handlers  # noqa: PLC0415
+    from warmgate.runtime import kopf_handlers  # noqa: PLC0415
 
     namespaces = () if args.all_namespaces else tuple(args.namespace)
     kopf_handlers.run(

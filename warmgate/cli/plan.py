@@ -19,8 +19,8 @@ from warmgate.cli.plan_drafter import add_drafter_arguments, drafter_summary
 from warmgate.cli.plan_figures import add_figure_arguments, figure_lines, figures
 from warmgate.cli.plan_render import render_json, render_table
 from warmgate.cli.plan_shards import add_shard_arguments, shard_figures, shard_lines
-from warmgate.reconcile.model_size import ModelSize, model_size
-from warmgate.reconcile.proven_plan import PlanPolicy, ProvenPlan, evaluate_plan
+from warmgate.reconcile.planning.model_size import ModelSize, model_size
+from warmgate.reconcile.planning.proven_plan import PlanPolicy, ProvenPlan, evaluate_plan
 
 __all__ = ["evaluate", "register", "run"]
 

@@ -23,8 +23,8 @@ from warmgate.buckets.drafter.graphs import DraftMethod
 from warmgate.buckets.drafter.sweep import DEFAULT_BUDGET_S, REASONS
 
 if TYPE_CHECKING:
-    from warmgate.reconcile.drafter_plan import DrafterPlan
-    from warmgate.reconcile.proven_plan import ProvenPlan
+    from warmgate.reconcile.planning.drafter_plan import DrafterPlan
+    from warmgate.reconcile.planning.proven_plan import ProvenPlan
 
 __all__ = ["DrafterSummary", "add_drafter_arguments", "drafter_summary"]
 

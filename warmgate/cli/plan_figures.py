@@ -11,7 +11,7 @@ from warmgate.buckets.completion.seeds import decode_seconds
 from warmgate.buckets.coverage.padding import decode_padding
 
 if TYPE_CHECKING:
-    from warmgate.reconcile.proven_plan import ProvenPlan
+    from warmgate.reconcile.planning.proven_plan import ProvenPlan
 
 __all__ = ["add_figure_arguments", "figure_lines", "figures"]
 

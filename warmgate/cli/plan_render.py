@@ -13,7 +13,7 @@ from warmgate.buckets import (
     UncoveredShape,
     estimate_buckets,
 )
-from warmgate.reconcile.proven_plan import ProvenPlan
+from warmgate.reconcile.planning.proven_plan import ProvenPlan
 
 __all__ = ["render_json", "render_table"]
 

@@ -17,7 +17,7 @@ from warmgate.buckets.cost import format_span
 from warmgate.buckets.shard import max_shards, slice_plan
 
 if TYPE_CHECKING:
-    from warmgate.reconcile.proven_plan import ProvenPlan
+    from warmgate.reconcile.planning.proven_plan import ProvenPlan
 
 __all__ = ["DEFAULT_SHARDS", "add_shard_arguments", "shard_figures", "shard_lines"]
 

@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 from typing import Final
 
-from warmgate.controlplane import DEFAULT_ASSETS, PROVISION_SCRIPT
+from warmgate.devcluster.controlplane import DEFAULT_ASSETS, PROVISION_SCRIPT
 
 NODE_BINARIES: Final = (
     "kube-apiserver",

@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from warmgate.controlplane import ControlPlane, _openssl
 from warmgate.devcluster import configs, network, teardown
+from warmgate.devcluster.controlplane import ControlPlane, _openssl
 from warmgate.devcluster.images import ImageSet, import_into_containerd
 from warmgate.devcluster.layout import (
     CGROUP_PARENT,

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Final
 
 from warmgate.api.resource import DEFAULT_RUN_AS_USER
-from warmgate.controlplane import REPO_ROOT
+from warmgate.devcluster.controlplane import REPO_ROOT
 from warmgate.devcluster.images import (
     IMAGES,
     Builder,

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from warmgate.controlplane import K8S_VERSION, REPO_ROOT
+from warmgate.devcluster.controlplane import K8S_VERSION, REPO_ROOT
 from warmgate.devcluster.layout import CACHE
 from warmgate.devcluster.steps import Step, StepFailed, Steps
 

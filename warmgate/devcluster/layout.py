@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from warmgate.controlplane import REPO_ROOT
+from warmgate.devcluster.controlplane import REPO_ROOT
 
 NODE_NAME: Final = "warmgate-node"
 BRIDGE: Final = "wgbr0"

@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 from typing import Final
 
-from warmgate.controlplane import REPO_ROOT
+from warmgate.devcluster.controlplane import REPO_ROOT
 
 CHART: Final = REPO_ROOT / "charts" / "warmgate"
 RELEASE: Final = "warmgate"

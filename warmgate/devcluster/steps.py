@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
-from warmgate.controlplane import REPO_ROOT
+from warmgate.devcluster.controlplane import REPO_ROOT
 
 Say = Callable[[str], None]
 LOG_DIR: Final = Path(os.environ.get("STEPS_LOG_DIR") or REPO_ROOT / ".cache" / "logs")

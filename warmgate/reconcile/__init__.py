@@ -1,1 +1,1 @@
-"""The reconcile decisions, pure: plan evaluation, warmup and serving state machines, status."""
+"""The reconcile, pure: the planning (`planning/`) and the decisions of a sync (`sync/`)."""

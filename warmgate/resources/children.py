@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from warmgate.api import Manifest, SpecDecodeDeployment
+from warmgate.contract.drafterwarm import DrafterWarmupSpec
 from warmgate.resources.cache_claim import build_cache_claim
 from warmgate.resources.cache_key import cache_key
 from warmgate.resources.plan_bundle import PlanBundle
@@ -18,7 +19,6 @@ from warmgate.resources.vllm_engine import engine_of
 from warmgate.resources.warmup_children import build_plan_configmap, build_warmup
 from warmgate.resources.warmup_shards import planned_shards, sharded_warmup
 from warmgate.settings import Settings
-from warmgate.warmup.wire.drafterwarm import DrafterWarmupSpec
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from warmgate.buckets import BucketPlan
-from warmgate.warmup.wire.drafterwarm import DrafterWarmupSpec
-from warmgate.warmup.wire.order import CacheUsers
-from warmgate.warmup.wire.sweepplan import SweepSpec
+from warmgate.contract.drafterwarm import DrafterWarmupSpec
+from warmgate.contract.order import CacheUsers
+from warmgate.contract.sweepplan import SweepSpec
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class PlanBundle:
     the engine plugin warms directly inside the engine process (format
     warmgate-drafter-warmup/1, issue 33); None without a modelled drafter.
     ``shards``: the warmup's shard count the sync decided from the free Gaudi cards (issue 38,
-    `reconcile.shard_cards`), or kept from this plan's Job; None: no decision (an explicit
+    `reconcile.sync.shard_cards`), or kept from this plan's Job; None: no decision (an explicit
     count, capped, and 1 for auto: `resources.warmup_shards.planned_shards`).
     """
 

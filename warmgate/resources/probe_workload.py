@@ -7,8 +7,8 @@ from typing import Final
 from warmgate.api import SpecDecodeDeployment
 from warmgate.buckets import BucketPlan
 from warmgate.buckets.engine.methods import METHODS
-from warmgate.warmup.wire.order import ProbeSpec, ProbeStep
-from warmgate.warmup.wire.sweepplan import SweepSpec
+from warmgate.contract.order import ProbeSpec, ProbeStep
+from warmgate.contract.sweepplan import SweepSpec
 
 # Decode steps per request: enough for several spec-decode steps at every batch size, short
 # enough that the probe costs seconds, not minutes (docs/runner.md, "Probe").

@@ -1,6 +1,6 @@
 """The warmup runner's plan document (format v1): what to warm, verify, probe and cache.
 
-The operator builds the runner's own types (`warmgate.warmup.wire.order.WarmupOrder` and its parts),
+The operator builds the runner's own types (`warmgate.contract.order.WarmupOrder` and its parts),
 and plan.json is their `to_json()`: one definition of every field for both sides.
 """
 
@@ -13,11 +13,8 @@ from typing import Final
 from warmgate.api import SpecDecodeDeployment
 from warmgate.buckets import BucketPlan
 from warmgate.buckets.engine.methods import DRAFT_MODEL_METHODS
-from warmgate.resources.mounts import CACHE_DIR, RECIPE_DIR, WORK_DIR
-from warmgate.resources.names import parent_name
-from warmgate.resources.probe_workload import probe_section
-from warmgate.warmup.wire.drafterwarm import DrafterWarmupSpec
-from warmgate.warmup.wire.order import (
+from warmgate.contract.drafterwarm import DrafterWarmupSpec
+from warmgate.contract.order import (
     CACHE_NAMESPACE,
     CACHE_USERS,
     BucketSpec,
@@ -29,7 +26,10 @@ from warmgate.warmup.wire.order import (
     WarmupOrder,
     bucket_digest,
 )
-from warmgate.warmup.wire.sweepplan import Graph, HookSpec, SweepSpec
+from warmgate.contract.sweepplan import Graph, HookSpec, SweepSpec
+from warmgate.resources.mounts import CACHE_DIR, RECIPE_DIR, WORK_DIR
+from warmgate.resources.names import parent_name
+from warmgate.resources.probe_workload import probe_section
 
 TERMINATION_LOG: Final = "/dev/termination-log"
 # The sweep's deadline is its budget with this margin: its steps are sized by estimates.
@@ -123,7 +123,7 @@ def build_runner_plan(
     users: CacheUsers | None = None,
     drafter_warmup: DrafterWarmupSpec | None = None,
 ) -> WarmupOrder:
-    """The runner's plan, exactly as `warmgate.warmup.wire.order` reads it back (`to_json()` is
+    """The runner's plan, exactly as `warmgate.contract.order` reads it back (`to_json()` is
     plan.json); ``sweep`` is the drafter sweep (``PlanBundle.drafter_sweep``),
     ``known_unwarmable`` the shapes the runner reports as known gaps
     (``PlanBundle.known_unwarmable``), ``users`` who uses the claim's entries

@@ -17,6 +17,9 @@ from warmgate.api.constants import (
     COMPONENT_SERVING,
     READINESS_GATE,
 )
+from warmgate.contract.drafterwarm import DRAFTER_WARMUP_FILE
+from warmgate.contract.engine import LOGGING_ENV, engine_command, recipe_cache_config
+from warmgate.contract.order import EngineLaunch
 from warmgate.resources.mounts import (
     BUCKET_FILE,
     CACHE_DIR,
@@ -49,9 +52,6 @@ from warmgate.resources.warmup_children import (
     configmap_name,
     runner_copy,
 )
-from warmgate.warmup.wire.drafterwarm import DRAFTER_WARMUP_FILE
-from warmgate.warmup.wire.engine import LOGGING_ENV, engine_command, recipe_cache_config
-from warmgate.warmup.wire.order import EngineLaunch
 
 CONTAINER: Final = "vllm"
 PORT_NAME: Final = "http"

@@ -8,8 +8,8 @@ from typing import Any, Final
 
 from warmgate.api import Manifest, SpecDecodeDeployment, engine_shape_config
 from warmgate.buckets import BucketOverrides, BucketPlan, EngineShapeConfig
+from warmgate.contract.order import EngineLaunch
 from warmgate.resources.mounts import WEIGHTS_DIR
-from warmgate.warmup.wire.order import EngineLaunch
 
 ENGINE_COMMAND: Final = ("vllm", "serve")
 # The warmup engine answers the runner's probe on loopback; serving listens on all interfaces.

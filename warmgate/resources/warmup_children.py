@@ -18,6 +18,8 @@ from warmgate.api.constants import (
     RUNNER_STATUS_PORT_NAME,
 )
 from warmgate.buckets import BucketPlan
+from warmgate.contract.drafterwarm import DRAFTER_WARMUP_FILE, DrafterWarmupSpec
+from warmgate.contract.shardspec import shard_file
 from warmgate.resources.cache_key import key_hash
 from warmgate.resources.mounts import BUCKET_FILE, PLAN_DIR, PLAN_FILE, RUNNER_DIR
 from warmgate.resources.names import (
@@ -45,8 +47,6 @@ from warmgate.resources.warmup_shards import (
     indexed_job_fields,
     one_node_affinity,
 )
-from warmgate.warmup.wire.drafterwarm import DRAFTER_WARMUP_FILE, DrafterWarmupSpec
-from warmgate.warmup.wire.shardspec import shard_file
 
 CONTAINER: Final = "warmup"
 VOLUME_RUNNER: Final = "runner"
@@ -63,14 +63,16 @@ CONTROLLER_SLACK_S: Final = 60
 # unwarmed_shapes, plan_mismatch, drafter_unverified (a required compile hook that cannot attach
 # to this image). They fail the Job at once instead of burning retries.
 PERMANENT_EXIT_CODES: Final = (2, 3, 4, 11)
-# Copies warmgate/__init__.py and warmgate/warmup/ with its sub-packages (standard library only)
-# out of the operator image into the emptyDir the vLLM image puts on PYTHONPATH (docs/runner.md).
+# Copies warmgate/__init__.py, the runner (warmgate/warmup/ with its sub-packages) and the
+# documents it shares with the operator (warmgate/contract/), standard library only, out of the
+# operator image into the emptyDir the vLLM image puts on PYTHONPATH (docs/runner.md).
 _COPY_RUNNER: Final = """\
 import pathlib, shutil, warmgate
 src = pathlib.Path(warmgate.__file__).parent
 dst = pathlib.Path("{dir}") / "warmgate"
 shutil.rmtree(dst, ignore_errors=True)
-shutil.copytree(src / "warmup", dst / "warmup", ignore=shutil.ignore_patterns("__pycache__"))
+for part in ("warmup", "contract"):
+    shutil.copytree(src / part, dst / part, ignore=shutil.ignore_patterns("__pycache__"))
 shutil.copyfile(src / "__init__.py", dst / "__init__.py")
 print("Copied the warmup runner to", dst)
 """
@@ -143,8 +145,13 @@ def build_plan_configmap(
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}
 
 
+def copy_runner_script(into: str) -> str:
+    """The init container's script: the runner and the contract, copied under ``into``."""
+    return _COPY_RUNNER.format(dir=into)
+
+
 def runner_copy(operator_image: str) -> Manifest:
-    command = ["python", "-c", _COPY_RUNNER.format(dir=RUNNER_DIR)]
+    command = ["python", "-c", copy_runner_script(RUNNER_DIR)]
     mounts = [{"name": VOLUME_RUNNER, "mountPath": RUNNER_DIR}]
     return operator_container("copy-runner", operator_image, command, mounts)
 

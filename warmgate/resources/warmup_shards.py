@@ -22,10 +22,10 @@ from warmgate.api import Manifest, SpecDecodeDeployment
 from warmgate.api.workload import AUTO, MAX_SHARDS
 from warmgate.buckets import BucketPlan
 from warmgate.buckets.shard import PlanSlice, ShardedPlan, max_shards, slice_plan
+from warmgate.contract.order import BucketSpec, ListExpectation, WarmupOrder, bucket_digest
+from warmgate.contract.shardspec import INDEX_ENV, ShardSpec, shard_file, shard_key
+from warmgate.contract.sweepplan import HookSpec
 from warmgate.resources.pod import cache_claim_name
-from warmgate.warmup.wire.order import BucketSpec, ListExpectation, WarmupOrder, bucket_digest
-from warmgate.warmup.wire.shardspec import INDEX_ENV, ShardSpec, shard_file, shard_key
-from warmgate.warmup.wire.sweepplan import HookSpec
 
 __all__ = [
     "SHARD_COMMAND_FLAG",
@@ -59,7 +59,7 @@ def shard_cap(sdd: SpecDecodeDeployment, plan: BucketPlan) -> int:
 
 def planned_shards(sdd: SpecDecodeDeployment, plan: BucketPlan, decided: int | None = None) -> int:
     """The Job's shard count: the sync's decision from the free cards (``decided``,
-    `reconcile.shard_cards`) within `shard_cap`; without one (`warmgate plan`, a verified plan
+    `reconcile.sync.shard_cards`) within `shard_cap`; without one (`warmgate plan`, a verified plan
     whose Job is gone), an explicit count capped, and 1 for auto."""
     cap = shard_cap(sdd, plan)
     if decided is not None:

@@ -14,6 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
+from warmgate.contract.board import WarmupBoard
+from warmgate.contract.order import PlanError, load_plan
+from warmgate.contract.shardspec import INDEX_ENV, PLAN_FILE, shard_file
+from warmgate.contract.summary import TerminationSummary
 from warmgate.warmup import cache
 from warmgate.warmup.engine.launch import echo
 from warmgate.warmup.runner.outcomes import Outcome, RunFailure
@@ -21,10 +25,6 @@ from warmgate.warmup.runner.report import Progress, RunRecord, write_termination
 from warmgate.warmup.runner.run import Runner, finish
 from warmgate.warmup.serve import mode as serve
 from warmgate.warmup.statusboard import Board, serve_board
-from warmgate.warmup.wire.board import WarmupBoard
-from warmgate.warmup.wire.order import PlanError, load_plan
-from warmgate.warmup.wire.shardspec import INDEX_ENV, PLAN_FILE, shard_file
-from warmgate.warmup.wire.summary import TerminationSummary
 
 DEFAULT_TERMINATION_LOG = Path("/dev/termination-log")
 

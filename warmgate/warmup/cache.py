@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from warmgate.warmup.wire.order import KEY_RE, CacheSpec, CacheUsers
+from warmgate.contract.order import KEY_RE, CacheSpec, CacheUsers
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1

@@ -5,7 +5,7 @@ progress and drift reach the operator"). Instead the runner answers two plain HT
 its status port: ``/warmgate/status`` (a small JSON document the operator reads through the
 Pod IP) and ``/metrics`` (the same figures for Prometheus). It serves from a thread of its
 own, so a slow reader never delays the engine or the log parser. The document is the shared
-type of warmup/wire/board.py, which the operator reads back. Standard library only.
+type of contract/board.py, which the operator reads back. Standard library only.
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from warmgate.warmup.wire.board import METRICS_PATH, STATUS_PATH, RunnerBoard, WarmupBoard
+from warmgate.contract.board import METRICS_PATH, STATUS_PATH, RunnerBoard, WarmupBoard
 
 # e.g. ("warmgate_runner_unwarmed_shapes", "Distinct shapes ...", 3.0)
 Sample = tuple[str, str, float]
 
 
 class Board:
-    """The runner's current board (a frozen `WarmupBoard` or `ServeBoard`, warmup/wire/board.py),
+    """The runner's current board (a frozen `WarmupBoard` or `ServeBoard`, contract/board.py),
     thread-safe: writers replace it, readers serialise the one they got, outside the lock."""
 
     def __init__(self, board: RunnerBoard) -> None:

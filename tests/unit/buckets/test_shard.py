@@ -14,8 +14,8 @@ from test_buckets_properties import _plan, configs
 from warmgate.api import engine_shape_config, load_manifest
 from warmgate.buckets import BucketPlan, EngineShapeConfig, ModelProfile, plan_buckets
 from warmgate.buckets.shard import DrafterShape, ShardedPlan, max_shards, slice_plan
-from warmgate.reconcile.model_size import model_size
-from warmgate.reconcile.proven_plan import PlanPolicy, evaluate_plan
+from warmgate.reconcile.planning.model_size import model_size
+from warmgate.reconcile.planning.proven_plan import PlanPolicy, evaluate_plan
 
 EXAMPLES = sorted(Path(__file__).parents[3].joinpath("examples").glob("*.yaml"))
 

@@ -11,7 +11,7 @@ import pytest
 from warmgate.api import parse_manifest
 from warmgate.cli import demo_real
 from warmgate.devcluster import engine_image
-from warmgate.reconcile.planning import evaluate
+from warmgate.reconcile.planning.evaluate import evaluate
 
 IMAGE = "localhost/warmgate-vllm-cpu:0123456789abcdef"
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from warmgate import controlplane
-from warmgate.controlplane import AssetsUnavailableError, find_assets
+from warmgate.devcluster import controlplane
+from warmgate.devcluster.controlplane import AssetsUnavailableError, find_assets
 
 
 def make_assets(folder: Path, names: tuple[str, ...]) -> Path:

@@ -10,9 +10,9 @@ from support.resource_cases import EXAMPLES
 
 from warmgate.api import SpecDecodeDeployment, parse_manifest
 from warmgate.buckets import BucketPlan
-from warmgate.reconcile.planning import evaluate
+from warmgate.contract.order import KEY_RE
+from warmgate.reconcile.planning.evaluate import evaluate
 from warmgate.resources import cache_key
-from warmgate.warmup.wire.order import KEY_RE
 
 BASE = next(p for p in EXAMPLES if p.stem == "llama31-8b-eagle3-gaudi2")
 

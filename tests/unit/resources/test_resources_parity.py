@@ -11,9 +11,9 @@ import pytest
 from support.paths import REPO_ROOT
 from support.resource_cases import Case
 
+from warmgate.contract.order import parse_plan
 from warmgate.resources.mounts import PLAN_DIR
 from warmgate.warmup.engine.launch import engine_argv, engine_env
-from warmgate.warmup.wire.order import parse_plan
 
 # What legitimately differs: where the runner finds itself, where each process reads the seed
 # file (same content), and DELETE=True on the warmup's first fill against DELETE=False on reuse.
@@ -134,4 +134,4 @@ def test_the_package_imports_neither_kopf_nor_kubernetes() -> None:
             for name in names:
                 top = name.split(".")[0]
                 assert top not in {"kopf", "kubernetes"}, f"{path.name} imports {name}"
-                assert not name.startswith("warmgate.handlers"), f"{path.name} imports {name}"
+                assert not name.startswith("warmgate.runtime"), f"{path.name} imports {name}"

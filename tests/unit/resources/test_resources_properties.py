@@ -10,11 +10,11 @@ from hypothesis import strategies as st
 from support.resource_cases import EXAMPLES, SETTINGS, planned
 
 from warmgate.api import parse_manifest
-from warmgate.reconcile.planning import evaluate
+from warmgate.contract.order import parse_plan
+from warmgate.reconcile.planning.evaluate import evaluate
 from warmgate.resources import desired_children
 from warmgate.resources.names import DNS_1035_LABEL, MAX_NAME
 from warmgate.warmup.engine.launch import engine_argv
-from warmgate.warmup.wire.order import parse_plan
 
 MINIMAL = next(p for p in EXAMPLES if p.stem == "minimal-ngram")
 

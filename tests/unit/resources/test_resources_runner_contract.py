@@ -15,11 +15,7 @@ from support.resource_cases import EXAMPLES, SETTINGS, Case, make_case
 
 from warmgate.api import DrafterWarmup
 from warmgate.buckets import plan_buckets
-from warmgate.resources import desired_children
-from warmgate.resources.probe_workload import MAX_TOKENS
-from warmgate.resources.runner_plan import build_runner_plan
-from warmgate.resources.vllm_engine import engine_of
-from warmgate.warmup.wire.order import (
+from warmgate.contract.order import (
     KEY_RE,
     CacheUsers,
     PlanError,
@@ -27,7 +23,11 @@ from warmgate.warmup.wire.order import (
     load_plan,
     parse_plan,
 )
-from warmgate.warmup.wire.sweepplan import HookSpec
+from warmgate.contract.sweepplan import HookSpec
+from warmgate.resources import desired_children
+from warmgate.resources.probe_workload import MAX_TOKENS
+from warmgate.resources.runner_plan import build_runner_plan
+from warmgate.resources.vllm_engine import engine_of
 
 
 def _doc(case: Case) -> dict[str, Any]:

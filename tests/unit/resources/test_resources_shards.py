@@ -11,9 +11,9 @@ from support.resource_cases import SETTINGS, UID, make_case, planned
 from warmgate.api import SpecDecodeDeployment
 from warmgate.buckets import parse_bucket_file
 from warmgate.buckets.shard import max_shards
+from warmgate.contract.order import parse_plan
+from warmgate.contract.shardspec import shard_key
 from warmgate.resources import desired_children
-from warmgate.warmup.wire.order import parse_plan
-from warmgate.warmup.wire.shardspec import shard_key
 
 EAGLE3 = "llama31-8b-eagle3-gaudi2"
 

@@ -162,7 +162,7 @@ def prove_drafter(
     and every prefill chunk runs the drafter, not only the chunk that completes its prompt; for
     prompt batches of one request that adds no graph (a partial chunk's (query, ctx) and its end
     L are those of a completing chunk of an L-token prompt; docs/coverage.md, fact 10), which
-    ``tests/unit/buckets/test_drafter_structured.py`` checks against a brute force.
+    ``tests/unit/buckets/drafter/test_drafter_structured.py`` checks against a brute force.
 
     ngram has none (NgramProposer drafts on the CPU). Raises ``DrafterModelError`` for an
     unknown method, and for prompt batches of several requests (VLLM_PROMPT_BS_BUCKET_MAX > 1 or

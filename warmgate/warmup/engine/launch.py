@@ -14,13 +14,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO
 
-from warmgate.warmup.wire.engine import (
+from warmgate.contract.engine import (
     LOGGING_ENV,
     LOGGING_ENV_REMOVED,
     engine_command,
     recipe_cache_config,
 )
-from warmgate.warmup.wire.order import WarmupOrder
+from warmgate.contract.order import WarmupOrder
 
 Sink = Callable[[str, str], None]
 _CHUNK = 64 * 1024

@@ -5,7 +5,7 @@ The engine plugin (``hook/plugin.py``) calls :func:`warm_gaudi` right after vllm
 ``compile_or_warm_up_model``: both run in the engine process before it reports healthy (the
 API server answers ``/health`` only once every engine process has finished starting). For
 every shape of the plan's ``drafter_warmup`` document (the file ``WARMGATE_DRAFTER_WARMUP``
-names, format warmgate-drafter-warmup/1, ``wire/drafterwarm.py``) it runs the drafter's own
+names, format warmgate-drafter-warmup/1, ``contract/drafterwarm.py``) it runs the drafter's own
 ``propose`` once, with inputs built the way the engine builds them, and logs:
 
     warmgate-hook v1 drafter-warm pid=7 t=... graph=["decode",16,1,48] ok=true s=0.41 ran=[...]
@@ -59,14 +59,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from warmgate.warmup.wire.drafterwarm import (
+from warmgate.contract.drafterwarm import (
     DRAFTER_WARMUP_ENV,
     DRAFTER_WARMUP_SWITCH,
     DrafterWarmupSpec,
     read_drafter_warmup,
 )
-from warmgate.warmup.wire.schema import PlanError
-from warmgate.warmup.wire.sweepplan import Graph
+from warmgate.contract.schema import PlanError
+from warmgate.contract.sweepplan import Graph
 
 Emit = Callable[..., None]
 # Warms one planned shape: (warmed, why not, what the engine ran) for its drafter-warm line.
@@ -74,8 +74,8 @@ Warmer = Callable[[Graph], tuple[bool, str, dict[str, Any]]]
 
 # What the Gaudi path relies on in vllm-gaudi (issue 33 item 4): the parameters of the methods
 # it calls, in order (it passes them positionally), and the attributes it reads. Checked
-# against vllm-gaudi's source at both pinned commits (tests/unit/warmup/data/
-# vllm_gaudi_surface.json, tests/unit/warmup/test_gaudi_surface.py) and, in the engine, against
+# against vllm-gaudi's source at both pinned commits (tests/runner/data/
+# vllm_gaudi_surface.json, tests/runner/test_gaudi_surface.py) and, in the engine, against
 # the classes it finds (``surface_problems``): a moved engine ends the direct warmup with
 # state=error and the difference, never a guess. Where the commits differ, PROFILE_SURFACE
 # holds each profile's side (the plan's ``profile`` picks).

@@ -46,9 +46,9 @@ from collections.abc import Callable, Iterator, Sequence
 from types import ModuleType
 from typing import Any, ClassVar
 
+from warmgate.contract.drafterwarm import DRAFTER_WARMUP_ENV
 from warmgate.warmup.hook import drafter_warm
 from warmgate.warmup.hook.lines import format_hook_line
-from warmgate.warmup.wire.drafterwarm import DRAFTER_WARMUP_ENV
 
 RUNNER_MODULE = "vllm_gaudi.v1.worker.hpu_model_runner"
 EAGLE_MODULE = "vllm_gaudi.v1.spec_decode.hpu_eagle"

@@ -10,14 +10,14 @@ checks everything else and ends ``cpu_engine``, saying what was and was not veri
 
 from __future__ import annotations
 
+from warmgate.contract.order import WarmupOrder
+from warmgate.contract.summary import EngineKind
 from warmgate.warmup.engine import facts
 from warmgate.warmup.engine.parse import EngineLog
 from warmgate.warmup.hook.lines import HookEvent
 from warmgate.warmup.runner.drafter_check import DrafterCheck
 from warmgate.warmup.runner.outcomes import Outcome
 from warmgate.warmup.runner.report import RunRecord
-from warmgate.warmup.wire.order import WarmupOrder
-from warmgate.warmup.wire.summary import EngineKind
 
 NOT_VERIFIED = (
     "not verified: bucket lists, graph warmup, unwarmed shapes and drafter graphs "

@@ -15,11 +15,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from warmgate.contract.drafterwarm import DrafterWarmupSpec
+from warmgate.contract.order import bucket_digest
+from warmgate.contract.summary import DirectWarmupCounts
+from warmgate.contract.sweepplan import Graph
 from warmgate.warmup.hook.lines import HookEvent
-from warmgate.warmup.wire.drafterwarm import DrafterWarmupSpec
-from warmgate.warmup.wire.order import bucket_digest
-from warmgate.warmup.wire.summary import DirectWarmupCounts
-from warmgate.warmup.wire.sweepplan import Graph
 
 # Failed and missing shapes the summary names, each in at most CHARS characters (the summary
 # fits in 4096 bytes; the report has them all).

@@ -27,10 +27,10 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
+from warmgate.contract.summary import DrafterCounts
+from warmgate.contract.sweepplan import Graph, HookSpec, SweepSpec
 from warmgate.warmup.hook.lines import HookEvent
 from warmgate.warmup.runner.sweep import SweepRun
-from warmgate.warmup.wire.summary import DrafterCounts
-from warmgate.warmup.wire.sweepplan import Graph, HookSpec, SweepSpec
 
 NO_PROCESS = (
     "no engine process loaded the hook: vLLM did not load the plugin (check VLLM_PLUGINS), "

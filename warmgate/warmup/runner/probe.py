@@ -9,8 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from warmgate.contract.order import ProbeSpec, ProbeStep
 from warmgate.warmup.runner.burst import send_burst
-from warmgate.warmup.wire.order import ProbeSpec, ProbeStep
 
 Alive = Callable[[], bool]
 Progress = Callable[[int, int], None]

@@ -10,6 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from warmgate.contract.order import DIGEST_ALGORITHM
+from warmgate.contract.summary import (
+    SUMMARY_VERSION,
+    EngineKind,
+    ShardReport,
+    TerminationSummary,
+)
 from warmgate.warmup.engine.parse import EngineLog
 from warmgate.warmup.runner.direct_check import DirectCheck
 from warmgate.warmup.runner.drafter_check import DrafterCheck
@@ -18,15 +25,8 @@ from warmgate.warmup.runner.probe import ProbeResult
 from warmgate.warmup.runner.sweep import SweepRun
 from warmgate.warmup.runner.verdict import LogVerdict
 from warmgate.warmup.statusboard import Board
-from warmgate.warmup.wire.order import DIGEST_ALGORITHM
-from warmgate.warmup.wire.summary import (
-    SUMMARY_VERSION,
-    EngineKind,
-    ShardReport,
-    TerminationSummary,
-)
 
-# The report and the termination summary share their version (wire/summary.py).
+# The report and the termination summary share their version (contract/summary.py).
 # 2: engine_log.omitted records, list_copies, unreadable (issue 12); 3: drafter (issue 16);
 # 4: known_gaps (the plan's known-unwarmable shapes the engine logged, reported, not failed);
 # 5: engine kind (cpu_engine, issue 21), the report's `code` beside the process `exit_code`;

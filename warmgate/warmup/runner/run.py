@@ -11,6 +11,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from warmgate.contract.drafterwarm import DRAFTER_WARMUP_ENV
+from warmgate.contract.order import DEFAULT_SWEEP_S, WarmupOrder
+from warmgate.contract.sweepplan import Graph, SweepSpec
 from warmgate.warmup import cache
 from warmgate.warmup.engine import facts
 from warmgate.warmup.engine.launch import EngineProcess, Sink, echo, engine_argv, engine_env
@@ -43,9 +46,6 @@ from warmgate.warmup.runner.verdict import (
     known_gaps,
     unwarmed_reasons,
 )
-from warmgate.warmup.wire.drafterwarm import DRAFTER_WARMUP_ENV
-from warmgate.warmup.wire.order import DEFAULT_SWEEP_S, WarmupOrder
-from warmgate.warmup.wire.sweepplan import Graph, SweepSpec
 
 # The hook's lines are written before each response but read by another thread: before the
 # missing graphs are counted, wait until none arrived for QUIET_S, at most SETTLE_S.

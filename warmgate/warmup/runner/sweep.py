@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from warmgate.contract.sweepplan import SweepSpec, SweepStepSpec
 from warmgate.warmup.runner.burst import send_burst
-from warmgate.warmup.wire.sweepplan import SweepSpec, SweepStepSpec
 
 Alive = Callable[[], bool]
 Progress = Callable[[int, int], None]

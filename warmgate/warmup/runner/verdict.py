@@ -6,9 +6,9 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
+from warmgate.contract.order import ListExpectation, WarmupOrder, bucket_digest
 from warmgate.warmup.engine.parse import EngineLog, NotPrepared
 from warmgate.warmup.runner.outcomes import Outcome
-from warmgate.warmup.wire.order import ListExpectation, WarmupOrder, bucket_digest
 
 # vllm-gaudi runs graph warmup only without --enforce-eager (G26 hpu_model_runner.py:6171 /
 # Gmain:6246) but logs "Warmup finished" either way (G26:6231 / Gmain:6306).

@@ -41,10 +41,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
+from warmgate.contract.drafterwarm import DRAFTER_WARMUP_ENV
 from warmgate.warmup.hook import install as hookenv
 from warmgate.warmup.serve import specdecode
 from warmgate.warmup.serve.watch import DROPPED, observe
-from warmgate.warmup.wire.drafterwarm import DRAFTER_WARMUP_ENV
 
 DEFAULT_STATE_FILE = Path("/warmgate/local/serve/observed.json")
 _CHUNK = 64 * 1024

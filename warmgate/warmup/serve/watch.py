@@ -21,11 +21,11 @@ from mmap import mmap
 from pathlib import Path
 from typing import Any
 
+from warmgate.contract.board import ServeBoard
 from warmgate.warmup.engine.parse import LogParser
 from warmgate.warmup.hook.lines import parse_hook_line
 from warmgate.warmup.serve import specdecode
 from warmgate.warmup.statusboard import Board, Sample, serve_board
-from warmgate.warmup.wire.board import ServeBoard
 
 MAX_LISTED = 1000  # distinct shapes kept; the counts go on beyond it
 _CHUNK = 64 * 1024

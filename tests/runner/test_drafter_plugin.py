@@ -1,0 +1,185 @@
+"""The engine plugin's direct drafter warmup as vLLM loads it, against TEST DOUBLE engine
+modules shaped like vllm-gaudi's (the surface record's signatures): a fresh interpreter, the
+plugin found through its dist-info entry point, a fake Habana compile metric, a fake torch.
+After ``HPUModelRunner.warmup_model`` the plugin warms each planned shape, inside the warmup's
+compile count, and logs one line per shape and the closing line; nothing is logged as a
+compile outside warmup. Nothing here is the real engine, torch or Habana's software."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from warmgate.contract.drafterwarm import DRAFTER_WARMUP_ENV, make_spec
+from warmgate.warmup.hook import install as hookenv
+from warmgate.warmup.hook.lines import HookEvent, parse_hook_line
+
+FILES = {
+    "torch/__init__.py": """
+        import contextlib
+        int32, int64 = "int32", "int64"
+        class Tensor:
+            def __init__(self, shape, values=None):
+                self.shape = shape
+                self.values = values if values is not None else [0] * shape[0]
+            def __setitem__(self, key, other):
+                self.values[key] = other.values
+        def zeros(shape, dtype=None, device=None):
+            return Tensor(tuple(shape) if isinstance(shape, tuple) else (shape,))
+        def full(shape, value, dtype=None):
+            return Tensor(shape, [value] * shape[0])
+        def tensor(values, dtype=None):
+            return Tensor((len(values),), list(values))
+        inference_mode = contextlib.nullcontext
+    """,
+    "habana_frameworks/__init__.py": "",
+    "habana_frameworks/torch/__init__.py": "",
+    "habana_frameworks/torch/hpu/__init__.py": """
+        COMPILES, SEEN = [0], set()
+        def synchronize():
+            pass
+        def run(key):
+            if key not in SEEN:
+                SEEN.add(key)
+                COMPILES[0] += 1
+    """,
+    "habana_frameworks/torch/hpu/metrics.py": """
+        from habana_frameworks.torch.hpu import COMPILES
+        class metric_localcontext:
+            def __init__(self, name):
+                pass
+            def __enter__(self):
+                self.start = COMPILES[0]
+                return self
+            def __exit__(self, *exc):
+                self.end = COMPILES[0]
+            def stats(self):
+                return [["TotalNumber", self.end - self.start], ["TotalTime", 1], ["AvgTime", 1]]
+    """,
+    "vllm_gaudi/__init__.py": "",
+    "vllm_gaudi/v1/__init__.py": "",
+    "vllm_gaudi/v1/worker/__init__.py": "",
+    "vllm_gaudi/v1/spec_decode/__init__.py": "",
+    "vllm_gaudi/v1/spec_decode/hpu_eagle.py": """
+        from habana_frameworks.torch.hpu import run
+        class Attn:
+            def __init__(self, prompt, blocks):
+                self.is_prompt, self.blocks = prompt, blocks
+            def num_blocks(self):
+                return self.blocks
+        class Model:
+            def __call__(self, *, input_ids, positions, hidden_states, inputs_embeds,
+                         attn_metadata):
+                phase = "prompt" if attn_metadata.is_prompt else "decode"
+                run(("drafter", phase, *input_ids.shape, attn_metadata.num_blocks()))
+        class EagleProposer:
+            pass
+        class HpuEagleProposer(EagleProposer):
+            def __init__(self):
+                self.model, self.method = Model(), "eagle"
+                self.max_model_len, self.num_speculative_tokens = 4096, 2
+            def propose(self, target_token_ids, target_positions, target_hidden_states,
+                        last_token_indices, common_attn_metadata, block_table_cpu_tensor,
+                        model_runner):
+                self.model(input_ids=target_token_ids, positions=target_positions,
+                           hidden_states=target_hidden_states, inputs_embeds=None,
+                           attn_metadata=common_attn_metadata)
+                for _ in range(self.num_speculative_tokens - 1):
+                    self.model(input_ids=last_token_indices, positions=None, hidden_states=None,
+                               inputs_embeds=None, attn_metadata=Attn(False, 1))
+            def prepare_attn_metadata(self, block_table_cpu_tensor, positions, model_runner):
+                rows = block_table_cpu_tensor.shape[0]
+                blocks = sum(-(-(p + 1) // 128) for p in positions.values[:rows])
+                return Attn(False, blocks)
+    """,
+    "vllm_gaudi/v1/worker/hpu_model_runner.py": """
+        from habana_frameworks.torch.hpu import run
+        class HPUModelRunner:
+            def __init__(self):
+                from vllm_gaudi.v1.spec_decode.hpu_eagle import HpuEagleProposer
+                self.drafter = HpuEagleProposer()
+                self.block_size, self.hidden_size, self.dtype, self.device = 128, 64, "bf16", "hpu"
+                self.use_contiguous_pa, self.kv_cache_config = False, None
+            def warmup_model(self):
+                run(("target", "decode", 1, 1, 8))
+                return "warmed"
+            def sample_tokens(self, grammar_output):
+                return "sampled"
+            def _prepare_dummy_scenario(self, prompt_cfg, decode_cfg):
+                from vllm_gaudi.v1.spec_decode.hpu_eagle import Attn
+                from torch import Tensor
+                bs, query, ctx = prompt_cfg
+                self.drafter.propose(Tensor((bs, query - 2)), None, None, Tensor((1,)),
+                                     Attn(True, bs * ctx), None, self)
+            def get_habana_paged_attn_buffers(self, block_tables, slot_mapping, batch_size,
+                                              block_size=None):
+                pass
+    """,
+}
+SCRIPT = """
+from importlib.metadata import entry_points
+for plugin in entry_points(group="vllm.general_plugins"):
+    plugin.load()()
+import vllm_gaudi.v1.worker.hpu_model_runner as m
+runner = m.HPUModelRunner()
+assert runner.warmup_model() == "warmed"
+assert runner.sample_tokens(None) == "sampled"
+"""
+SHAPES = [("decode", 16, 1, 48), ("decode", 4, 1, 8), ("prompt", 1, 256, 2)]
+
+
+def run_engine(tmp: Path, shapes: list[tuple[str, int, int, int]]) -> list[HookEvent]:
+    root = tmp / "engine"
+    for name, text in FILES.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(textwrap.dedent(text))
+    doc = make_spec("eagle", 2, 128, 4096, shapes).write(tmp / "plan")
+    env = {"PYTHONPATH": str(root), DRAFTER_WARMUP_ENV: str(doc)}
+    hookenv.hook_env(env, hookenv.install(tmp / "work"))
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return [e for line in done.stderr.splitlines() if (e := parse_hook_line(line))]
+
+
+def test_the_plugin_warms_each_planned_shape_after_the_engines_warmup(tmp_path: Path) -> None:
+    events = run_engine(tmp_path, SHAPES)
+    per_shape = {tuple(e.fields["graph"]): e for e in events if e.kind == "drafter-warm"}
+    assert set(per_shape) == set(SHAPES)
+    assert all(e.fields["ok"] for e in per_shape.values()), [e.fields for e in events]
+    (closing,) = [e for e in events if e.kind == "drafter-warmup"]
+    assert (closing.fields["state"], closing.fields["engine"], closing.fields["warmed"]) == (
+        "done",
+        "gaudi",
+        3,
+    )
+    # inside the engine's warmup count: 1 target graph + 3 planned + the calls 2..k graph
+    (warmup,) = [e for e in events if e.kind == "warmup"]
+    assert (warmup.count, warmup.drafter) == (5, 4)
+    assert [e for e in events if e.kind == "compile"] == []
+    assert kinds_in_order(events) == ["warmup"]  # the closing line comes before the warmup's
+
+
+def kinds_in_order(events: list[HookEvent]) -> list[str]:
+    order = [e.kind for e in events if e.kind in ("drafter-warmup", "warmup")]
+    return order[order.index("drafter-warmup") + 1 :]
+
+
+def test_a_shape_the_drafter_does_not_run_is_failed_with_what_ran(tmp_path: Path) -> None:
+    """A prompt shape whose dummy the engine pads elsewhere (here: a context the shape does not
+    name) is no evidence: failed, naming the graph that did run."""
+    events = run_engine(tmp_path, [("prompt", 1, 256, 3)])
+    (line,) = [e for e in events if e.kind == "drafter-warm"]
+    assert line.fields["ok"] is True
+    events = run_engine(tmp_path / "b", [("prompt", 2, 256, 3)])  # 3 blocks over 2 rows: ctx 1
+    (line,) = [e for e in events if e.kind == "drafter-warm"]
+    assert line.fields["ok"] is False
+    assert "['prompt', 2, 256, 2]" in line.fields["reason"]

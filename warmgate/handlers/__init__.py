@@ -1,1 +1,0 @@
-"""Kopf handlers: thin adapters that call the pure layers."""

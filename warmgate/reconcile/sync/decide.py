@@ -1,0 +1,169 @@
+"""One decision for a SpecDecodeDeployment: from what the sync saw, the writes and the status.
+
+`decide(sdd, planning, observed, settings)` is pure: data in, data out. It orders the parts
+(`decide_warmup`, `decide_serving`, `decide_collect`, the serving drift and the engines'
+measured spec-decode acceptance), builds the whole
+status (`status_builder`) and the Events the verdicts call for. The clock is the snapshot's
+(``observed.at``). `warmgate.runtime.sync` gathers the snapshot, applies the decision, and
+decides again on the server's answers while they matter (a claim just created, a Job, a
+Deployment).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from warmgate.api import SpecDecodeDeployment, SpecDecodeDeploymentStatus
+from warmgate.api.conditions import get_condition
+from warmgate.api.constants import COVERAGE_PROVEN, LABEL_PLAN_HASH, Reason
+from warmgate.contract.board import ServeBoard
+from warmgate.reconcile.planning.evaluate import PlanningResult
+from warmgate.reconcile.planning.verdict import MESSAGE_LIMIT, Verdict
+from warmgate.reconcile.sync.acceptance import evaluate_acceptance
+from warmgate.reconcile.sync.actions import Action, Decision, Delete, Event, EventType
+from warmgate.reconcile.sync.decide_collect import decide_collect
+from warmgate.reconcile.sync.decide_serving import (
+    decide_serving,
+    open_gates,
+    proven_uids,
+    serving_template,
+)
+from warmgate.reconcile.sync.decide_warmup import decide_warmup
+from warmgate.reconcile.sync.drift import DriftState, evaluate_drift, event_message
+from warmgate.reconcile.sync.observed import Observed, controlled_by, uid_of
+from warmgate.reconcile.sync.progress import running_pod
+from warmgate.reconcile.sync.served import served_record
+from warmgate.reconcile.sync.serving_state import ServingState
+from warmgate.reconcile.sync.status_builder import build_status, stalled_status
+from warmgate.resources.names import plan_label
+from warmgate.settings import Settings
+
+
+def decide(
+    sdd: SpecDecodeDeployment, planning: PlanningResult, observed: Observed, settings: Settings
+) -> Decision:
+    """The writes that bring the children to the plan, and the status that reports it all."""
+    warm = decide_warmup(sdd, planning, observed, settings)
+    verified = warm.state.summary if warm.state is not None and warm.verified else None
+    serve = decide_serving(sdd, planning, observed, warm.verified, verified)
+    drift = serving_drift(sdd, planning, observed, serve.state, serve.proven)
+    serving = with_acceptance(sdd, observed, serve.state, serve.proven)
+    actions: tuple[Action, ...] = (*warm.actions, *serve.actions)
+    gone = {uid_of(a.target) for a in actions if isinstance(a, Delete)}
+    collect = decide_collect(sdd, observed, warm.children)
+    actions += tuple(a for a in collect if uid_of(a.target) not in gone)  # type: ignore[union-attr]
+    status = build_status(
+        sdd, planning, observed.at, warmup=warm.state, serving=serving, drift=drift
+    )
+    events = (*announce(sdd.status, planning), *_drift_events(drift))
+    return Decision(actions, status, events)
+
+
+def decide_unreadable(shell: SpecDecodeDeployment, observed: Observed, problem: str) -> Decision:
+    """An object whose spec this operator cannot read (stored under other validation rules;
+    ``shell`` has its metadata and status only): Stalled, reason InvalidSpec, naming the
+    field, and what is verified keeps serving: the gates of the Deployment's Pods that run the
+    verified plan, as its served record (bound to the status' digest) keeps the Pods' template,
+    keep opening, so a replaced serving Pod is not left unready. Without a record, no gate."""
+    deployment = observed.deployment
+    actions: tuple[Action, ...] = ()
+    if deployment is not None and controlled_by(deployment, shell.metadata.uid or ""):
+        template = serving_template(None, served_record(shell, observed))
+        proven = proven_uids(observed, deployment, template)
+        actions = tuple(open_gates(observed, deployment, proven))
+    message = (
+        f"This operator cannot read the spec (stored under other validation rules?): "
+        f"{' '.join(problem.split())}; the last verified plan keeps serving"
+    )[:MESSAGE_LIMIT]
+    stalled = Verdict("True", Reason.INVALID_SPEC, message)
+    status = stalled_status(shell.status, stalled, shell.metadata.generation, observed.at)
+    return Decision(actions, status)
+
+
+def serving_drift(
+    sdd: SpecDecodeDeployment,
+    planning: PlanningResult,
+    observed: Observed,
+    serving: ServingState | None,
+    proven: frozenset[str] = frozenset(),
+) -> DriftState:
+    """The drift record of the served plan, with what its proven Pods' runners report now
+    (`decide_serving.proven_pods`); the record stays when the serving Pods could not be read."""
+    old = sdd.status.drift if sdd.status else None
+    if serving is None or "drift" in observed.failed:
+        return DriftState(old)
+    served = serving.summary.plan_hash
+    docs = _served_docs(observed, served, proven)
+    return evaluate_drift(old, docs, served=served, plan=planning.plan, at=observed.at)
+
+
+def with_acceptance(
+    sdd: SpecDecodeDeployment,
+    observed: Observed,
+    serving: ServingState | None,
+    proven: frozenset[str] = frozenset(),
+) -> ServingState | None:
+    """The serving state with the engines' measured spec-decode acceptance (status.serving
+    .specDecode), from the same runner documents as the drift; the record stays when the
+    serving Pods could not be read, and goes when another plan is served."""
+    if serving is None:
+        return None
+    old = sdd.status.serving if sdd.status else None
+    kept = old.spec_decode if old else None
+    served = serving.summary.plan_hash
+    if "drift" in observed.failed:
+        measured = kept
+    else:
+        same_plan = served is not None and old is not None and old.plan_hash == served
+        docs = _served_docs(observed, served, proven)
+        measured = evaluate_acceptance(kept, docs, same_plan=same_plan, at=observed.at)
+    summary = serving.summary.model_copy(update={"spec_decode": measured})
+    return replace(serving, summary=summary)
+
+
+def _served_docs(
+    observed: Observed, served: str | None, proven: frozenset[str]
+) -> list[ServeBoard]:
+    """The serve-mode boards of the served plan's Running serving Pods that the operator can
+    prove it created (the only evidence a board is: issue 34 case 3)."""
+    docs = []
+    if served is not None:
+        for pod in observed.serving_pods:
+            if uid_of(pod) not in proven:
+                continue
+            labels = pod["metadata"].get("labels") or {}
+            doc = observed.doc_of(pod)
+            ours = labels.get(LABEL_PLAN_HASH) == plan_label(served) and running_pod([pod])
+            if ours and isinstance(doc, ServeBoard):
+                docs.append(doc)
+    return docs
+
+
+def _drift_events(drift: DriftState) -> tuple[Event, ...]:
+    """A Warning Event naming the shapes seen for the first time."""
+    message = event_message(drift)
+    if message is None:
+        return ()
+    return (Event("Warning", Reason.UNWARMED_SHAPE_OBSERVED, message),)
+
+
+def announce(old: SpecDecodeDeploymentStatus | None, result: PlanningResult) -> tuple[Event, ...]:
+    """Events when the plan or the coverage verdict changed."""
+    before = get_condition(old.conditions if old else None, COVERAGE_PROVEN)
+    previous = (before.status, before.reason) if before else None
+    plan_hash = old.plan.hash if old and old.plan else None
+    new_hash = result.summary.hash if result.summary else None
+    if previous == (result.coverage.status, result.coverage.reason) and plan_hash == new_hash:
+        return ()
+    if not result.planned.holds:
+        log = f"Refused to plan SpecDecodeDeployment: {result.planned.message}"
+        return (Event("Warning", result.planned.reason, result.planned.message, log),)
+    kind: EventType = "Normal" if result.coverage.holds else "Warning"
+    log = f"Planned SpecDecodeDeployment {new_hash}: {result.coverage.message}"
+    events = [Event(kind, result.coverage.reason, result.coverage.message, log)]
+    if result.refused is not None:
+        events.append(Event("Warning", result.refused.reason, result.refused.message))
+    for warning in result.warnings:  # e.g. a reachable drafter crash (issue 25 item 5)
+        note = f"Planned SpecDecodeDeployment {new_hash}: {warning.message}"
+        events.append(Event("Warning", warning.reason, warning.message, note))
+    return tuple(events)

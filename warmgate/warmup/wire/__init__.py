@@ -1,1 +1,0 @@
-"""The documents the operator and the runner exchange, with their validation."""
