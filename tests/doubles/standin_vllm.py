@@ -30,7 +30,8 @@ Faults are injected with STANDIN_FAULTS, a comma list of:
   exit_after_warmup     exit 0 after "Warmup finished" (and unwarmed_on_probe's lines) instead
                         of serving
   probe_http_500        answer every completion with HTTP 500
-  exit_on_probe         exit 4 on the first completion request
+  exit_on_probe         exit 4 on the first completion request, its connection closed 1 s
+                        before the exit (as a dying engine's sockets close before it is gone)
   slow_warmup=S         sleep S seconds before warming (a warmup long enough to interrupt)
   graph_seconds=S       take S seconds over each graph, the tqdm bar's lines written as each
                         one ends (a warmup that compiles slowly; with TP, one rank after the
@@ -1337,6 +1338,10 @@ class Handler(BaseHTTPRequestHandler):
             Handler.requests_seen += 1
             first = Handler.requests_seen == 1
         if first and "exit_on_probe" in faults():
+            # A dying engine's sockets close before the process is gone (the kernel closes its
+            # files first): the request fails a moment before the exit can be seen.
+            self.connection.shutdown(socket.SHUT_RDWR)
+            time.sleep(1.0)
             os._exit(4)
         if first and "unwarmed_on_probe" in faults():
             self.engine.on_ranks(self.engine.unwarmed)

@@ -101,6 +101,16 @@ class EngineProcess:
         """True while the engine process has not exited."""
         return self.proc.poll() is None
 
+    def exited_within(self, seconds: float) -> bool:
+        """True when the engine process has exited or exits within ``seconds``. A request that
+        failed because the engine died can fail before the process is gone: the kernel closes a
+        dying process's sockets before it reaps it, so ``alive`` may still say True."""
+        try:
+            self.proc.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
     def stop(self, grace_s: float) -> int:
         """SIGTERM the process group, SIGKILL it after ``grace_s``; wait for the output to drain."""
         if self.alive():

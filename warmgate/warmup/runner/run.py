@@ -53,6 +53,8 @@ QUIET_S = 0.3
 SETTLE_S = 3.0
 # How often a sharded warmup's merge looks for the slices' entries.
 MERGE_POLL_S = 1.0
+# After failed requests, how long the engine has to be seen gone for them to count as its exit.
+EXIT_SETTLE_S = 2.0
 
 
 def _slice_name(key: str, keys: list[str]) -> str:
@@ -300,7 +302,7 @@ class Runner:
         )
 
     def _sweep_failed(self, run: SweepRun) -> None:
-        if run.engine_exited or not self._require_engine().alive():
+        if run.engine_exited or self._engine_died(bool(run.failures)):
             raise RunFailure(Outcome.ENGINE_FAILED, "engine exited during the drafter sweep")
         if run.failures:
             first = run.failures[0]
@@ -350,13 +352,18 @@ class Runner:
         )
         self._timed("probe_s", began)
         self.record.probe = result
-        if result.engine_exited or not engine.alive():
+        if result.engine_exited or self._engine_died(bool(result.failures)):
             raise RunFailure(Outcome.ENGINE_FAILED, "engine exited during the probe")
         if result.timed_out:
             raise RunFailure(Outcome.TIMED_OUT, "probe did not finish in time")
         if result.failures:
             first = result.failures[0]
             raise RunFailure(Outcome.PROBE_FAILED, f"{len(result.failures)} failed: {first}")
+
+    def _engine_died(self, requests_failed: bool) -> bool:
+        """The engine has exited; after failed requests, within EXIT_SETTLE_S (they may have
+        failed because it was dying: that is the engine's failure, not the probe's)."""
+        return self._require_engine().exited_within(EXIT_SETTLE_S if requests_failed else 0.0)
 
     def _require_engine(self) -> EngineProcess:
         if self._engine is None:
