@@ -123,5 +123,9 @@ def test_hand_edits_of_the_deployment_and_service_are_repaired(
         )
 
     wait_for("the operator to repair the drift", repaired, 60)
-    events = e2e.get("events", "-n", namespace, "--field-selector", "reason=DriftRepaired")
-    assert len(events["items"]) >= 2
+
+    def both_said() -> bool:  # the Events are posted after the writes they tell of
+        got = e2e.get("events", "-n", namespace, "--field-selector", "reason=DriftRepaired")
+        return len(got["items"]) >= 2
+
+    wait_for("the operator's DriftRepaired Events", both_said, 30)
