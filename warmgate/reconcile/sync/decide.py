@@ -30,27 +30,34 @@ from warmgate.reconcile.sync.decide_serving import (
 )
 from warmgate.reconcile.sync.decide_warmup import decide_warmup
 from warmgate.reconcile.sync.drift import DriftState, evaluate_drift, event_message
+from warmgate.reconcile.sync.identity import identity
 from warmgate.reconcile.sync.observed import Observed, controlled_by, uid_of
 from warmgate.reconcile.sync.progress import running_pod
-from warmgate.reconcile.sync.served import served_record
+from warmgate.reconcile.sync.served import kept_digest, read_record
 from warmgate.reconcile.sync.serving_state import ServingState
 from warmgate.reconcile.sync.status_builder import build_status, stalled_status
 from warmgate.resources.names import plan_label
+from warmgate.resources.served_record import served_record_name
 from warmgate.settings import Settings
 
 
 def decide(
     sdd: SpecDecodeDeployment, planning: PlanningResult, observed: Observed, settings: Settings
 ) -> Decision:
-    """The writes that bring the children to the plan, and the status that reports it all."""
-    warm = decide_warmup(sdd, planning, observed, settings)
+    """The writes that bring the children to the plan, and the status that reports it all.
+    What every part asks of the object (its names) and of the served record is read once."""
+    ids = identity(sdd)
+    record = read_record(ids.record_name, ids.uid, kept_digest(sdd), observed)
+    warm = decide_warmup(sdd, planning, observed, settings, ids=ids, record=record)
     verified = warm.state.summary if warm.state is not None and warm.verified else None
-    serve = decide_serving(sdd, planning, observed, warm.verified, verified)
+    serve = decide_serving(
+        sdd, planning, observed, warm.verified, verified, ids=ids, seen_record=record
+    )
     drift = serving_drift(sdd, planning, observed, serve.state, serve.proven)
     serving = with_acceptance(sdd, observed, serve.state, serve.proven)
     actions: tuple[Action, ...] = (*warm.actions, *serve.actions)
     gone = {uid_of(a.target) for a in actions if isinstance(a, Delete)}
-    collect = decide_collect(sdd, observed, warm.children)
+    collect = decide_collect(ids, observed, warm.children, record.record)
     actions += tuple(a for a in collect if uid_of(a.target) not in gone)  # type: ignore[union-attr]
     status = build_status(
         sdd, planning, observed.at, warmup=warm.state, serving=serving, drift=drift
@@ -67,8 +74,11 @@ def decide_unreadable(shell: SpecDecodeDeployment, observed: Observed, problem: 
     keep opening, so a replaced serving Pod is not left unready. Without a record, no gate."""
     deployment = observed.deployment
     actions: tuple[Action, ...] = ()
-    if deployment is not None and controlled_by(deployment, shell.metadata.uid or ""):
-        template = serving_template(None, served_record(shell, observed))
+    uid = shell.metadata.uid or ""
+    if deployment is not None and controlled_by(deployment, uid):
+        digest = kept_digest(shell)
+        record = read_record(served_record_name(shell), uid, digest, observed).record
+        template = serving_template(None, record)
         proven = proven_uids(observed, deployment, template)
         actions = tuple(open_gates(observed, deployment, proven))
     message = (

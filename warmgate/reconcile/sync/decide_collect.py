@@ -27,21 +27,23 @@ from warmgate.api import Manifest, SpecDecodeDeployment
 from warmgate.api.constants import ANNOTATION_CACHE_KEY, COMPONENT_WARMUP, LABEL_COMPONENT
 from warmgate.reconcile.sync.actions import Action, Delete, Event
 from warmgate.reconcile.sync.decide_warmup import key_of, succeeded, warmup_jobs
+from warmgate.reconcile.sync.identity import Identity
 from warmgate.reconcile.sync.observed import Observed, controlled_by, name_of
-from warmgate.reconcile.sync.served import served_record
+from warmgate.reconcile.sync.served import ServedRecord
 from warmgate.resources import Children
 from warmgate.resources.cache_claim import build_cache_claim
 from warmgate.resources.names import COMPONENT_PLAN
 
 
 def decide_collect(
-    sdd: SpecDecodeDeployment, seen: Observed, current: Children | None
+    ids: Identity, seen: Observed, current: Children | None, record: ServedRecord | None
 ) -> tuple[Action, ...]:
     """Delete this object's superseded Jobs and unreferenced ConfigMaps: only after a sync
-    that read everything (an object's first sync has nothing superseded: no ConfigMaps listed)."""
+    that read everything (an object's first sync has nothing superseded: no ConfigMaps listed).
+    ``record``: the served record (`served.read_record`)."""
     if seen.failed or seen.configmaps is None:
         return ()
-    uid = sdd.metadata.uid or ""
+    uid = ids.uid
     deployment = seen.deployment
     if deployment is not None and not controlled_by(deployment, uid):
         deployment = None
@@ -50,7 +52,7 @@ def decide_collect(
     desired = name_of(current.warmup_job) if current else None
     kept: list[Manifest] = []
     actions: list[Action] = []
-    for job in warmup_jobs(sdd, seen):
+    for job in warmup_jobs(uid, seen):
         name = name_of(job)
         if name == desired or (key_of(job) in keys and succeeded(job)):
             kept.append(job)
@@ -58,7 +60,6 @@ def decide_collect(
             done = Event("Normal", "Deleted", f"Deleted superseded warmup Job {name}")
             actions.append(Delete("collect", "Job", job, done))
     mounted = _mounted([*kept, *([deployment] if deployment else [])], seen.serving_pods, current)
-    record = served_record(sdd, seen)
     if record is not None:  # the served plan's seed file, to restore its Deployment with
         mounted.add(name_of(record.configmap))
     for configmap in seen.configmaps:
@@ -69,24 +70,23 @@ def decide_collect(
             actions.append(Delete("collect", "ConfigMap", configmap))
     # A kept Job is finished (or is the desired one, among the children): it mounts nothing.
     serving = [*([deployment] if deployment else []), *([record.deployment] if record else [])]
-    return (*actions, *_claims(sdd, seen, serving, current))
+    return (*actions, *_claims(ids, seen, serving, current))
 
 
 def _claims(
-    sdd: SpecDecodeDeployment, seen: Observed, owners: list[Manifest], current: Children | None
+    ids: Identity, seen: Observed, owners: list[Manifest], current: Children | None
 ) -> tuple[Action, ...]:
     """Delete this object's recipe-cache claims that no longer serve it (module docstring)."""
-    template = build_cache_claim(sdd)
-    wanted = {name_of(template) if template is not None else None}
+    wanted = {name_of(ids.claim) if ids.claim is not None else None}
     if seen.claim is not None:  # the template's, or an earlier build's it adopted
         wanted.add(name_of(seen.claim))
     children = [current.warmup_job, current.serving_deployment] if current else []
     in_use = _claims_in(_pod_specs([*owners, *children], seen.serving_pods))
     actions: list[Action] = []
     for claim in seen.claims or ():
-        name, uid = name_of(claim), sdd.metadata.uid or ""
+        name = name_of(claim)
         gone = bool(claim["metadata"].get("deletionTimestamp"))  # deleted, Pods still on it
-        if name in wanted or name in in_use or gone or not controlled_by(claim, uid):
+        if name in wanted or name in in_use or gone or not controlled_by(claim, ids.uid):
             continue
         done = Event("Normal", "Deleted", f"Deleted recipe-cache claim {name}: no longer used")
         actions.append(Delete("collect", "PersistentVolumeClaim", claim, done))

@@ -37,17 +37,12 @@ from warmgate.reconcile.sync.actions import (
     Scale,
 )
 from warmgate.reconcile.sync.hand_edits import first_difference
+from warmgate.reconcile.sync.identity import Identity
 from warmgate.reconcile.sync.observed import Observed, controlled_by, name_of, uid_of
 from warmgate.reconcile.sync.pod_template import template_mismatch
-from warmgate.reconcile.sync.served import (
-    ServedRecord,
-    kept_digest,
-    live_record,
-    served_record,
-    tampered,
-)
+from warmgate.reconcile.sync.served import RecordSeen, ServedRecord
 from warmgate.reconcile.sync.serving_state import Serving, ServingState, evaluate_serving
-from warmgate.resources import Children, serving_name, serving_selector
+from warmgate.resources import Children
 from warmgate.resources.names import plan_label
 from warmgate.resources.served_record import build_served_record, record_digest
 from warmgate.resources.serving_children import build_service
@@ -70,16 +65,22 @@ def decide_serving(
     seen: Observed,
     verified: Children | None,
     warmup: WarmupSummary | None = None,
+    *,
+    ids: Identity,
+    seen_record: RecordSeen,
 ) -> ServingDecision:
     """Roll the verified plan out (``warmup``: its verified warmup, for the served record),
     follow the replicas, keep the Service and the served plan's ConfigMap, open the gates;
     while no plan of the spec is verified, put a deleted Deployment back from the record.
-    The status keeps the digest of the record whatever else it says."""
-    decision = _decide_serving(sdd, result, seen, verified, warmup)
+    The status keeps the digest of the record whatever else it says. ``ids`` and
+    ``seen_record``: the object's names and the served record, read once a decision."""
+    decision = _decide_serving(
+        sdd, result, seen, verified, warmup, ids=ids, seen_record=seen_record
+    )
     state = decision.state
     if state is None or state.summary.record_digest is not None:
         return decision
-    summary = state.summary.model_copy(update={"record_digest": kept_digest(sdd)})
+    summary = state.summary.model_copy(update={"record_digest": seen_record.digest})
     return replace(decision, state=replace(state, summary=summary))
 
 
@@ -89,28 +90,30 @@ def _decide_serving(
     seen: Observed,
     verified: Children | None,
     warmup: WarmupSummary | None,
+    *,
+    ids: Identity,
+    seen_record: RecordSeen,
 ) -> ServingDecision:
     if "serving" in seen.failed:
         return ServingDecision(None)
-    uid = sdd.metadata.uid or ""
-    name = serving_name(sdd)
+    name = ids.serving_name
     deployment = seen.deployment
     holder = seen.taken.get(("Deployment", name))
-    if holder is not None or (deployment is not None and not controlled_by(deployment, uid)):
-        return ServingDecision(_not_owned(sdd, "Deployment", name, holder))
+    if holder is not None or (deployment is not None and not controlled_by(deployment, ids.uid)):
+        return ServingDecision(_not_owned(ids, "Deployment", name, holder))
     actions: list[Action] = []
     replicas = sdd.spec.serving.replicas
-    record = served_record(sdd, seen)
-    seed = _taken_seed(sdd, seen, verified, record)
+    record = seen_record.record
+    seed = _taken_seed(ids, seen, verified, record)
     if seed is not None:  # its Pods would mount someone else's seed file
         return ServingDecision(seed)
-    digest = kept_digest(sdd)
-    forged = tampered(sdd, seen) if verified is None else None
+    digest = seen_record.digest
+    forged = seen_record.tampered if verified is None else None
     if forged is not None:
         actions.append(_drop_record(forged))
     if verified is not None:
         actions += _roll(verified.serving_deployment, deployment)
-        written, digest = _record(sdd, seen, verified, warmup, digest)
+        written, digest = _record(sdd, seen, verified, warmup, seen_record)
         actions += written
     elif deployment is None and record is not None:
         deployment_name = record.deployment["metadata"]["name"]
@@ -126,14 +129,14 @@ def _decide_serving(
     actions += _served_configmap(seen, verified, record)
     if deployment is not None or verified is not None:
         service = verified.service if verified else build_service(sdd)
-        taken = _service_taken(sdd, seen, service)
+        taken = _service_taken(ids, seen, service)
         if taken is not None:
             return ServingDecision(taken, tuple(actions))
         actions += _service(service, seen.service)
     proven = proven_uids(seen, deployment, serving_template(verified, record))
     if deployment is not None:
         actions += open_gates(seen, deployment, proven)
-    state = evaluate_serving(deployment, _asked(sdd, result))
+    state = evaluate_serving(deployment, _asked(sdd, ids, result))
     summary = state.summary.model_copy(update={"record_digest": digest})
     return ServingDecision(replace(state, summary=summary), tuple(actions), proven)
 
@@ -143,16 +146,16 @@ def _record(
     seen: Observed,
     verified: Children,
     warmup: WarmupSummary | None,
-    digest: str | None,
+    seen_record: RecordSeen,
 ) -> tuple[list[Action], str | None]:
     """Write the record of the verified plan the Deployment serves, when it says otherwise,
     and the digest the status keeps of it (the record's, derived from the spec and the
     verified plan; the one kept so far while no record is written)."""
     if warmup is None:
-        return [], digest
+        return [], seen_record.digest
     desired = build_served_record(sdd, verified.serving_deployment, verified.plan_configmap, warmup)
     digest = record_digest(desired["data"])
-    live = live_record(sdd, seen)
+    live = seen_record.live
     if seen.configmaps is None and live is None:
         return [], digest  # not listed this sync (an object's first): written on the next
     if live is None:
@@ -162,7 +165,7 @@ def _record(
     version = live["metadata"].get("resourceVersion")
     manifest = {**desired, "metadata": {**desired["metadata"], "resourceVersion": version}}
     event = None
-    if tampered(sdd, seen) is not None:
+    if seen_record.tampered is not None:
         event = Event("Warning", "RecordNotVerified", _tampered_message(live, "wrote it again"))
     return [Replace("serving", manifest, live, event)], digest
 
@@ -190,7 +193,7 @@ def _seed_of(verified: Children | None, record: ServedRecord | None) -> Manifest
 
 
 def _taken_seed(
-    sdd: SpecDecodeDeployment,
+    ids: Identity,
     seen: Observed,
     verified: Children | None,
     record: ServedRecord | None,
@@ -203,9 +206,9 @@ def _taken_seed(
     name = name_of(wanted)
     holder = seen.taken.get(("ConfigMap", name))
     live = next((c for c in seen.configmaps or () if name_of(c) == name), None)
-    if holder is None and (live is None or controlled_by(live, sdd.metadata.uid or "")):
+    if holder is None and (live is None or controlled_by(live, ids.uid)):
         return None
-    return _not_owned(sdd, "ConfigMap", name, holder)
+    return _not_owned(ids, "ConfigMap", name, holder)
 
 
 def _served_configmap(
@@ -221,35 +224,33 @@ def _served_configmap(
     return [Create("serving", wanted)]
 
 
-def _asked(sdd: SpecDecodeDeployment, result: PlanningResult) -> Serving:
+def _asked(sdd: SpecDecodeDeployment, ids: Identity, result: PlanningResult) -> Serving:
     old = sdd.status or SpecDecodeDeploymentStatus()
     ready = get_condition(old.conditions, READY)
-    name = serving_name(sdd)
+    name = ids.serving_name
     return Serving(
         plan_digest=result.summary.hash if result.summary and result.summary.hash else "",
         replicas=sdd.spec.serving.replicas,
         names=(name, name),
-        selector=serving_selector(sdd),
+        selector=ids.selector,
         served_before=old.serving.plan_hash if old.serving else None,
         was_ready=ready is not None and ready.status == "True",
     )
 
 
-def _not_owned(sdd: SpecDecodeDeployment, kind: str, name: str, holder: str | None) -> ServingState:
+def _not_owned(ids: Identity, kind: str, name: str, holder: str | None) -> ServingState:
     """A child of that name that this object does not control is left alone."""
     verdict = not_owned(kind, name, holder)
-    return ServingState(verdict, ServingSummary(selector=serving_selector(sdd)), stalled=True)
+    return ServingState(verdict, ServingSummary(selector=ids.selector), stalled=True)
 
 
-def _service_taken(
-    sdd: SpecDecodeDeployment, seen: Observed, desired: Manifest
-) -> ServingState | None:
+def _service_taken(ids: Identity, seen: Observed, desired: Manifest) -> ServingState | None:
     name = name_of(desired)
     holder = seen.taken.get(("Service", name))
     live = seen.service
-    if holder is None and live is not None and not controlled_by(live, sdd.metadata.uid or ""):
-        return _not_owned(sdd, "Service", name, None)
-    return None if holder is None else _not_owned(sdd, "Service", name, holder)
+    if holder is None and live is not None and not controlled_by(live, ids.uid):
+        return _not_owned(ids, "Service", name, None)
+    return None if holder is None else _not_owned(ids, "Service", name, holder)
 
 
 def _roll(desired: Manifest, deployment: Manifest | None) -> list[Action]:

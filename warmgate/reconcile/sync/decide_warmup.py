@@ -26,16 +26,16 @@ from warmgate.api.constants import (
 )
 from warmgate.api.status import WarmupSummary
 from warmgate.contract.board import WarmupBoard
-from warmgate.contract.order import CacheUsers
 from warmgate.contract.summary import TerminationSummary
 from warmgate.reconcile.planning.evaluate import PlanningResult
 from warmgate.reconcile.planning.proven_plan import total_buckets
 from warmgate.reconcile.planning.verdict import Verdict, not_owned, one_line
 from warmgate.reconcile.sync.actions import Action, Create, Delete, Event, EventType, Patch
+from warmgate.reconcile.sync.identity import Identity
 from warmgate.reconcile.sync.observed import Observed, controlled_by, name_of, uid_of
 from warmgate.reconcile.sync.pod_template import job_mismatch
 from warmgate.reconcile.sync.progress import plan_phases, progress_of, running_pod, throttled
-from warmgate.reconcile.sync.served import served_record
+from warmgate.reconcile.sync.served import RecordSeen, ServedRecord
 from warmgate.reconcile.sync.shard_cards import asked, choose_shards, wants_cards
 from warmgate.reconcile.sync.warmup_shards import job_shards
 from warmgate.reconcile.sync.warmup_state import (
@@ -46,8 +46,7 @@ from warmgate.reconcile.sync.warmup_state import (
     remembered,
 )
 from warmgate.resources import Children, PlanBundle, cache_key, desired_children
-from warmgate.resources.cache_claim import build_cache_claim, made_from
-from warmgate.resources.pod import cache_claim_name
+from warmgate.resources.cache_claim import made_from
 from warmgate.settings import Settings
 
 
@@ -85,12 +84,12 @@ def drafter_required(sdd: SpecDecodeDeployment) -> bool:
     return sdd.spec.warmup.drafter.verification == "Required"
 
 
-def claim_uid(sdd: SpecDecodeDeployment, seen: Observed) -> str | None:
+def claim_uid(ids: Identity, seen: Observed) -> str | None:
     """The UID of the recipe-cache claim the warmup publishes to (None without one): the
     user's existing claim, or the operator's own from the template (only when it controls it)."""
-    if cache_claim_name(sdd) is None or seen.claim is None:
+    if ids.claim_name is None or seen.claim is None:
         return None
-    if build_cache_claim(sdd) is not None and not controlled_by(seen.claim, sdd.metadata.uid or ""):
+    if ids.claim is not None and not controlled_by(seen.claim, ids.uid):
         return None
     return uid_of(seen.claim)
 
@@ -107,9 +106,9 @@ def adoptable(sdd: SpecDecodeDeployment, claim: Manifest) -> bool:
     )
 
 
-def claim_in_use(sdd: SpecDecodeDeployment, seen: Observed) -> str | None:
+def claim_in_use(ids: Identity, seen: Observed) -> str | None:
     """The claim name the children mount when it is not the spec's (an adopted one), or None."""
-    template = build_cache_claim(sdd)
+    template = ids.claim
     if template is None or seen.claim is None or name_of(seen.claim) == name_of(template):
         return None
     return name_of(seen.claim)
@@ -122,7 +121,7 @@ def kept_shards(sdd: SpecDecodeDeployment, seen: Observed, key: str) -> int | No
     target = asked(sdd)
     same = [
         job
-        for job in warmup_jobs(sdd, seen)
+        for job in warmup_jobs(sdd.metadata.uid or "", seen)
         if key_of(job) == key and _template_annotation(job, ANNOTATION_SHARDS_ASKED) == target
     ]
     if not same:
@@ -171,33 +170,41 @@ def _announced(actions: tuple[Action, ...], event: Event | None) -> tuple[Action
 
 
 def decide_warmup(
-    sdd: SpecDecodeDeployment, result: PlanningResult, seen: Observed, settings: Settings
+    sdd: SpecDecodeDeployment,
+    result: PlanningResult,
+    seen: Observed,
+    settings: Settings,
+    *,
+    ids: Identity,
+    record: RecordSeen,
 ) -> WarmupDecision:
-    """The warmup state of the plan, its children (for serving once verified), the writes."""
+    """The warmup state of the plan, its children (for serving once verified), the writes;
+    ``ids`` and ``record``: the object's names and the served record, read once a decision."""
     target = warmup_target(sdd, result)
     if target is None:
         return WarmupDecision()
     to_run, key = target
-    to_run = replace(to_run, cache_claim_name=claim_in_use(sdd, seen))
+    claim = claim_uid(ids, seen)
+    to_run = replace(to_run, cache_claim_name=claim_in_use(ids, seen))
     if "warmup" in seen.failed:
-        return _last_known(sdd, seen, key, to_run, settings)
-    taken = _taken_claim(sdd, seen)
+        no_claim = ids.claim_name is None
+        return _last_known(sdd, seen, to_run, settings, key=key, claim=claim, no_claim=no_claim)
+    taken = _taken_claim(ids, seen)
     if taken is not None:
         return WarmupDecision(WarmupState(taken, WarmupSummary(cache_key=key), stalled=True))
-    template = build_cache_claim(sdd)
-    if template is not None and seen.claim is None:
+    if ids.claim is not None and seen.claim is None:
         verdict = Verdict("False", Reason.WARMUP_PENDING, "Creating the recipe-cache claim")
         state = WarmupState(verdict, WarmupSummary(cache_key=key))
-        return WarmupDecision(state, actions=(Create("warmup", template),))
-    users = _with_self(seen.cache_users, sdd, key)
-    to_run = replace(to_run, cache_claim_uid=claim_uid(sdd, seen), cache_users=users)
+        return WarmupDecision(state, actions=(Create("warmup", ids.claim),))
+    users = None if seen.cache_users is None else seen.cache_users.with_user(ids.uid, key)
+    to_run = replace(to_run, cache_claim_uid=claim, cache_users=users)
     to_run, shards_event = decide_shards(sdd, seen, key, to_run)
     try:
         children = desired_children(sdd, to_run, settings)
     except ValueError as exc:  # the same spec and plan always fail: no retry helps
         verdict = Verdict("False", Reason.BUILD_FAILED, f"Cannot build the warmup: {one_line(exc)}")
         return WarmupDecision(WarmupState(verdict, WarmupSummary(cache_key=key), stalled=True))
-    state, actions = _warmup(sdd, seen, children, to_run)
+    state, actions = _warmup(sdd, seen, children, to_run, uid=ids.uid, record=record.record)
     actions = _announced(actions, shards_event)
     if not state.verdict.holds:
         return WarmupDecision(state, children, None, actions)
@@ -208,26 +215,27 @@ def decide_warmup(
     return WarmupDecision(state, children, verified, actions)
 
 
-def _with_self(users: CacheUsers | None, sdd: SpecDecodeDeployment, key: str) -> CacheUsers | None:
-    """The users read, with this object and its key (a list may be older than the object)."""
-    return None if users is None else users.with_user(sdd.metadata.uid, key)
-
-
-def _taken_claim(sdd: SpecDecodeDeployment, seen: Observed) -> Verdict | None:
+def _taken_claim(ids: Identity, seen: Observed) -> Verdict | None:
     """The template's claim name held by an object this one does not control."""
-    template = build_cache_claim(sdd)
-    if template is None:
+    if ids.claim is None:
         return None
-    name = name_of(template)
+    name = name_of(ids.claim)
     holder = seen.taken.get(("PersistentVolumeClaim", name))
-    foreign = seen.claim is not None and not controlled_by(seen.claim, sdd.metadata.uid or "")
+    foreign = seen.claim is not None and not controlled_by(seen.claim, ids.uid)
     if holder is None and not foreign:
         return None
     return not_owned("PersistentVolumeClaim", name, holder)
 
 
 def _last_known(
-    sdd: SpecDecodeDeployment, seen: Observed, key: str, to_run: PlanBundle, settings: Settings
+    sdd: SpecDecodeDeployment,
+    seen: Observed,
+    to_run: PlanBundle,
+    settings: Settings,
+    *,
+    key: str,
+    claim: str | None,
+    no_claim: bool,
 ) -> WarmupDecision:
     """A failed read or write: what the status said about this plan stays (and serving with
     it); with no record of this plan, Warmed is Unknown and says what failed. Serving rolls to
@@ -241,8 +249,8 @@ def _last_known(
         verdict = Verdict(warmed.status, warmed.reason, warmed.message)
         state = WarmupState(verdict, old.warmup)
         recorded = old.warmup.cache_claim_uid
-        same_claim = seen.claim is not None and claim_uid(sdd, seen) == recorded
-        no_claim = cache_claim_name(sdd) is None and recorded is None
+        same_claim = seen.claim is not None and claim == recorded
+        no_claim = no_claim and recorded is None
         if not verdict.holds or not (same_claim or no_claim):
             return WarmupDecision(state)
         kept = replace(to_run, cache_claim_uid=old.warmup.cache_claim_uid)
@@ -252,7 +260,13 @@ def _last_known(
 
 
 def _warmup(
-    sdd: SpecDecodeDeployment, seen: Observed, children: Children, to_run: PlanBundle
+    sdd: SpecDecodeDeployment,
+    seen: Observed,
+    children: Children,
+    to_run: PlanBundle,
+    *,
+    uid: str,
+    record: ServedRecord | None,
 ) -> tuple[WarmupState, tuple[Action, ...]]:
     """The recorded verdict of this plan, else the verdict of its Job (created when missing)."""
     key, old, claim = (
@@ -264,12 +278,12 @@ def _warmup(
     known = remembered(warmed, old.warmup, key, claim, drafter_required=drafter_required(sdd))
     if known is not None:
         return known, ()
-    taken = _taken_child(sdd, children, seen)
+    taken = _taken_child(uid, children, seen)
     if taken is not None:
         return WarmupState(taken, WarmupSummary(cache_key=key), stalled=True), ()
-    jobs = warmup_jobs(sdd, seen)
+    jobs = warmup_jobs(uid, seen)
     job = _current_job(sdd, seen, jobs, children)
-    served = _served_verdict(sdd, seen, key, claim)  # the plan serving now: no warmup again
+    served = _served_verdict(record, key, claim)  # the plan serving now: no warmup again
     if served is not None and (job is None or _evaluate(sdd, seen, job, key)[0].rerun):
         return served, ()
     if job is None:
@@ -292,12 +306,9 @@ def _warmup(
     return state, actions
 
 
-def _served_verdict(
-    sdd: SpecDecodeDeployment, seen: Observed, key: str, claim: str | None
-) -> WarmupState | None:
+def _served_verdict(record: ServedRecord | None, key: str, claim: str | None) -> WarmupState | None:
     """The verdict the served plan's record keeps: the spec went back to the plan serving now
     (whose warmup Pods may be gone), and it is not warmed again."""
-    record = served_record(sdd, seen)
     if record is None or record.warmup.cache_key != key or record.warmup.cache_claim_uid != claim:
         return None
     job = record.warmup.job_name or "its warmup Job"
@@ -324,11 +335,10 @@ def _failed(job: Manifest) -> bool:
     return any(c.get("type") == "Failed" and c.get("status") == "True" for c in conditions)
 
 
-def _taken_child(sdd: SpecDecodeDeployment, children: Children, seen: Observed) -> Verdict | None:
+def _taken_child(uid: str, children: Children, seen: Observed) -> Verdict | None:
     """A warmup child's name (ConfigMaps, the Job) that another object holds: a create found it
     taken, or it is listed (by label, which anyone sets) without this object as its controller.
     A listed ConfigMap of the name would otherwise count as made, and the Job would mount it."""
-    uid = sdd.metadata.uid or ""
     listed = {("Job", name_of(j)): j for j in seen.jobs}
     listed |= {("ConfigMap", name_of(c)): c for c in seen.configmaps or ()}
     for manifest in children.warmup:
@@ -352,9 +362,9 @@ def _create(children: Children, seen: Observed) -> tuple[Action, ...]:
     )
 
 
-def warmup_jobs(sdd: SpecDecodeDeployment, seen: Observed) -> list[Manifest]:
-    """This object's warmup Jobs: those it controls, whatever their labels say."""
-    return [job for job in seen.jobs if controlled_by(job, sdd.metadata.uid or "")]
+def warmup_jobs(uid: str, seen: Observed) -> list[Manifest]:
+    """The warmup Jobs of the object ``uid``: those it controls, whatever their labels say."""
+    return [job for job in seen.jobs if controlled_by(job, uid)]
 
 
 def key_of(job: Manifest) -> str | None:

@@ -26,6 +26,7 @@ from warmgate.reconcile.sync.decide_warmup import (
     warmup_jobs,
     warmup_target,
 )
+from warmgate.reconcile.sync.identity import identity
 from warmgate.reconcile.sync.observed import Observed, Part, controlled_by, uid_of
 from warmgate.reconcile.sync.pod_template import template_mismatch
 from warmgate.reconcile.sync.progress import running_pod
@@ -49,6 +50,9 @@ class Reads:
 
     def _target(self) -> tuple[PlanBundle, str] | None:
         return None if self.result is None else warmup_target(self.sdd, self.result)
+
+    def _claim_uid(self) -> str | None:
+        return claim_uid(identity(self.sdd), self.seen)
 
     @property
     def warmup(self) -> bool:
@@ -77,9 +81,13 @@ class Reads:
         """The Jobs of the current plan whose Pods (then a runner's board, or the Events) to
         read: none when nothing may warm or the status already records this plan as verified."""
         target = self._target()
-        if target is None or recorded_verdict(self.sdd, target[1], claim_uid(self.sdd, self.seen)):
+        if target is None or recorded_verdict(self.sdd, target[1], self._claim_uid()):
             return []
-        return [job for job in warmup_jobs(self.sdd, self.seen) if key_of(job) == target[1]]
+        return [
+            job
+            for job in warmup_jobs(self.sdd.metadata.uid or "", self.seen)
+            if key_of(job) == target[1]
+        ]
 
     @property
     def cache_users(self) -> bool:
@@ -87,9 +95,11 @@ class Reads:
         target = self._target()
         if target is None or cache_claim_name(self.sdd) is None:
             return False
-        if recorded_verdict(self.sdd, target[1], claim_uid(self.sdd, self.seen)):
+        if recorded_verdict(self.sdd, target[1], self._claim_uid()):
             return False
-        return not any(key_of(job) == target[1] for job in warmup_jobs(self.sdd, self.seen))
+        return not any(
+            key_of(job) == target[1] for job in warmup_jobs(self.sdd.metadata.uid or "", self.seen)
+        )
 
     @property
     def free_cards(self) -> bool:
@@ -98,7 +108,7 @@ class Reads:
         target = self._target()
         if target is None or not wants_cards(self.sdd, target[0].buckets):
             return False
-        if recorded_verdict(self.sdd, target[1], claim_uid(self.sdd, self.seen)):
+        if recorded_verdict(self.sdd, target[1], self._claim_uid()):
             return False
         return kept_shards(self.sdd, self.seen, target[1]) is None
 

@@ -23,7 +23,6 @@ from warmgate.resources.served_record import (
     DEPLOYMENT_KEY,
     WARMUP_KEY,
     record_digest,
-    served_record_name,
 )
 
 
@@ -37,40 +36,42 @@ class ServedRecord:
     warmup: WarmupSummary
 
 
-def live_record(sdd: SpecDecodeDeployment, seen: Observed) -> Manifest | None:
-    """The record ConfigMap as listed, whoever controls it (None: absent, or not listed)."""
-    name = served_record_name(sdd)
-    return next((c for c in seen.configmaps or () if name_of(c) == name), None)
-
-
 def kept_digest(sdd: SpecDecodeDeployment) -> str | None:
     """The digest of the record the operator last wrote (status.serving.recordDigest)."""
     serving = sdd.status.serving if sdd.status else None
     return serving.record_digest if serving else None
 
 
-def tampered(sdd: SpecDecodeDeployment, seen: Observed) -> Manifest | None:
-    """This object's record when its data no longer hashes to the digest in the status: it
-    was edited after the operator wrote it (None: absent, foreign, bound, or no digest kept,
-    as for a record an earlier build wrote)."""
-    found = live_record(sdd, seen)
-    digest = kept_digest(sdd)
-    if found is None or digest is None or not controlled_by(found, sdd.metadata.uid or ""):
-        return None
-    data = found.get("data")
-    return None if isinstance(data, dict) and record_digest(data) == digest else found
+@dataclass(frozen=True)
+class RecordSeen:
+    """The record ConfigMap as one sync found it, read once (`read_record`).
+
+    ``live``: as listed, whoever controls it (None: absent, or not listed). ``digest``: the
+    digest the status keeps (None: none kept, as for a record an earlier build wrote).
+    ``tampered``: this object's record when its data no longer hashes to ``digest`` (edited
+    after the operator wrote it). ``record``: the record itself, when it is this object's,
+    bound to ``digest`` and reads back whole."""
+
+    live: Manifest | None = None
+    digest: str | None = None
+    tampered: Manifest | None = None
+    record: ServedRecord | None = None
 
 
-def served_record(sdd: SpecDecodeDeployment, seen: Observed) -> ServedRecord | None:
-    """The record this object wrote, when it was listed, is bound to the status' digest and
-    reads back whole."""
-    found = live_record(sdd, seen)
-    digest = kept_digest(sdd)
-    if found is None or digest is None or not controlled_by(found, sdd.metadata.uid or ""):
-        return None
-    data = found.get("data")
+def read_record(name: str, uid: str, digest: str | None, seen: Observed) -> RecordSeen:
+    """The record named ``name`` in the snapshot, judged against the object ``uid`` and the
+    ``digest`` its status keeps (`RecordSeen`)."""
+    live = next((c for c in seen.configmaps or () if name_of(c) == name), None)
+    if live is None or digest is None or not controlled_by(live, uid):
+        return RecordSeen(live, digest)
+    data = live.get("data")
     if not isinstance(data, dict) or record_digest(data) != digest:
-        return None
+        return RecordSeen(live, digest, tampered=live)
+    return RecordSeen(live, digest, record=_parsed(live, data))
+
+
+def _parsed(found: Manifest, data: dict[str, str]) -> ServedRecord | None:
+    """The record's documents, when they parse."""
     try:
         deployment = json.loads(data[DEPLOYMENT_KEY])
         configmap = json.loads(data[CONFIGMAP_KEY])

@@ -1,0 +1,47 @@
+"""Who the object is, for one decision: its UID and its children's names, computed once.
+
+Every part of a decision (`decide_warmup`, `decide_serving`, `decide_collect`, the served
+record) asks the same questions of the object's metadata: which UID must a child's controller
+reference carry, what is the recipe-cache claim of the template called, which claim do the
+children mount, what are the serving Deployment, its selector and the served record called.
+`identity` answers them once, from the same builders that name the children
+(`warmgate.resources`), so the parts pass values instead of asking the object again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from warmgate.api import Manifest, SpecDecodeDeployment
+from warmgate.resources import serving_name, serving_selector
+from warmgate.resources.cache_claim import build_cache_claim
+from warmgate.resources.pod import cache_claim_name
+from warmgate.resources.served_record import served_record_name
+
+
+@dataclass(frozen=True)
+class Identity:
+    """``uid``: the object's UID ("" before the server gave it one: it controls nothing).
+    ``claim``: the recipe-cache claim the template asks for (None without a template).
+    ``claim_name``: the claim the children mount (the user's existingClaim, the template's, or
+    None). ``serving_name``: the Deployment's and the Service's; ``selector``: the serving
+    Pods' label selector (status.serving.selector); ``record_name``: the served record's."""
+
+    uid: str
+    claim: Manifest | None
+    claim_name: str | None
+    serving_name: str
+    selector: str
+    record_name: str
+
+
+def identity(sdd: SpecDecodeDeployment) -> Identity:
+    """The object's UID and its children's names (module docstring)."""
+    return Identity(
+        uid=sdd.metadata.uid or "",
+        claim=build_cache_claim(sdd),
+        claim_name=cache_claim_name(sdd),
+        serving_name=serving_name(sdd),
+        selector=serving_selector(sdd),
+        record_name=served_record_name(sdd),
+    )
