@@ -53,8 +53,10 @@ def decide(
     serve = decide_serving(
         sdd, planning, observed, warm.verified, verified, ids=ids, seen_record=record
     )
-    drift = serving_drift(sdd, planning, observed, serve.state, serve.proven)
-    serving = with_acceptance(sdd, observed, serve.state, serve.proven)
+    served = serve.state.summary.plan_hash if serve.state is not None else None
+    docs = _served_docs(observed, served, serve.proven)
+    drift = serving_drift(sdd, planning, observed, serve.state, docs)
+    serving = with_acceptance(sdd, observed, serve.state, docs)
     actions: tuple[Action, ...] = (*warm.actions, *serve.actions)
     gone = {uid_of(a.target) for a in actions if isinstance(a, Delete)}
     collect = decide_collect(ids, observed, warm.children, record.record)
@@ -95,15 +97,14 @@ def serving_drift(
     planning: PlanningResult,
     observed: Observed,
     serving: ServingState | None,
-    proven: frozenset[str] = frozenset(),
+    docs: list[ServeBoard],
 ) -> DriftState:
     """The drift record of the served plan, with what its proven Pods' runners report now
-    (`decide_serving.proven_pods`); the record stays when the serving Pods could not be read."""
+    (``docs``: `_served_docs`); the record stays when the serving Pods could not be read."""
     old = sdd.status.drift if sdd.status else None
     if serving is None or "drift" in observed.failed:
         return DriftState(old)
     served = serving.summary.plan_hash
-    docs = _served_docs(observed, served, proven)
     return evaluate_drift(old, docs, served=served, plan=planning.plan, at=observed.at)
 
 
@@ -111,10 +112,10 @@ def with_acceptance(
     sdd: SpecDecodeDeployment,
     observed: Observed,
     serving: ServingState | None,
-    proven: frozenset[str] = frozenset(),
+    docs: list[ServeBoard],
 ) -> ServingState | None:
     """The serving state with the engines' measured spec-decode acceptance (status.serving
-    .specDecode), from the same runner documents as the drift; the record stays when the
+    .specDecode), from the same runner documents as the drift (``docs``); the record stays when the
     serving Pods could not be read, and goes when another plan is served."""
     if serving is None:
         return None
@@ -125,7 +126,6 @@ def with_acceptance(
         measured = kept
     else:
         same_plan = served is not None and old is not None and old.plan_hash == served
-        docs = _served_docs(observed, served, proven)
         measured = evaluate_acceptance(kept, docs, same_plan=same_plan, at=observed.at)
     summary = serving.summary.model_copy(update={"spec_decode": measured})
     return replace(serving, summary=summary)

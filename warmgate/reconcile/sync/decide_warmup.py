@@ -87,9 +87,15 @@ def drafter_required(sdd: SpecDecodeDeployment) -> bool:
 def claim_uid(ids: Identity, seen: Observed) -> str | None:
     """The UID of the recipe-cache claim the warmup publishes to (None without one): the
     user's existing claim, or the operator's own from the template (only when it controls it)."""
+    foreign = seen.claim is not None and not controlled_by(seen.claim, ids.uid)
+    return _claim_uid(ids, seen, foreign=foreign)
+
+
+def _claim_uid(ids: Identity, seen: Observed, *, foreign: bool) -> str | None:
+    """`claim_uid`, ``foreign``: the claim read is not this object's."""
     if ids.claim_name is None or seen.claim is None:
         return None
-    if ids.claim is not None and not controlled_by(seen.claim, ids.uid):
+    if ids.claim is not None and foreign:
         return None
     return uid_of(seen.claim)
 
@@ -114,14 +120,15 @@ def claim_in_use(ids: Identity, seen: Observed) -> str | None:
     return name_of(seen.claim)
 
 
-def kept_shards(sdd: SpecDecodeDeployment, seen: Observed, key: str) -> int | None:
-    """The shard count of this plan's newest Job made for what spec.warmup.shards asks now (its
-    Pod template's annotation, which cannot change after the Job is made), within what the spec
-    and plan allow; None: no such Job, so the count is decided from the free cards."""
+def kept_shards(sdd: SpecDecodeDeployment, jobs: list[Manifest], key: str) -> int | None:
+    """The shard count of this plan's newest Job (of ``jobs``, the object's: `warmup_jobs`)
+    made for what spec.warmup.shards asks now (its Pod template's annotation, which cannot
+    change after the Job is made), within what the spec and plan allow; None: no such Job, so
+    the count is decided from the free cards."""
     target = asked(sdd)
     same = [
         job
-        for job in warmup_jobs(sdd.metadata.uid or "", seen)
+        for job in jobs
         if key_of(job) == key and _template_annotation(job, ANNOTATION_SHARDS_ASKED) == target
     ]
     if not same:
@@ -137,15 +144,16 @@ def _template_annotation(job: Manifest, name: str) -> str | None:
 
 
 def decide_shards(
-    sdd: SpecDecodeDeployment, seen: Observed, key: str, to_run: PlanBundle
+    sdd: SpecDecodeDeployment, seen: Observed, jobs: list[Manifest], key: str, to_run: PlanBundle
 ) -> tuple[PlanBundle, Event | None]:
-    """The plan with its warmup's shard count (issue 38): kept from this plan's Job, else
+    """The plan with its warmup's shard count (issue 38): kept from this plan's Job (of
+    ``jobs``, the object's), else
     decided from the free cards read for a new Job (with an Event to post when the Job is
     made, when fewer shards than asked run, or what auto chose); unchanged when the spec and
     plan allow one shard only, or nothing was read (no Job is made this sync)."""
     if not wants_cards(sdd, to_run.buckets):
         return to_run, None
-    kept = kept_shards(sdd, seen, key)
+    kept = kept_shards(sdd, jobs, key)
     if kept is not None:
         return replace(to_run, shards=kept), None
     if not seen.cards_read:
@@ -184,12 +192,15 @@ def decide_warmup(
     if target is None:
         return WarmupDecision()
     to_run, key = target
-    claim = claim_uid(ids, seen)
+    # what this object controls of the claim and the Jobs read
+    foreign = seen.claim is not None and not controlled_by(seen.claim, ids.uid)
+    jobs = warmup_jobs(ids.uid, seen)
+    claim = _claim_uid(ids, seen, foreign=foreign)
     to_run = replace(to_run, cache_claim_name=claim_in_use(ids, seen))
     if "warmup" in seen.failed:
         no_claim = ids.claim_name is None
         return _last_known(sdd, seen, to_run, settings, key=key, claim=claim, no_claim=no_claim)
-    taken = _taken_claim(ids, seen)
+    taken = _taken_claim(ids, seen, foreign=foreign)
     if taken is not None:
         return WarmupDecision(WarmupState(taken, WarmupSummary(cache_key=key), stalled=True))
     if ids.claim is not None and seen.claim is None:
@@ -198,13 +209,13 @@ def decide_warmup(
         return WarmupDecision(state, actions=(Create("warmup", ids.claim),))
     users = None if seen.cache_users is None else seen.cache_users.with_user(ids.uid, key)
     to_run = replace(to_run, cache_claim_uid=claim, cache_users=users)
-    to_run, shards_event = decide_shards(sdd, seen, key, to_run)
+    to_run, shards_event = decide_shards(sdd, seen, jobs, key, to_run)
     try:
         children = desired_children(sdd, to_run, settings)
     except ValueError as exc:  # the same spec and plan always fail: no retry helps
         verdict = Verdict("False", Reason.BUILD_FAILED, f"Cannot build the warmup: {one_line(exc)}")
         return WarmupDecision(WarmupState(verdict, WarmupSummary(cache_key=key), stalled=True))
-    state, actions = _warmup(sdd, seen, children, to_run, uid=ids.uid, record=record.record)
+    state, actions = _warmup(sdd, seen, children, to_run, jobs=jobs, uid=ids.uid, record=record)
     actions = _announced(actions, shards_event)
     if not state.verdict.holds:
         return WarmupDecision(state, children, None, actions)
@@ -215,13 +226,13 @@ def decide_warmup(
     return WarmupDecision(state, children, verified, actions)
 
 
-def _taken_claim(ids: Identity, seen: Observed) -> Verdict | None:
-    """The template's claim name held by an object this one does not control."""
+def _taken_claim(ids: Identity, seen: Observed, *, foreign: bool) -> Verdict | None:
+    """The template's claim name held by an object this one does not control (``foreign``:
+    the claim read is not this object's)."""
     if ids.claim is None:
         return None
     name = name_of(ids.claim)
     holder = seen.taken.get(("PersistentVolumeClaim", name))
-    foreign = seen.claim is not None and not controlled_by(seen.claim, ids.uid)
     if holder is None and not foreign:
         return None
     return not_owned("PersistentVolumeClaim", name, holder)
@@ -265,8 +276,9 @@ def _warmup(
     children: Children,
     to_run: PlanBundle,
     *,
+    jobs: list[Manifest],
     uid: str,
-    record: ServedRecord | None,
+    record: RecordSeen,
 ) -> tuple[WarmupState, tuple[Action, ...]]:
     """The recorded verdict of this plan, else the verdict of its Job (created when missing)."""
     key, old, claim = (
@@ -281,9 +293,8 @@ def _warmup(
     taken = _taken_child(uid, children, seen)
     if taken is not None:
         return WarmupState(taken, WarmupSummary(cache_key=key), stalled=True), ()
-    jobs = warmup_jobs(uid, seen)
     job = _current_job(sdd, seen, jobs, children)
-    served = _served_verdict(record, key, claim)  # the plan serving now: no warmup again
+    served = _served_verdict(record.record, key, claim)  # the plan serving now: no warmup again
     if served is not None and (job is None or _evaluate(sdd, seen, job, key)[0].rerun):
         return served, ()
     if job is None:

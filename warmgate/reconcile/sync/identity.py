@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from warmgate.api import Manifest, SpecDecodeDeployment
 from warmgate.resources import serving_name, serving_selector
 from warmgate.resources.cache_claim import build_cache_claim
-from warmgate.resources.pod import cache_claim_name
 from warmgate.resources.served_record import served_record_name
 
 
@@ -37,10 +36,14 @@ class Identity:
 
 def identity(sdd: SpecDecodeDeployment) -> Identity:
     """The object's UID and its children's names (module docstring)."""
+    claim = build_cache_claim(sdd)
+    # `pod.cache_claim_name`: the user's existing claim, else the template's
+    existing = sdd.spec.warmup.cache.existing_claim
+    template_name = claim["metadata"]["name"] if claim is not None else None
     return Identity(
         uid=sdd.metadata.uid or "",
-        claim=build_cache_claim(sdd),
-        claim_name=cache_claim_name(sdd),
+        claim=claim,
+        claim_name=existing if existing is not None else template_name,
         serving_name=serving_name(sdd),
         selector=serving_selector(sdd),
         record_name=served_record_name(sdd),

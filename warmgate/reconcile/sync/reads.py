@@ -51,6 +51,9 @@ class Reads:
     def _target(self) -> tuple[PlanBundle, str] | None:
         return None if self.result is None else warmup_target(self.sdd, self.result)
 
+    def _jobs(self) -> list[Manifest]:
+        return warmup_jobs(self.sdd.metadata.uid or "", self.seen)
+
     def _claim_uid(self) -> str | None:
         return claim_uid(identity(self.sdd), self.seen)
 
@@ -83,11 +86,7 @@ class Reads:
         target = self._target()
         if target is None or recorded_verdict(self.sdd, target[1], self._claim_uid()):
             return []
-        return [
-            job
-            for job in warmup_jobs(self.sdd.metadata.uid or "", self.seen)
-            if key_of(job) == target[1]
-        ]
+        return [job for job in self._jobs() if key_of(job) == target[1]]
 
     @property
     def cache_users(self) -> bool:
@@ -97,9 +96,7 @@ class Reads:
             return False
         if recorded_verdict(self.sdd, target[1], self._claim_uid()):
             return False
-        return not any(
-            key_of(job) == target[1] for job in warmup_jobs(self.sdd.metadata.uid or "", self.seen)
-        )
+        return not any(key_of(job) == target[1] for job in self._jobs())
 
     @property
     def free_cards(self) -> bool:
@@ -110,7 +107,7 @@ class Reads:
             return False
         if recorded_verdict(self.sdd, target[1], self._claim_uid()):
             return False
-        return kept_shards(self.sdd, self.seen, target[1]) is None
+        return kept_shards(self.sdd, self._jobs(), target[1]) is None
 
     @property
     def collecting(self) -> bool:

@@ -15,7 +15,7 @@ from warmgate.api.constants import ANNOTATION_SHARDS_ASKED
 from warmgate.api.kube import Toleration
 from warmgate.buckets.shard import max_shards
 from warmgate.reconcile.sync.actions import Create
-from warmgate.reconcile.sync.decide_warmup import decide_shards, kept_shards
+from warmgate.reconcile.sync.decide_warmup import decide_shards, kept_shards, warmup_jobs
 from warmgate.reconcile.sync.identity import identity
 from warmgate.reconcile.sync.observed import Observed
 from warmgate.reconcile.sync.served import RecordSeen
@@ -183,6 +183,10 @@ def _job_of(sdd: SpecDecodeDeployment, shards: int | None) -> dict[str, Any]:
     return job
 
 
+def _jobs(sdd: SpecDecodeDeployment, seen: Observed) -> list[dict[str, Any]]:
+    return warmup_jobs(sdd.metadata.uid or "", seen)
+
+
 def test_the_count_is_kept_with_the_job_while_the_ask_is_the_same() -> None:
     sdd = _sdd("auto")
     bundle = planned(sdd)
@@ -190,9 +194,9 @@ def test_the_count_is_kept_with_the_job_while_the_ask_is_the_same() -> None:
     job = _job_of(sdd, 3)
     assert job["spec"]["template"]["metadata"]["annotations"][ANNOTATION_SHARDS_ASKED] == "auto"
     seen = Observed(at=NOW, jobs=(job,))
-    assert kept_shards(sdd, seen, key) == 3
+    assert kept_shards(sdd, _jobs(sdd, seen), key) == 3
     # More cards free now: the Job keeps its 3 (the same name), nothing is read.
-    to_run, event = decide_shards(sdd, seen, key, bundle)
+    to_run, event = decide_shards(sdd, seen, _jobs(sdd, seen), key, bundle)
     assert (to_run.shards, event) == (3, None)
     assert (
         desired_children(sdd, to_run, SETTINGS).warmup_job["metadata"]["name"]
@@ -200,9 +204,9 @@ def test_the_count_is_kept_with_the_job_while_the_ask_is_the_same() -> None:
     )
     # What is asked changed (auto -> 4): decided again from the cards read for the new Job.
     asked_four = _sdd(4)
-    assert kept_shards(asked_four, seen, key) is None
+    assert kept_shards(asked_four, _jobs(asked_four, seen), key) is None
     read = Observed(at=NOW, jobs=(job,), free_cards=FreeCards((("a", 2),)), cards_read=True)
-    to_run, event = decide_shards(asked_four, read, key, bundle)
+    to_run, event = decide_shards(asked_four, read, _jobs(asked_four, read), key, bundle)
     assert to_run.shards == 2
     assert event is not None
     assert (event.type, event.reason) == ("Warning", "ShardsReduced")
