@@ -30,7 +30,7 @@ from warmgate.reconcile.sync.decide_serving import (
 )
 from warmgate.reconcile.sync.decide_warmup import decide_warmup
 from warmgate.reconcile.sync.drift import DriftState, evaluate_drift, event_message
-from warmgate.reconcile.sync.identity import identity
+from warmgate.reconcile.sync.identity import subject
 from warmgate.reconcile.sync.observed import Observed, controlled_by, uid_of
 from warmgate.reconcile.sync.progress import running_pod
 from warmgate.reconcile.sync.served import kept_digest, read_record
@@ -46,20 +46,17 @@ def decide(
 ) -> Decision:
     """The writes that bring the children to the plan, and the status that reports it all.
     What every part asks of the object (its names) and of the served record is read once."""
-    ids = identity(sdd)
-    record = read_record(ids.record_name, ids.uid, kept_digest(sdd), observed)
-    warm = decide_warmup(sdd, planning, observed, settings, ids=ids, record=record)
+    of = subject(sdd, observed)
+    warm = decide_warmup(sdd, planning, observed, settings, of)
     verified = warm.state.summary if warm.state is not None and warm.verified else None
-    serve = decide_serving(
-        sdd, planning, observed, warm.verified, verified, ids=ids, seen_record=record
-    )
+    serve = decide_serving(sdd, planning, observed, warm.verified, verified, of=of)
     served = serve.state.summary.plan_hash if serve.state is not None else None
     docs = _served_docs(observed, served, serve.proven)
     drift = serving_drift(sdd, planning, observed, serve.state, docs)
     serving = with_acceptance(sdd, observed, serve.state, docs)
     actions: tuple[Action, ...] = (*warm.actions, *serve.actions)
     gone = {uid_of(a.target) for a in actions if isinstance(a, Delete)}
-    collect = decide_collect(ids, observed, warm.children, record.record)
+    collect = decide_collect(of, observed, warm.children)
     actions += tuple(a for a in collect if uid_of(a.target) not in gone)  # type: ignore[union-attr]
     status = build_status(
         sdd, planning, observed.at, warmup=warm.state, serving=serving, drift=drift

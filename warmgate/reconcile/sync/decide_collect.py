@@ -26,33 +26,27 @@ from __future__ import annotations
 from warmgate.api import Manifest, SpecDecodeDeployment
 from warmgate.api.constants import ANNOTATION_CACHE_KEY, COMPONENT_WARMUP, LABEL_COMPONENT
 from warmgate.reconcile.sync.actions import Action, Delete, Event
-from warmgate.reconcile.sync.decide_warmup import key_of, succeeded, warmup_jobs
-from warmgate.reconcile.sync.identity import Identity
-from warmgate.reconcile.sync.observed import Observed, controlled_by, name_of
-from warmgate.reconcile.sync.served import ServedRecord
+from warmgate.reconcile.sync.decide_warmup import key_of, succeeded
+from warmgate.reconcile.sync.identity import Subject
+from warmgate.reconcile.sync.observed import Observed, name_of
 from warmgate.resources import Children
 from warmgate.resources.cache_claim import build_cache_claim
 from warmgate.resources.names import COMPONENT_PLAN
 
 
-def decide_collect(
-    ids: Identity, seen: Observed, current: Children | None, record: ServedRecord | None
-) -> tuple[Action, ...]:
+def decide_collect(of: Subject, seen: Observed, current: Children | None) -> tuple[Action, ...]:
     """Delete this object's superseded Jobs and unreferenced ConfigMaps: only after a sync
     that read everything (an object's first sync has nothing superseded: no ConfigMaps listed).
-    ``record``: the served record (`served.read_record`)."""
+    ``of``: the object's names, what of ``seen`` it controls, its served record."""
     if seen.failed or seen.configmaps is None:
         return ()
-    uid = ids.uid
-    deployment = seen.deployment
-    if deployment is not None and not controlled_by(deployment, uid):
-        deployment = None
+    deployment = seen.deployment if of.mine.deployment else None
     served = _annotation(deployment, ANNOTATION_CACHE_KEY)
     keys = {k for k in (current.cache_key if current else None, served) if k is not None}
     desired = name_of(current.warmup_job) if current else None
     kept: list[Manifest] = []
     actions: list[Action] = []
-    for job in warmup_jobs(uid, seen):
+    for job in of.mine.jobs:
         name = name_of(job)
         if name == desired or (key_of(job) in keys and succeeded(job)):
             kept.append(job)
@@ -60,33 +54,33 @@ def decide_collect(
             done = Event("Normal", "Deleted", f"Deleted superseded warmup Job {name}")
             actions.append(Delete("collect", "Job", job, done))
     mounted = _mounted([*kept, *([deployment] if deployment else [])], seen.serving_pods, current)
+    record = of.record.record
     if record is not None:  # the served plan's seed file, to restore its Deployment with
         mounted.add(name_of(record.configmap))
-    for configmap in seen.configmaps:
+    for configmap in of.mine.configmaps:
         component = (configmap["metadata"].get("labels") or {}).get(LABEL_COMPONENT)
         if component not in (COMPONENT_PLAN, COMPONENT_WARMUP) or name_of(configmap) in mounted:
             continue
-        if controlled_by(configmap, uid):
-            actions.append(Delete("collect", "ConfigMap", configmap))
+        actions.append(Delete("collect", "ConfigMap", configmap))
     # A kept Job is finished (or is the desired one, among the children): it mounts nothing.
     serving = [*([deployment] if deployment else []), *([record.deployment] if record else [])]
-    return (*actions, *_claims(ids, seen, serving, current))
+    return (*actions, *_claims(of, seen, serving, current))
 
 
 def _claims(
-    ids: Identity, seen: Observed, owners: list[Manifest], current: Children | None
+    of: Subject, seen: Observed, owners: list[Manifest], current: Children | None
 ) -> tuple[Action, ...]:
     """Delete this object's recipe-cache claims that no longer serve it (module docstring)."""
-    wanted = {name_of(ids.claim) if ids.claim is not None else None}
+    wanted = {name_of(of.ids.claim) if of.ids.claim is not None else None}
     if seen.claim is not None:  # the template's, or an earlier build's it adopted
         wanted.add(name_of(seen.claim))
     children = [current.warmup_job, current.serving_deployment] if current else []
     in_use = _claims_in(_pod_specs([*owners, *children], seen.serving_pods))
     actions: list[Action] = []
-    for claim in seen.claims or ():
+    for claim in of.mine.claims:
         name = name_of(claim)
         gone = bool(claim["metadata"].get("deletionTimestamp"))  # deleted, Pods still on it
-        if name in wanted or name in in_use or gone or not controlled_by(claim, ids.uid):
+        if name in wanted or name in in_use or gone:
             continue
         done = Event("Normal", "Deleted", f"Deleted recipe-cache claim {name}: no longer used")
         actions.append(Delete("collect", "PersistentVolumeClaim", claim, done))

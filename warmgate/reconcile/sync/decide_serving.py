@@ -37,7 +37,7 @@ from warmgate.reconcile.sync.actions import (
     Scale,
 )
 from warmgate.reconcile.sync.hand_edits import first_difference
-from warmgate.reconcile.sync.identity import Identity
+from warmgate.reconcile.sync.identity import Identity, Subject
 from warmgate.reconcile.sync.observed import Observed, controlled_by, name_of, uid_of
 from warmgate.reconcile.sync.pod_template import template_mismatch
 from warmgate.reconcile.sync.served import RecordSeen, ServedRecord
@@ -66,21 +66,18 @@ def decide_serving(
     verified: Children | None,
     warmup: WarmupSummary | None = None,
     *,
-    ids: Identity,
-    seen_record: RecordSeen,
+    of: Subject,
 ) -> ServingDecision:
     """Roll the verified plan out (``warmup``: its verified warmup, for the served record),
     follow the replicas, keep the Service and the served plan's ConfigMap, open the gates;
     while no plan of the spec is verified, put a deleted Deployment back from the record.
-    The status keeps the digest of the record whatever else it says. ``ids`` and
-    ``seen_record``: the object's names and the served record, read once a decision."""
-    decision = _decide_serving(
-        sdd, result, seen, verified, warmup, ids=ids, seen_record=seen_record
-    )
+    The status keeps the digest of the record whatever else it says. ``of``: the object's
+    names, what of ``seen`` it controls, its served record."""
+    decision = _decide_serving(sdd, result, seen, verified, warmup, of=of)
     state = decision.state
     if state is None or state.summary.record_digest is not None:
         return decision
-    summary = state.summary.model_copy(update={"record_digest": seen_record.digest})
+    summary = state.summary.model_copy(update={"record_digest": of.record.digest})
     return replace(decision, state=replace(state, summary=summary))
 
 
@@ -91,20 +88,20 @@ def _decide_serving(
     verified: Children | None,
     warmup: WarmupSummary | None,
     *,
-    ids: Identity,
-    seen_record: RecordSeen,
+    of: Subject,
 ) -> ServingDecision:
     if "serving" in seen.failed:
         return ServingDecision(None)
+    ids, seen_record = of.ids, of.record
     name = ids.serving_name
     deployment = seen.deployment
     holder = seen.taken.get(("Deployment", name))
-    if holder is not None or (deployment is not None and not controlled_by(deployment, ids.uid)):
+    if holder is not None or (deployment is not None and not of.mine.deployment):
         return ServingDecision(_not_owned(ids, "Deployment", name, holder))
     actions: list[Action] = []
     replicas = sdd.spec.serving.replicas
     record = seen_record.record
-    seed = _taken_seed(ids, seen, verified, record)
+    seed = _taken_seed(of, seen, verified, record)
     if seed is not None:  # its Pods would mount someone else's seed file
         return ServingDecision(seed)
     digest = seen_record.digest
@@ -129,7 +126,7 @@ def _decide_serving(
     actions += _served_configmap(seen, verified, record)
     if deployment is not None or verified is not None:
         service = verified.service if verified else build_service(sdd)
-        taken = _service_taken(ids, seen, service)
+        taken = _service_taken(of, seen, service)
         if taken is not None:
             return ServingDecision(taken, tuple(actions))
         actions += _service(service, seen.service)
@@ -193,7 +190,7 @@ def _seed_of(verified: Children | None, record: ServedRecord | None) -> Manifest
 
 
 def _taken_seed(
-    ids: Identity,
+    of: Subject,
     seen: Observed,
     verified: Children | None,
     record: ServedRecord | None,
@@ -205,10 +202,9 @@ def _taken_seed(
         return None
     name = name_of(wanted)
     holder = seen.taken.get(("ConfigMap", name))
-    live = next((c for c in seen.configmaps or () if name_of(c) == name), None)
-    if holder is None and (live is None or controlled_by(live, ids.uid)):
+    if holder is None and ("ConfigMap", name) not in of.mine.foreign:
         return None
-    return _not_owned(ids, "ConfigMap", name, holder)
+    return _not_owned(of.ids, "ConfigMap", name, holder)
 
 
 def _served_configmap(
@@ -244,13 +240,12 @@ def _not_owned(ids: Identity, kind: str, name: str, holder: str | None) -> Servi
     return ServingState(verdict, ServingSummary(selector=ids.selector), stalled=True)
 
 
-def _service_taken(ids: Identity, seen: Observed, desired: Manifest) -> ServingState | None:
+def _service_taken(of: Subject, seen: Observed, desired: Manifest) -> ServingState | None:
     name = name_of(desired)
     holder = seen.taken.get(("Service", name))
-    live = seen.service
-    if holder is None and live is not None and not controlled_by(live, ids.uid):
-        return _not_owned(ids, "Service", name, None)
-    return None if holder is None else _not_owned(ids, "Service", name, holder)
+    if holder is None and seen.service is not None and not of.mine.service:
+        return _not_owned(of.ids, "Service", name, None)
+    return None if holder is None else _not_owned(of.ids, "Service", name, holder)
 
 
 def _roll(desired: Manifest, deployment: Manifest | None) -> list[Action]:

@@ -31,11 +31,11 @@ from warmgate.reconcile.planning.evaluate import PlanningResult
 from warmgate.reconcile.planning.proven_plan import total_buckets
 from warmgate.reconcile.planning.verdict import Verdict, not_owned, one_line
 from warmgate.reconcile.sync.actions import Action, Create, Delete, Event, EventType, Patch
-from warmgate.reconcile.sync.identity import Identity
-from warmgate.reconcile.sync.observed import Observed, controlled_by, name_of, uid_of
+from warmgate.reconcile.sync.identity import Identity, Subject
+from warmgate.reconcile.sync.observed import Controlled, Observed, controlled_by, name_of, uid_of
 from warmgate.reconcile.sync.pod_template import job_mismatch
 from warmgate.reconcile.sync.progress import plan_phases, progress_of, running_pod, throttled
-from warmgate.reconcile.sync.served import RecordSeen, ServedRecord
+from warmgate.reconcile.sync.served import ServedRecord
 from warmgate.reconcile.sync.shard_cards import asked, choose_shards, wants_cards
 from warmgate.reconcile.sync.warmup_shards import job_shards
 from warmgate.reconcile.sync.warmup_state import (
@@ -182,19 +182,16 @@ def decide_warmup(
     result: PlanningResult,
     seen: Observed,
     settings: Settings,
-    *,
-    ids: Identity,
-    record: RecordSeen,
+    of: Subject,
 ) -> WarmupDecision:
     """The warmup state of the plan, its children (for serving once verified), the writes;
-    ``ids`` and ``record``: the object's names and the served record, read once a decision."""
+    ``of``: the object's names, what of ``seen`` it controls, its served record."""
     target = warmup_target(sdd, result)
     if target is None:
         return WarmupDecision()
     to_run, key = target
-    # what this object controls of the claim and the Jobs read
-    foreign = seen.claim is not None and not controlled_by(seen.claim, ids.uid)
-    jobs = warmup_jobs(ids.uid, seen)
+    ids, jobs = of.ids, list(of.mine.jobs)
+    foreign = seen.claim is not None and not of.mine.claim
     claim = _claim_uid(ids, seen, foreign=foreign)
     to_run = replace(to_run, cache_claim_name=claim_in_use(ids, seen))
     if "warmup" in seen.failed:
@@ -215,7 +212,7 @@ def decide_warmup(
     except ValueError as exc:  # the same spec and plan always fail: no retry helps
         verdict = Verdict("False", Reason.BUILD_FAILED, f"Cannot build the warmup: {one_line(exc)}")
         return WarmupDecision(WarmupState(verdict, WarmupSummary(cache_key=key), stalled=True))
-    state, actions = _warmup(sdd, seen, children, to_run, jobs=jobs, uid=ids.uid, record=record)
+    state, actions = _warmup(sdd, seen, children, to_run, jobs=jobs, of=of)
     actions = _announced(actions, shards_event)
     if not state.verdict.holds:
         return WarmupDecision(state, children, None, actions)
@@ -277,8 +274,7 @@ def _warmup(
     to_run: PlanBundle,
     *,
     jobs: list[Manifest],
-    uid: str,
-    record: RecordSeen,
+    of: Subject,
 ) -> tuple[WarmupState, tuple[Action, ...]]:
     """The recorded verdict of this plan, else the verdict of its Job (created when missing)."""
     key, old, claim = (
@@ -290,11 +286,11 @@ def _warmup(
     known = remembered(warmed, old.warmup, key, claim, drafter_required=drafter_required(sdd))
     if known is not None:
         return known, ()
-    taken = _taken_child(uid, children, seen)
+    taken = _taken_child(of.mine, children, seen)
     if taken is not None:
         return WarmupState(taken, WarmupSummary(cache_key=key), stalled=True), ()
     job = _current_job(sdd, seen, jobs, children)
-    served = _served_verdict(record.record, key, claim)  # the plan serving now: no warmup again
+    served = _served_verdict(of.record.record, key, claim)  # the plan serving now: no warmup again
     if served is not None and (job is None or _evaluate(sdd, seen, job, key)[0].rerun):
         return served, ()
     if job is None:
@@ -346,7 +342,7 @@ def _failed(job: Manifest) -> bool:
     return any(c.get("type") == "Failed" and c.get("status") == "True" for c in conditions)
 
 
-def _taken_child(uid: str, children: Children, seen: Observed) -> Verdict | None:
+def _taken_child(mine: Controlled, children: Children, seen: Observed) -> Verdict | None:
     """A warmup child's name (ConfigMaps, the Job) that another object holds: a create found it
     taken, or it is listed (by label, which anyone sets) without this object as its controller.
     A listed ConfigMap of the name would otherwise count as made, and the Job would mount it."""
@@ -356,7 +352,7 @@ def _taken_child(uid: str, children: Children, seen: Observed) -> Verdict | None
         kind, name = str(manifest["kind"]), name_of(manifest)
         holder = seen.taken.get((kind, name))
         found = listed.get((kind, name))
-        if holder is not None or (found is not None and not controlled_by(found, uid)):
+        if holder is not None or (kind, name) in mine.foreign:
             return not_owned(kind, name, holder)
         forged = found is not None and kind == "Job" and job_mismatch(found, manifest)
         if forged:

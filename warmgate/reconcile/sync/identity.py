@@ -1,11 +1,14 @@
-"""Who the object is, for one decision: its UID and its children's names, computed once.
+"""Who the object is, for one decision: its names, what of the snapshot it controls, and its
+served record, computed once (`subject`).
 
-Every part of a decision (`decide_warmup`, `decide_serving`, `decide_collect`, the served
-record) asks the same questions of the object's metadata: which UID must a child's controller
-reference carry, what is the recipe-cache claim of the template called, which claim do the
-children mount, what are the serving Deployment, its selector and the served record called.
-`identity` answers them once, from the same builders that name the children
-(`warmgate.resources`), so the parts pass values instead of asking the object again.
+Every part of a decision (`decide_warmup`, `decide_serving`, `decide_collect`) asks the same
+questions of the object and of the snapshot: which UID must a child's controller reference
+carry, what is the recipe-cache claim of the template called, which claim do the children
+mount, what are the serving Deployment, its selector and the served record called (`identity`,
+from the same builders that name the children, `warmgate.resources`); which of the objects read
+does it control (`observed.controlled`); is its served record there, bound to the status'
+digest (`served.read_record`). `subject` answers them once, so the parts take values instead of
+asking again.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from warmgate.api import Manifest, SpecDecodeDeployment
+from warmgate.reconcile.sync.observed import Controlled, Observed, controlled
+from warmgate.reconcile.sync.served import RecordSeen, kept_digest, read_record
 from warmgate.resources import serving_name, serving_selector
 from warmgate.resources.cache_claim import build_cache_claim
 from warmgate.resources.served_record import served_record_name
@@ -48,3 +53,20 @@ def identity(sdd: SpecDecodeDeployment) -> Identity:
         selector=serving_selector(sdd),
         record_name=served_record_name(sdd),
     )
+
+
+@dataclass(frozen=True)
+class Subject:
+    """The object one decision is about, as one snapshot shows it (module docstring): its
+    names, what of the snapshot it controls, its served record."""
+
+    ids: Identity
+    mine: Controlled
+    record: RecordSeen
+
+
+def subject(sdd: SpecDecodeDeployment, seen: Observed) -> Subject:
+    """The object's names, what of ``seen`` it controls and its served record."""
+    ids = identity(sdd)
+    record = read_record(ids.record_name, ids.uid, kept_digest(sdd), seen)
+    return Subject(ids, controlled(seen, ids.uid), record)

@@ -135,6 +135,40 @@ class Observed:
 
 
 @dataclass(frozen=True)
+class Controlled:
+    """What of one snapshot the object controls (`controlled_by`), sorted out once a decision
+    (`controlled`): whether the claim, the Deployment and the Service read are its own; its
+    Jobs, ConfigMaps and claims, as listed; and the (kind, name) of the listed Jobs and
+    ConfigMaps that it does not control (anyone may label an object as its child)."""
+
+    claim: bool = False
+    deployment: bool = False
+    service: bool = False
+    jobs: tuple[Manifest, ...] = ()
+    configmaps: tuple[Manifest, ...] = ()
+    claims: tuple[Manifest, ...] = ()
+    foreign: frozenset[tuple[str, str]] = frozenset()
+
+
+def controlled(seen: Observed, uid: str) -> Controlled:
+    """What of ``seen`` the object ``uid`` controls (`Controlled`)."""
+
+    def ours(obj: Manifest | None) -> bool:
+        return obj is not None and controlled_by(obj, uid)
+
+    listed = [("Job", j) for j in seen.jobs] + [("ConfigMap", c) for c in seen.configmaps or ()]
+    return Controlled(
+        claim=ours(seen.claim),
+        deployment=ours(seen.deployment),
+        service=ours(seen.service),
+        jobs=tuple(j for j in seen.jobs if ours(j)),
+        configmaps=tuple(c for c in seen.configmaps or () if ours(c)),
+        claims=tuple(c for c in seen.claims or () if ours(c)),
+        foreign=frozenset((kind, name_of(obj)) for kind, obj in listed if not ours(obj)),
+    )
+
+
+@dataclass(frozen=True)
 class Applied:
     """What an apply did, as the server answered: the objects it stored (created, replaced,
     patched), the (kind, name) it deleted, names another object holds, parts that failed;

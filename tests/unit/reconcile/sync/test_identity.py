@@ -4,6 +4,7 @@ Deployment's name and selector, the served record's name."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -11,12 +12,14 @@ from support.examples import example_doc
 
 from warmgate.api import SpecDecodeDeployment, parse_manifest
 from warmgate.reconcile.sync.identity import identity
+from warmgate.reconcile.sync.observed import Observed, controlled
 from warmgate.resources import serving_name, serving_selector
 from warmgate.resources.cache_claim import build_cache_claim
 from warmgate.resources.pod import cache_claim_name
 from warmgate.resources.served_record import served_record_name
 
 UID = "6f1c2d3e-0000-4000-8000-00000000001d"
+AT = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
 
 
 def _sdd(cache: dict[str, Any]) -> SpecDecodeDeployment:
@@ -49,3 +52,31 @@ def test_the_claim_mounted_is_the_users_or_the_templates() -> None:
     assert templated.claim is not None
     assert templated.claim_name == templated.claim["metadata"]["name"]
     assert str(templated.claim_name).startswith("named-recipe-cache-")
+
+
+def _child(kind: str, name: str, controller: str | None) -> dict[str, Any]:
+    refs = [] if controller is None else [{"controller": True, "uid": controller}]
+    return {"kind": kind, "metadata": {"name": name, "uid": f"uid-{name}", "ownerReferences": refs}}
+
+
+def test_what_the_object_controls_is_sorted_out_once_and_the_rest_is_foreign() -> None:
+    """Only a controller reference to the object's UID makes a child its own; a label (how the
+    snapshot lists them) or an owner reference without `controller` does not."""
+    ours_job, their_job = _child("Job", "j1", UID), _child("Job", "j2", "other")
+    ours_cm, bare_cm = _child("ConfigMap", "c1", UID), _child("ConfigMap", "c2", None)
+    ours_claim, their_claim = _child("PVC", "p1", UID), _child("PVC", "p2", "other")
+    seen = Observed(
+        at=AT,
+        claim=their_claim,
+        jobs=(ours_job, their_job),
+        configmaps=(ours_cm, bare_cm),
+        claims=(ours_claim, their_claim),
+        deployment=_child("Deployment", "d", UID),
+        service=_child("Service", "s", "other"),
+    )
+    mine = controlled(seen, UID)
+    assert (mine.claim, mine.deployment, mine.service) == (False, True, False)
+    assert (mine.jobs, mine.configmaps, mine.claims) == ((ours_job,), (ours_cm,), (ours_claim,))
+    assert mine.foreign == {("Job", "j2"), ("ConfigMap", "c2")}
+    nothing = controlled(seen, "")  # no UID yet: it controls nothing
+    assert (nothing.jobs, nothing.deployment) == ((), False)
