@@ -25,13 +25,13 @@ from warmgate.reconcile.sync.decide_collect import decide_collect
 from warmgate.reconcile.sync.decide_serving import (
     decide_serving,
     open_gates,
-    proven_uids,
+    proven_owners,
     serving_template,
 )
 from warmgate.reconcile.sync.decide_warmup import decide_warmup
 from warmgate.reconcile.sync.drift import DriftState, evaluate_drift, event_message
 from warmgate.reconcile.sync.identity import subject
-from warmgate.reconcile.sync.observed import Observed, controlled_by, uid_of
+from warmgate.reconcile.sync.observed import Observed, controlled, controlled_by, uid_of
 from warmgate.reconcile.sync.progress import running_pod
 from warmgate.reconcile.sync.served import kept_digest, read_record
 from warmgate.reconcile.sync.serving_state import ServingState
@@ -75,10 +75,11 @@ def decide_unreadable(shell: SpecDecodeDeployment, observed: Observed, problem: 
     actions: tuple[Action, ...] = ()
     uid = shell.metadata.uid or ""
     if deployment is not None and controlled_by(deployment, uid):
-        digest = kept_digest(shell)
-        record = read_record(served_record_name(shell), uid, digest, observed).record
+        mine = controlled(observed, uid)
+        name, digest = served_record_name(shell), kept_digest(shell)
+        record = read_record(name, mine, digest, observed).record
         template = serving_template(None, record)
-        proven = proven_uids(observed, deployment, template)
+        proven = proven_owners(observed, deployment, template)
         actions = tuple(open_gates(observed, deployment, proven))
     message = (
         f"This operator cannot read the spec (stored under other validation rules?): "

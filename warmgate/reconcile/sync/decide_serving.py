@@ -11,6 +11,7 @@ wanted name that this object does not control is left alone and reported (NotOwn
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from warmgate.api import Manifest, SpecDecodeDeployment, SpecDecodeDeploymentStatus
@@ -130,12 +131,12 @@ def _decide_serving(
         if taken is not None:
             return ServingDecision(taken, tuple(actions))
         actions += _service(service, seen.service)
-    proven = proven_uids(seen, deployment, serving_template(verified, record))
+    proven = proven_owners(seen, deployment, serving_template(verified, record))
     if deployment is not None:
         actions += open_gates(seen, deployment, proven)
     state = evaluate_serving(deployment, _asked(sdd, ids, result))
     summary = state.summary.model_copy(update={"record_digest": digest})
-    return ServingDecision(replace(state, summary=summary), tuple(actions), proven)
+    return ServingDecision(replace(state, summary=summary), tuple(actions), frozenset(proven))
 
 
 def _record(
@@ -330,53 +331,64 @@ def serving_template(verified: Children | None, record: ServedRecord | None) -> 
     return None
 
 
-def proven_pods(
+def proven_owners(
     seen: Observed, deployment: Manifest | None, template: Manifest | None
-) -> list[Manifest]:
-    """The serving Pods the operator can prove it created (issue 34 case 3): controlled by a
+) -> dict[str, Manifest]:
+    """The serving Pods the operator can prove it created (issue 34 case 3), by UID, each with
+    its ReplicaSet (computed once a sync, for the gates and the boards): controlled by a
     ReplicaSet that its Deployment controls, whose template carries the served plan and key
     and runs the ``template`` the operator derived, and running that template themselves. An
     owner reference and labels are anyone's to write who may create Pods; running the
     operator's containers on the operator's volumes is the runner's and engine's, whoever
-    created the Pod (`pod_template.template_mismatch`, as for the warmup Pods)."""
+    created the Pod (`pod_template.template_mismatch`, as for the warmup Pods). The owners are
+    sorted out first, then the templates."""
     if deployment is None or template is None:
-        return []
-    trusted = [
-        rs
-        for rs in _trusted_replicasets(seen, deployment)
-        if template_mismatch({"spec": _rs_template(rs).get("spec")}, template) is None
-    ]
-    return [
-        pod
+        return {}
+    replica_sets = _trusted_replicasets(seen, deployment)
+    owned = [
+        (pod, rs)
         for pod in seen.serving_pods
-        if any(controlled_by(pod, uid_of(rs)) for rs in trusted)
-        and template_mismatch(pod, template) is None
+        if (rs := next((r for r in replica_sets if controlled_by(pod, uid_of(r))), None))
+        is not None
     ]
+    runs = {
+        uid_of(rs)
+        for rs in replica_sets
+        if template_mismatch({"spec": _rs_template(rs).get("spec")}, template) is None
+    }
+    return {
+        uid_of(pod): rs
+        for pod, rs in owned
+        if uid_of(rs) in runs and template_mismatch(pod, template) is None
+    }
 
 
-def proven_uids(
+def proven_pods(
     seen: Observed, deployment: Manifest | None, template: Manifest | None
-) -> frozenset[str]:
-    """The UIDs of `proven_pods`, computed once a sync for the gates and the boards."""
-    return frozenset(uid_of(p) for p in proven_pods(seen, deployment, template))
+) -> list[Manifest]:
+    """The serving Pods of `proven_owners`."""
+    owners = proven_owners(seen, deployment, template)
+    return [pod for pod in seen.serving_pods if uid_of(pod) in owners]
 
 
 def _rs_template(rs: Manifest) -> Manifest:
     return dict((rs.get("spec") or {}).get("template") or {})
 
 
-def open_gates(seen: Observed, deployment: Manifest, proven: frozenset[str]) -> list[Action]:
+def open_gates(
+    seen: Observed, deployment: Manifest, proven: Mapping[str, Manifest]
+) -> list[Action]:
     """Open the `warmgate.dev/warmed` readiness gate of Pods that run the served, verified plan
-    and that the operator can prove it created (``proven``: `proven_uids`)."""
+    and that the operator can prove it created (``proven``: `proven_owners`, with the
+    ReplicaSet through which it does)."""
     candidates = gate_candidates(deployment, seen.serving_pods)
     if not candidates:
         return []
     served = served_pair(deployment)[0] or ""
-    trusted = _trusted_replicasets(seen, deployment)
     actions: list[Action] = []
     for pod in candidates:
-        owner = next((rs for rs in trusted if controlled_by(pod, uid_of(rs))), None)
-        if owner is None or uid_of(pod) not in proven:
+        owner = proven.get(uid_of(pod))
+        if owner is None:
             continue
         condition = {
             "type": READINESS_GATE,

@@ -290,15 +290,16 @@ def _warmup(
     if taken is not None:
         return WarmupState(taken, WarmupSummary(cache_key=key), stalled=True), ()
     job = _current_job(sdd, seen, jobs, children)
+    evaluated = _evaluate(sdd, seen, job, key) if job is not None else None
     served = _served_verdict(of.record.record, key, claim)  # the plan serving now: no warmup again
-    if served is not None and (job is None or _evaluate(sdd, seen, job, key)[0].rerun):
+    if served is not None and (evaluated is None or evaluated[0].rerun):
         return served, ()
-    if job is None:
+    if job is None or evaluated is None:
         return evaluate_warmup(None, [], key), (
             *_replace_stale(jobs, children),
             *_create(children, seen),
         )
-    state, pods = _evaluate(sdd, seen, job, key)
+    state, pods = evaluated
     state = _with_progress(sdd, seen, state, pods, to_run)
     actions: tuple[Action, ...] = _missing_configmaps(job, children, seen)
     if state.stop:

@@ -68,5 +68,5 @@ class Subject:
 def subject(sdd: SpecDecodeDeployment, seen: Observed) -> Subject:
     """The object's names, what of ``seen`` it controls and its served record."""
     ids = identity(sdd)
-    record = read_record(ids.record_name, ids.uid, kept_digest(sdd), seen)
-    return Subject(ids, controlled(seen, ids.uid), record)
+    mine = controlled(seen, ids.uid)
+    return Subject(ids, mine, read_record(ids.record_name, mine, kept_digest(sdd), seen))

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from warmgate.api import Manifest, SpecDecodeDeployment
 from warmgate.api.status import WarmupSummary
-from warmgate.reconcile.sync.observed import Observed, controlled_by, name_of
+from warmgate.reconcile.sync.observed import Controlled, Observed, name_of
 from warmgate.resources.served_record import (
     CONFIGMAP_KEY,
     DEPLOYMENT_KEY,
@@ -58,11 +58,11 @@ class RecordSeen:
     record: ServedRecord | None = None
 
 
-def read_record(name: str, uid: str, digest: str | None, seen: Observed) -> RecordSeen:
-    """The record named ``name`` in the snapshot, judged against the object ``uid`` and the
-    ``digest`` its status keeps (`RecordSeen`)."""
+def read_record(name: str, mine: Controlled, digest: str | None, seen: Observed) -> RecordSeen:
+    """The record named ``name`` in the snapshot, judged against what the object controls
+    (``mine``) and the ``digest`` its status keeps (`RecordSeen`)."""
     live = next((c for c in seen.configmaps or () if name_of(c) == name), None)
-    if live is None or digest is None or not controlled_by(live, uid):
+    if live is None or digest is None or ("ConfigMap", name) in mine.foreign:
         return RecordSeen(live, digest)
     data = live.get("data")
     if not isinstance(data, dict) or record_digest(data) != digest:
