@@ -14,12 +14,13 @@ once per `MIN_WRITE_INTERVAL_S`, unless the served plan changed or none was reco
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Final
 
-from warmgate.api.status import MAX_DRAFT_POSITIONS, SpecDecodeAcceptance
+from warmgate.api.status import MAX_DRAFT_POSITIONS, ServingSummary, SpecDecodeAcceptance
 from warmgate.contract.board import ServeBoard, SpecDecodeFigures
+from warmgate.reconcile.sync.serving_state import ServingState
 
 # Counters move with every request: one status write per object per 30 s at most.
 MIN_WRITE_INTERVAL_S: Final = 30.0
@@ -97,3 +98,28 @@ def evaluate_acceptance(
         return new
     recent = (at - kept.update_time).total_seconds() < MIN_WRITE_INTERVAL_S
     return kept if recent else new
+
+
+def with_acceptance(
+    serving: ServingState | None,
+    old: ServingSummary | None,
+    docs: Iterable[ServeBoard],
+    *,
+    unread: bool,
+    at: datetime,
+) -> ServingState | None:
+    """The serving state with the engines' measured spec-decode acceptance (status.serving
+    .specDecode) from the served plan's boards ``docs`` (`decide._served_docs`, as for the
+    drift); the record ``old`` keeps stays when the serving Pods could not be read
+    (``unread``), and goes when another plan is served."""
+    if serving is None:
+        return None
+    kept = old.spec_decode if old else None
+    served = serving.summary.plan_hash
+    if unread:
+        measured_now = kept
+    else:
+        same_plan = served is not None and old is not None and old.plan_hash == served
+        measured_now = evaluate_acceptance(kept, docs, same_plan=same_plan, at=at)
+    summary = serving.summary.model_copy(update={"spec_decode": measured_now})
+    return replace(serving, summary=summary)

@@ -11,15 +11,13 @@ Deployment).
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from warmgate.api import SpecDecodeDeployment, SpecDecodeDeploymentStatus
 from warmgate.api.conditions import get_condition
 from warmgate.api.constants import COVERAGE_PROVEN, LABEL_PLAN_HASH, Reason
 from warmgate.contract.board import ServeBoard
 from warmgate.reconcile.planning.evaluate import PlanningResult
 from warmgate.reconcile.planning.verdict import MESSAGE_LIMIT, Verdict
-from warmgate.reconcile.sync.acceptance import evaluate_acceptance
+from warmgate.reconcile.sync.acceptance import with_acceptance
 from warmgate.reconcile.sync.actions import Action, Decision, Delete, Event, EventType
 from warmgate.reconcile.sync.decide_collect import decide_collect
 from warmgate.reconcile.sync.decide_serving import (
@@ -34,7 +32,6 @@ from warmgate.reconcile.sync.identity import subject
 from warmgate.reconcile.sync.observed import Observed, controlled, controlled_by, uid_of
 from warmgate.reconcile.sync.progress import running_pod
 from warmgate.reconcile.sync.served import kept_digest, read_record
-from warmgate.reconcile.sync.serving_state import ServingState
 from warmgate.reconcile.sync.status_builder import build_status, stalled_status
 from warmgate.resources.names import plan_label
 from warmgate.resources.served_record import served_record_name
@@ -50,10 +47,18 @@ def decide(
     warm = decide_warmup(sdd, planning, observed, settings, of)
     verified = warm.state.summary if warm.state is not None and warm.verified else None
     serve = decide_serving(sdd, planning, observed, warm.verified, verified, of=of)
+    # The serving runners' boards: the drift and the measured acceptance of the served plan;
+    # unread (no serving state, or its Pods could not be read), the status keeps its records.
     served = serve.state.summary.plan_hash if serve.state is not None else None
     docs = _served_docs(observed, served, serve.proven)
-    drift = serving_drift(sdd, planning, observed, serve.state, docs)
-    serving = with_acceptance(sdd, observed, serve.state, docs)
+    unread = serve.state is None or "drift" in observed.failed
+    old = sdd.status or SpecDecodeDeploymentStatus()
+    drift = (
+        DriftState(old.drift)
+        if unread
+        else evaluate_drift(old.drift, docs, served=served, plan=planning.plan, at=observed.at)
+    )
+    serving = with_acceptance(serve.state, old.serving, docs, unread=unread, at=observed.at)
     actions: tuple[Action, ...] = (*warm.actions, *serve.actions)
     gone = {uid_of(a.target) for a in actions if isinstance(a, Delete)}
     collect = decide_collect(of, observed, warm.children)
@@ -88,45 +93,6 @@ def decide_unreadable(shell: SpecDecodeDeployment, observed: Observed, problem: 
     stalled = Verdict("True", Reason.INVALID_SPEC, message)
     status = stalled_status(shell.status, stalled, shell.metadata.generation, observed.at)
     return Decision(actions, status)
-
-
-def serving_drift(
-    sdd: SpecDecodeDeployment,
-    planning: PlanningResult,
-    observed: Observed,
-    serving: ServingState | None,
-    docs: list[ServeBoard],
-) -> DriftState:
-    """The drift record of the served plan, with what its proven Pods' runners report now
-    (``docs``: `_served_docs`); the record stays when the serving Pods could not be read."""
-    old = sdd.status.drift if sdd.status else None
-    if serving is None or "drift" in observed.failed:
-        return DriftState(old)
-    served = serving.summary.plan_hash
-    return evaluate_drift(old, docs, served=served, plan=planning.plan, at=observed.at)
-
-
-def with_acceptance(
-    sdd: SpecDecodeDeployment,
-    observed: Observed,
-    serving: ServingState | None,
-    docs: list[ServeBoard],
-) -> ServingState | None:
-    """The serving state with the engines' measured spec-decode acceptance (status.serving
-    .specDecode), from the same runner documents as the drift (``docs``); the record stays when the
-    serving Pods could not be read, and goes when another plan is served."""
-    if serving is None:
-        return None
-    old = sdd.status.serving if sdd.status else None
-    kept = old.spec_decode if old else None
-    served = serving.summary.plan_hash
-    if "drift" in observed.failed:
-        measured = kept
-    else:
-        same_plan = served is not None and old is not None and old.plan_hash == served
-        measured = evaluate_acceptance(kept, docs, same_plan=same_plan, at=observed.at)
-    summary = serving.summary.model_copy(update={"spec_decode": measured})
-    return replace(serving, summary=summary)
 
 
 def _served_docs(

@@ -131,10 +131,11 @@ def _decide_serving(
         if taken is not None:
             return ServingDecision(taken, tuple(actions))
         actions += _service(service, seen.service)
+    asked = _asked(sdd, ids, result)
     proven = proven_owners(seen, deployment, serving_template(verified, record))
     if deployment is not None:
         actions += open_gates(seen, deployment, proven)
-    state = evaluate_serving(deployment, _asked(sdd, ids, result))
+    state = evaluate_serving(deployment, asked)
     summary = state.summary.model_copy(update={"record_digest": digest})
     return ServingDecision(replace(state, summary=summary), tuple(actions), frozenset(proven))
 

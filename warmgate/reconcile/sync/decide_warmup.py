@@ -24,7 +24,7 @@ from warmgate.api.constants import (
     WARMED,
     Reason,
 )
-from warmgate.api.status import WarmupSummary
+from warmgate.api.status import Condition, WarmupSummary
 from warmgate.contract.board import WarmupBoard
 from warmgate.contract.summary import TerminationSummary
 from warmgate.reconcile.planning.evaluate import PlanningResult
@@ -151,9 +151,9 @@ def decide_shards(
     decided from the free cards read for a new Job (with an Event to post when the Job is
     made, when fewer shards than asked run, or what auto chose); unchanged when the spec and
     plan allow one shard only, or nothing was read (no Job is made this sync)."""
+    kept = kept_shards(sdd, jobs, key)
     if not wants_cards(sdd, to_run.buckets):
         return to_run, None
-    kept = kept_shards(sdd, jobs, key)
     if kept is not None:
         return replace(to_run, shards=kept), None
     if not seen.cards_read:
@@ -289,8 +289,8 @@ def _warmup(
     taken = _taken_child(of.mine, children, seen)
     if taken is not None:
         return WarmupState(taken, WarmupSummary(cache_key=key), stalled=True), ()
-    job = _current_job(sdd, seen, jobs, children)
-    evaluated = _evaluate(sdd, seen, job, key) if job is not None else None
+    job = _current_job(sdd, seen, jobs, children, warmed)
+    evaluated = _evaluate(sdd, seen, job, key, warmed) if job is not None else None
     served = _served_verdict(of.record.record, key, claim)  # the plan serving now: no warmup again
     if served is not None and (evaluated is None or evaluated[0].rerun):
         return served, ()
@@ -380,7 +380,11 @@ def key_of(job: Manifest) -> str | None:
 
 
 def _current_job(
-    sdd: SpecDecodeDeployment, seen: Observed, jobs: list[Manifest], children: Children
+    sdd: SpecDecodeDeployment,
+    seen: Observed,
+    jobs: list[Manifest],
+    children: Children,
+    warmed: Condition | None,
 ) -> Manifest | None:
     """The Job of the desired content, else one of this plan that the runner verified (the
     record of a warmup whose status was lost, with since-changed timeouts)."""
@@ -394,7 +398,7 @@ def _current_job(
         if (
             _claim_of(job) == claim
             and job_mismatch(job, children.warmup_job) is None
-            and _evaluate(sdd, seen, job, children.cache_key)[0].verdict.holds
+            and _evaluate(sdd, seen, job, children.cache_key, warmed)[0].verdict.holds
         ):
             return job
     return None
@@ -428,14 +432,14 @@ def succeeded(job: Manifest) -> bool:
 
 
 def _evaluate(
-    sdd: SpecDecodeDeployment, seen: Observed, job: Manifest, key: str
+    sdd: SpecDecodeDeployment, seen: Observed, job: Manifest, key: str, warmed: Condition | None
 ) -> tuple[WarmupState, list[Manifest]]:
-    """The verdict of the Job from its Pods and, while none runs, its Events; and the Pods."""
+    """The verdict of the Job from its Pods and, while none runs, its Events (``warmed``: the
+    status' Warmed condition); and the Pods."""
     found = list(seen.pods_of(job))
     limit = sdd.spec.warmup.pending_timeout_seconds
     old = sdd.status.warmup if sdd.status else None
     since = old.pending_since if old is not None and old.job_uid == uid_of(job) else None
-    warmed = get_condition(sdd.status.conditions if sdd.status else None, WARMED)
     stopped = None
     if warmed is not None and old is not None and old.job_uid == uid_of(job):
         stopped = (warmed.reason, warmed.message or "")
