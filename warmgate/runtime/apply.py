@@ -64,16 +64,17 @@ def apply(
             continue
         if action.stage == "collect" and (state.failed or state.blocked):
             continue
-        if not _allowed(action, owner):
+        target = target_of(action)
+        if not _allowed(action, target, owner):
             message = f"Refused to write {described(action)}: not controlled by this object"
             log.error(message)
-            state.taken[(_kind(action), name_of(target_of(action)))] = (
+            state.taken[(_kind(action, target), name_of(target))] = (
                 "not controlled by this SpecDecodeDeployment"
             )
             state.again = True
             continue
         try:
-            _one(action, cluster, state)
+            _one(action, target, cluster, state)
         except ClusterError as exc:
             message = f"Could not write {described(action)}, retrying: {_line(exc)}"
             log.error(message)
@@ -95,34 +96,33 @@ def apply(
     )
 
 
-def _kind(action: Action) -> str:
-    return str(target_of(action).get("kind") or getattr(action, "kind", "Pod"))
+def _kind(action: Action, target: Manifest) -> str:
+    return str(target.get("kind") or getattr(action, "kind", "Pod"))
 
 
-def _allowed(action: Action, owner: str) -> bool:
-    """The ownership rule: what this object may write to."""
-    if isinstance(action, Create):  # the manifest names this object as its controller
-        return controlled_by(action.manifest, owner)
+def _allowed(action: Action, target: Manifest, owner: str) -> bool:
+    """The ownership rule: what this object may write to (``target``: `target_of`)."""
     if isinstance(action, OpenGate):
         return (
             controlled_by(action.deployment, owner)
             and controlled_by(action.replica_set, uid_of(action.deployment))
             and controlled_by(action.pod, uid_of(action.replica_set))
         )
-    return controlled_by(action.target, owner)
+    # a create's manifest names this object as its controller; any other write, its target
+    return controlled_by(target, owner)
 
 
-def _one(action: Action, cluster: Cluster, state: _Round) -> None:
-    """One write and what its answer changes."""
+def _one(action: Action, target: Manifest, cluster: Cluster, state: _Round) -> None:
+    """One write (to ``target``: `target_of`) and what its answer changes."""
     if isinstance(action, Create):
         _create(action, cluster, state)
         return
-    meta = target_of(action)["metadata"]
+    meta = target["metadata"]
     namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
     if isinstance(action, Replace):
         stored = cluster.replace(action.manifest)
         if stored is None:  # a newer write won: read it again, decide again
-            stored = cluster.read(cast(ReadKind, _kind(action)), namespace, name)
+            stored = cluster.read(cast(ReadKind, _kind(action, target)), namespace, name)
         elif action.done is not None:
             state.done.append(action.done)
         if stored is not None:

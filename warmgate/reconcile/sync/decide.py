@@ -27,7 +27,7 @@ from warmgate.reconcile.sync.decide_serving import (
     serving_template,
 )
 from warmgate.reconcile.sync.decide_warmup import decide_warmup
-from warmgate.reconcile.sync.drift import DriftState, evaluate_drift, event_message
+from warmgate.reconcile.sync.drift import DriftState, drift_events, evaluate_drift
 from warmgate.reconcile.sync.identity import subject
 from warmgate.reconcile.sync.observed import Observed, controlled, controlled_by, uid_of
 from warmgate.reconcile.sync.progress import running_pod
@@ -66,7 +66,7 @@ def decide(
     status = build_status(
         sdd, planning, observed.at, warmup=warm.state, serving=serving, drift=drift
     )
-    events = (*announce(sdd.status, planning), *_drift_events(drift))
+    events = (*announce(sdd.status, planning), *drift_events(drift))
     return Decision(actions, status, events)
 
 
@@ -111,14 +111,6 @@ def _served_docs(
             if ours and isinstance(doc, ServeBoard):
                 docs.append(doc)
     return docs
-
-
-def _drift_events(drift: DriftState) -> tuple[Event, ...]:
-    """A Warning Event naming the shapes seen for the first time."""
-    message = event_message(drift)
-    if message is None:
-        return ()
-    return (Event("Warning", Reason.UNWARMED_SHAPE_OBSERVED, message),)
 
 
 def announce(old: SpecDecodeDeploymentStatus | None, result: PlanningResult) -> tuple[Event, ...]:

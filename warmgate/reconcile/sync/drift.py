@@ -20,6 +20,7 @@ from warmgate.buckets import BucketPlan
 from warmgate.contract.board import ServeBoard
 from warmgate.reconcile.planning.drift_seeds import propose
 from warmgate.reconcile.planning.verdict import MESSAGE_LIMIT, Verdict
+from warmgate.reconcile.sync.actions import Event
 
 # Distinct shapes the status remembers (the count goes on beyond it).
 MAX_REMEMBERED = MAX_UNCOVERED_LISTED
@@ -114,8 +115,16 @@ def with_drift(ready: Verdict, drift: DriftState | None) -> Verdict:
     return Verdict("True", Reason.UNWARMED_SHAPE_OBSERVED, message[:MESSAGE_LIMIT])
 
 
+def drift_events(drift: DriftState) -> tuple[Event, ...]:
+    """A Warning Event naming the shapes seen for the first time."""
+    message = event_message(drift)
+    if message is None:
+        return ()
+    return (Event("Warning", Reason.UNWARMED_SHAPE_OBSERVED, message),)
+
+
 def event_message(drift: DriftState) -> str | None:
-    """The Warning Event for the shapes seen for the first time, or None."""
+    """The Warning Event's message for the shapes seen for the first time, or None."""
     if not drift.new_shapes or drift.summary is None:
         return None
     plan = (drift.summary.plan_hash or "")[:12]
