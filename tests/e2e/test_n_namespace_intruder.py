@@ -46,7 +46,7 @@ from support.kube_objects import runner_summary
 
 from warmgate.api import SpecDecodeDeployment
 from warmgate.reconcile.planning.evaluate import evaluate
-from warmgate.reconcile.sync.decide_warmup import warmup_target
+from warmgate.reconcile.sync.subject import warmup_target
 from warmgate.resources import desired_children
 from warmgate.settings import Settings
 

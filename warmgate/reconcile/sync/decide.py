@@ -28,11 +28,11 @@ from warmgate.reconcile.sync.decide_serving import (
 )
 from warmgate.reconcile.sync.decide_warmup import decide_warmup
 from warmgate.reconcile.sync.drift import DriftState, drift_events, evaluate_drift
-from warmgate.reconcile.sync.identity import subject
 from warmgate.reconcile.sync.observed import Observed, controlled, controlled_by, uid_of
 from warmgate.reconcile.sync.progress import running_pod
 from warmgate.reconcile.sync.served import kept_digest, read_record
 from warmgate.reconcile.sync.status_builder import build_status, stalled_status
+from warmgate.reconcile.sync.subject import subject
 from warmgate.resources.names import plan_label
 from warmgate.resources.served_record import served_record_name
 from warmgate.settings import Settings
@@ -43,8 +43,8 @@ def decide(
 ) -> Decision:
     """The writes that bring the children to the plan, and the status that reports it all.
     What every part asks of the object (its names) and of the served record is read once."""
-    of = subject(sdd, observed)
-    warm = decide_warmup(sdd, planning, observed, settings, of)
+    of = subject(sdd, planning, observed)
+    warm = decide_warmup(sdd, observed, settings, of)
     verified = warm.state.summary if warm.state is not None and warm.verified else None
     serve = decide_serving(sdd, planning, observed, warm.verified, verified, of=of)
     # The serving runners' boards: the drift and the measured acceptance of the served plan;
@@ -58,6 +58,7 @@ def decide(
         if unread
         else evaluate_drift(old.drift, docs, served=served, plan=planning.plan, at=observed.at)
     )
+    drifted = drift_events(drift)
     serving = with_acceptance(serve.state, old.serving, docs, unread=unread, at=observed.at)
     actions: tuple[Action, ...] = (*warm.actions, *serve.actions)
     gone = {uid_of(a.target) for a in actions if isinstance(a, Delete)}
@@ -66,7 +67,7 @@ def decide(
     status = build_status(
         sdd, planning, observed.at, warmup=warm.state, serving=serving, drift=drift
     )
-    events = (*announce(sdd.status, planning), *drift_events(drift))
+    events = (*announce(sdd.status, planning), *drifted)
     return Decision(actions, status, events)
 
 

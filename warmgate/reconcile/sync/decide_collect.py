@@ -27,8 +27,8 @@ from warmgate.api import Manifest, SpecDecodeDeployment
 from warmgate.api.constants import ANNOTATION_CACHE_KEY, COMPONENT_WARMUP, LABEL_COMPONENT
 from warmgate.reconcile.sync.actions import Action, Delete, Event
 from warmgate.reconcile.sync.decide_warmup import key_of, succeeded
-from warmgate.reconcile.sync.identity import Subject
 from warmgate.reconcile.sync.observed import Observed, name_of
+from warmgate.reconcile.sync.subject import Subject
 from warmgate.resources import Children
 from warmgate.resources.cache_claim import build_cache_claim
 from warmgate.resources.names import COMPONENT_PLAN

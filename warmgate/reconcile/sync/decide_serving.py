@@ -38,11 +38,11 @@ from warmgate.reconcile.sync.actions import (
     Scale,
 )
 from warmgate.reconcile.sync.hand_edits import first_difference
-from warmgate.reconcile.sync.identity import Identity, Subject
 from warmgate.reconcile.sync.observed import Observed, controlled_by, name_of, uid_of
 from warmgate.reconcile.sync.pod_template import template_mismatch
 from warmgate.reconcile.sync.served import RecordSeen, ServedRecord
 from warmgate.reconcile.sync.serving_state import Serving, ServingState, evaluate_serving
+from warmgate.reconcile.sync.subject import Identity, Subject
 from warmgate.resources import Children
 from warmgate.resources.names import plan_label
 from warmgate.resources.served_record import build_served_record, record_digest

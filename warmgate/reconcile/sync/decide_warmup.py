@@ -27,16 +27,15 @@ from warmgate.api.constants import (
 from warmgate.api.status import Condition, WarmupSummary
 from warmgate.contract.board import WarmupBoard
 from warmgate.contract.summary import TerminationSummary
-from warmgate.reconcile.planning.evaluate import PlanningResult
 from warmgate.reconcile.planning.proven_plan import total_buckets
 from warmgate.reconcile.planning.verdict import Verdict, not_owned, one_line
 from warmgate.reconcile.sync.actions import Action, Create, Delete, Event, EventType, Patch
-from warmgate.reconcile.sync.identity import Identity, Subject
 from warmgate.reconcile.sync.observed import Controlled, Observed, controlled_by, name_of, uid_of
 from warmgate.reconcile.sync.pod_template import job_mismatch
 from warmgate.reconcile.sync.progress import plan_phases, progress_of, running_pod, throttled
 from warmgate.reconcile.sync.served import ServedRecord
 from warmgate.reconcile.sync.shard_cards import asked, choose_shards, wants_cards
+from warmgate.reconcile.sync.subject import Identity, Subject
 from warmgate.reconcile.sync.warmup_shards import job_shards
 from warmgate.reconcile.sync.warmup_state import (
     WarmupSeen,
@@ -45,7 +44,7 @@ from warmgate.reconcile.sync.warmup_state import (
     owned_pods,
     remembered,
 )
-from warmgate.resources import Children, PlanBundle, cache_key, desired_children
+from warmgate.resources import Children, PlanBundle, desired_children
 from warmgate.resources.cache_claim import made_from
 from warmgate.settings import Settings
 
@@ -58,17 +57,6 @@ class WarmupDecision:
     children: Children | None = None
     verified: Children | None = None
     actions: tuple[Action, ...] = ()
-
-
-def warmup_target(
-    sdd: SpecDecodeDeployment, result: PlanningResult
-) -> tuple[PlanBundle, str] | None:
-    """The plan to warm with its cache key, or None when nothing may warm."""
-    recorded = sdd.status.warmup if sdd.status else None
-    to_run = result.to_run(kv_blocks=recorded.kv_blocks if recorded else None)
-    if to_run is None:
-        return None
-    return to_run, cache_key(sdd, to_run.buckets)
 
 
 def recorded_verdict(sdd: SpecDecodeDeployment, key: str, claim_uid: str | None) -> bool:
@@ -178,15 +166,12 @@ def _announced(actions: tuple[Action, ...], event: Event | None) -> tuple[Action
 
 
 def decide_warmup(
-    sdd: SpecDecodeDeployment,
-    result: PlanningResult,
-    seen: Observed,
-    settings: Settings,
-    of: Subject,
+    sdd: SpecDecodeDeployment, seen: Observed, settings: Settings, of: Subject
 ) -> WarmupDecision:
     """The warmup state of the plan, its children (for serving once verified), the writes;
-    ``of``: the object's names, what of ``seen`` it controls, its served record."""
-    target = warmup_target(sdd, result)
+    ``of``: the plan to warm, the object's names, what of ``seen`` it controls, its served
+    record."""
+    target = of.target
     if target is None:
         return WarmupDecision()
     to_run, key = target

@@ -24,13 +24,12 @@ from warmgate.reconcile.sync.decide_warmup import (
     key_of,
     recorded_verdict,
     warmup_jobs,
-    warmup_target,
 )
-from warmgate.reconcile.sync.identity import identity
 from warmgate.reconcile.sync.observed import Observed, Part, controlled_by, uid_of
 from warmgate.reconcile.sync.pod_template import template_mismatch
 from warmgate.reconcile.sync.progress import running_pod
 from warmgate.reconcile.sync.shard_cards import wants_cards
+from warmgate.reconcile.sync.subject import identity, warmup_target
 from warmgate.reconcile.sync.warmup_state import owned_pods
 from warmgate.resources.cache_claim import legacy_claim_name
 from warmgate.resources.names import plan_label

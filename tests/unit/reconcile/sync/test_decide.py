@@ -26,8 +26,8 @@ from warmgate.api import SpecDecodeDeployment
 from warmgate.reconcile.planning.evaluate import PlanningResult, evaluate
 from warmgate.reconcile.sync.actions import Create, Decision, Delete, OpenGate, Patch
 from warmgate.reconcile.sync.decide import decide
-from warmgate.reconcile.sync.decide_warmup import warmup_target
 from warmgate.reconcile.sync.observed import Observed
+from warmgate.reconcile.sync.subject import warmup_target
 from warmgate.resources import desired_children
 from warmgate.settings import Settings
 

@@ -21,9 +21,8 @@ from warmgate.reconcile.planning.evaluate import evaluate
 from warmgate.reconcile.sync.actions import Create, Delete, Replace
 from warmgate.reconcile.sync.decide import decide
 from warmgate.reconcile.sync.decide_collect import claims_to_list, decide_collect
-from warmgate.reconcile.sync.decide_warmup import warmup_target
-from warmgate.reconcile.sync.identity import subject
 from warmgate.reconcile.sync.observed import Observed
+from warmgate.reconcile.sync.subject import Subject, subject, warmup_target
 from warmgate.resources import Children, desired_children
 from warmgate.resources.cache_claim import build_cache_claim, legacy_claim_name
 from warmgate.resources.pod import cache_claim_name
@@ -66,9 +65,13 @@ def deletes(actions: tuple[Any, ...]) -> list[tuple[str, str]]:
     return [(a.kind, a.target["metadata"]["name"]) for a in actions if isinstance(a, Delete)]
 
 
+def _subject(sdd: SpecDecodeDeployment, seen: Observed) -> Subject:
+    return subject(sdd, evaluate(sdd), seen)
+
+
 def collect(sdd: SpecDecodeDeployment, **seen: Any) -> tuple[Any, ...]:
     observed = Observed(at=AT, configmaps=(), **seen)
-    return decide_collect(subject(sdd, observed), observed, children(sdd))
+    return decide_collect(subject(sdd, evaluate(sdd), observed), observed, children(sdd))
 
 
 def test_a_changed_template_names_a_new_claim_which_the_job_and_deployment_mount() -> None:
@@ -148,7 +151,7 @@ def test_a_claim_being_deleted_or_a_failed_read_sends_no_delete() -> None:
     old["metadata"]["deletionTimestamp"] = "2026-11-29T11:59:30Z"  # Pods still on it
     assert deletes(collect(sdd_with(TEMPLATE), claims=(old,))) == []
     seen = Observed(at=AT, configmaps=(), claims=(old_claim(),), failed={"serving": "x"})
-    assert deletes(decide_collect(subject(sdd_with(TEMPLATE), seen), seen, None)) == []
+    assert deletes(decide_collect(_subject(sdd_with(TEMPLATE), seen), seen, None)) == []
 
 
 def test_claims_are_listed_only_where_an_old_one_can_be() -> None:
@@ -288,7 +291,7 @@ def test_the_adopted_claim_is_mounted_kept_and_its_record_stands() -> None:
     (deployment,) = [m for m in created if m["kind"] == "Deployment"]
     assert claim_of(deployment) == legacy["metadata"]["name"]
     seen = Observed(at=AT, configmaps=(), claim=legacy, claims=(legacy,))
-    assert deletes(decide_collect(subject(sdd, seen), seen, None)) == []
+    assert deletes(decide_collect(_subject(sdd, seen), seen, None)) == []
 
 
 def claim_of(workload: dict[str, Any]) -> str:

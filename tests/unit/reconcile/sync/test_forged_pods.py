@@ -21,9 +21,9 @@ from warmgate.api import SpecDecodeDeployment
 from warmgate.reconcile.planning.evaluate import PlanningResult, evaluate
 from warmgate.reconcile.sync.actions import Create, Decision, Delete
 from warmgate.reconcile.sync.decide import decide
-from warmgate.reconcile.sync.decide_warmup import warmup_target
 from warmgate.reconcile.sync.observed import Observed
 from warmgate.reconcile.sync.pod_template import job_mismatch, template_mismatch
+from warmgate.reconcile.sync.subject import warmup_target
 from warmgate.reconcile.sync.warmup_state import evaluate_warmup, owned_pods
 from warmgate.resources import desired_children
 from warmgate.settings import Settings

@@ -16,9 +16,9 @@ from warmgate.api.kube import Toleration
 from warmgate.buckets.shard import max_shards
 from warmgate.reconcile.sync.actions import Create
 from warmgate.reconcile.sync.decide_warmup import decide_shards, kept_shards, warmup_jobs
-from warmgate.reconcile.sync.identity import subject
 from warmgate.reconcile.sync.observed import Observed
 from warmgate.reconcile.sync.shard_cards import FreeCards, choose_shards, free_cards, pod_cards
+from warmgate.reconcile.sync.subject import subject
 from warmgate.resources import desired_children
 from warmgate.resources.warmup_shards import planned_shards, shard_cap
 
@@ -237,7 +237,7 @@ def test_the_decision_event_is_posted_with_the_jobs_create() -> None:
     seen = Observed(
         at=NOW, claim=claim, configmaps=(), free_cards=FreeCards((("a", 3),)), cards_read=True
     )
-    decision = decide_warmup(sdd, result, seen, SETTINGS, subject(sdd, seen))
+    decision = decide_warmup(sdd, seen, SETTINGS, subject(sdd, result, seen))
     (create,) = [
         a for a in decision.actions if isinstance(a, Create) and a.manifest["kind"] == "Job"
     ]

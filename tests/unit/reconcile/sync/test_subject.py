@@ -11,8 +11,8 @@ import pytest
 from support.examples import example_doc
 
 from warmgate.api import SpecDecodeDeployment, parse_manifest
-from warmgate.reconcile.sync.identity import identity
 from warmgate.reconcile.sync.observed import Observed, controlled
+from warmgate.reconcile.sync.subject import identity
 from warmgate.resources import serving_name, serving_selector
 from warmgate.resources.cache_claim import build_cache_claim
 from warmgate.resources.pod import cache_claim_name

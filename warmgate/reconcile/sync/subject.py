@@ -1,8 +1,9 @@
-"""Who the object is, for one decision: its names, what of the snapshot it controls, and its
-served record, computed once (`subject`).
+"""The object one decision is about: the plan it warms, its names, what of the snapshot it
+controls, and its served record, computed once (`subject`).
 
 Every part of a decision (`decide_warmup`, `decide_serving`, `decide_collect`) asks the same
-questions of the object and of the snapshot: which UID must a child's controller reference
+questions of the object and of the snapshot: which plan may warm, under which cache key
+(`warmup_target`); which UID must a child's controller reference
 carry, what is the recipe-cache claim of the template called, which claim do the children
 mount, what are the serving Deployment, its selector and the served record called (`identity`,
 from the same builders that name the children, `warmgate.resources`); which of the objects read
@@ -16,9 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from warmgate.api import Manifest, SpecDecodeDeployment
+from warmgate.reconcile.planning.evaluate import PlanningResult
 from warmgate.reconcile.sync.observed import Controlled, Observed, controlled
 from warmgate.reconcile.sync.served import RecordSeen, kept_digest, read_record
-from warmgate.resources import serving_name, serving_selector
+from warmgate.resources import PlanBundle, cache_key, serving_name, serving_selector
 from warmgate.resources.cache_claim import build_cache_claim
 from warmgate.resources.served_record import served_record_name
 
@@ -57,16 +59,31 @@ def identity(sdd: SpecDecodeDeployment) -> Identity:
 
 @dataclass(frozen=True)
 class Subject:
-    """The object one decision is about, as one snapshot shows it (module docstring): its
-    names, what of the snapshot it controls, its served record."""
+    """The object one decision is about, as one snapshot shows it (module docstring): the plan
+    it warms with its cache key (None: nothing may warm), its names, what of the snapshot it
+    controls, its served record."""
 
+    target: tuple[PlanBundle, str] | None
     ids: Identity
     mine: Controlled
     record: RecordSeen
 
 
-def subject(sdd: SpecDecodeDeployment, seen: Observed) -> Subject:
-    """The object's names, what of ``seen`` it controls and its served record."""
+def subject(sdd: SpecDecodeDeployment, planning: PlanningResult, seen: Observed) -> Subject:
+    """The plan to warm, the object's names, what of ``seen`` it controls, its record."""
+    target = warmup_target(sdd, planning)
     ids = identity(sdd)
     mine = controlled(seen, ids.uid)
-    return Subject(ids, mine, read_record(ids.record_name, mine, kept_digest(sdd), seen))
+    record = read_record(ids.record_name, mine, kept_digest(sdd), seen)
+    return Subject(target, ids, mine, record)
+
+
+def warmup_target(
+    sdd: SpecDecodeDeployment, result: PlanningResult
+) -> tuple[PlanBundle, str] | None:
+    """The plan to warm with its cache key, or None when nothing may warm."""
+    recorded = sdd.status.warmup if sdd.status else None
+    to_run = result.to_run(kv_blocks=recorded.kv_blocks if recorded else None)
+    if to_run is None:
+        return None
+    return to_run, cache_key(sdd, to_run.buckets)
