@@ -34,7 +34,7 @@ from warmgate.reconcile.sync.observed import Controlled, Observed, controlled_by
 from warmgate.reconcile.sync.pod_template import job_mismatch
 from warmgate.reconcile.sync.progress import plan_phases, progress_of, running_pod, throttled
 from warmgate.reconcile.sync.served import ServedRecord
-from warmgate.reconcile.sync.shard_cards import asked, choose_shards, wants_cards
+from warmgate.reconcile.sync.shard_cards import asked, choose_shards
 from warmgate.reconcile.sync.subject import Identity, Subject
 from warmgate.reconcile.sync.warmup_shards import job_shards
 from warmgate.reconcile.sync.warmup_state import (
@@ -46,6 +46,7 @@ from warmgate.reconcile.sync.warmup_state import (
 )
 from warmgate.resources import Children, PlanBundle, desired_children
 from warmgate.resources.cache_claim import made_from
+from warmgate.resources.warmup_shards import shard_cap
 from warmgate.settings import Settings
 
 
@@ -140,13 +141,14 @@ def decide_shards(
     made, when fewer shards than asked run, or what auto chose); unchanged when the spec and
     plan allow one shard only, or nothing was read (no Job is made this sync)."""
     kept = kept_shards(sdd, jobs, key)
-    if not wants_cards(sdd, to_run.buckets):
+    cap = shard_cap(sdd, to_run.buckets)
+    if cap <= 1:  # the count does not depend on the free cards (`shard_cards.wants_cards`)
         return to_run, None
     if kept is not None:
         return replace(to_run, shards=kept), None
     if not seen.cards_read:
         return to_run, None
-    choice = choose_shards(sdd, to_run.buckets, seen.free_cards)
+    choice = choose_shards(sdd, cap, seen.free_cards)
     event = None
     if choice.note is not None:
         kind: EventType = "Warning" if choice.warning else "Normal"

@@ -78,11 +78,9 @@ def wants_cards(sdd: SpecDecodeDeployment, plan: BucketPlan) -> bool:
     return shard_cap(sdd, plan) > 1
 
 
-def choose_shards(
-    sdd: SpecDecodeDeployment, plan: BucketPlan, free: FreeCards | None
-) -> ShardChoice:
-    """The shard count of a new Job, from the free cards read for it (None: not known)."""
-    cap = shard_cap(sdd, plan)
+def choose_shards(sdd: SpecDecodeDeployment, cap: int, free: FreeCards | None) -> ShardChoice:
+    """The shard count of a new Job, at most ``cap`` (`shard_cap`: what the spec and plan
+    allow), from the free cards read for it (None: not known)."""
     if cap <= 1:
         return ShardChoice(1)
     auto = sdd.spec.warmup.shards == AUTO

@@ -143,7 +143,7 @@ def test_choose_shards(
     sdd = _sdd(shards, tp)
     plan = planned(sdd).buckets
     assert max_shards(plan) >= 8
-    choice = choose_shards(sdd, plan, FreeCards(free) if free is not None else None)
+    choice = choose_shards(sdd, shard_cap(sdd, plan), FreeCards(free) if free is not None else None)
     assert choice.count == count
     if note is None:
         assert choice.note is None
@@ -161,7 +161,7 @@ def test_one_shard_asked_or_no_claim_reads_no_cards() -> None:
     warmup = base.spec.warmup.model_copy(update={"cache": cache})
     no_claim = base.model_copy(update={"spec": base.spec.model_copy(update={"warmup": warmup})})
     assert shard_cap(no_claim, plan) == 1
-    assert choose_shards(no_claim, plan, FreeCards((("a", 8),))).count == 1
+    assert choose_shards(no_claim, shard_cap(no_claim, plan), FreeCards((("a", 8),))).count == 1
 
 
 def test_without_a_decision_explicit_counts_are_capped_and_auto_is_one() -> None:
