@@ -77,7 +77,6 @@ class KubeLeases:
         name: bool = True,
         query: dict[str, str] | None = None,
         body: Manifest | None = None,
-        timeouts: tuple[float, float] | None = None,
         tolerate: tuple[int, ...] = (),
     ) -> tuple[int, Manifest]:
         path = COLLECTION + ("/{name}" if name else "")
@@ -90,7 +89,7 @@ class KubeLeases:
                 params,
                 query=query,
                 body=body,
-                timeouts=timeouts or self.timeouts,
+                timeouts=self.timeouts,
                 tolerate=tolerate,
             )
         except ClusterError as exc:

@@ -43,6 +43,7 @@ def decide(
 ) -> Decision:
     """The writes that bring the children to the plan, and the status that reports it all.
     What every part asks of the object (its names) and of the served record is read once."""
+    announced = announce(sdd.status, planning)  # the planning's own Events: no snapshot needed
     of = subject(sdd, planning, observed)
     warm = decide_warmup(sdd, observed, settings, of)
     verified = warm.state.summary if warm.state is not None and warm.verified else None
@@ -67,7 +68,7 @@ def decide(
     status = build_status(
         sdd, planning, observed.at, warmup=warm.state, serving=serving, drift=drift
     )
-    events = (*announce(sdd.status, planning), *drifted)
+    events = (*announced, *drifted)
     return Decision(actions, status, events)
 
 
