@@ -25,12 +25,18 @@ E2E_DIR = os.path.dirname(__file__)
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test here is `e2e`, with room for a cold image build in its timeout (a module
-    that needs more says so with its own timeout marker)."""
+    that needs more says so with its own timeout marker). The owner run (tests/support/
+    node_share.py) runs the modules marked ``node_alone`` last, one after the other with the
+    node held between them: by then the guest's scenarios are ending, so fewer wait for them
+    or behind them (the modules that share the node, scenario l's real engines first, overlap
+    the guest's)."""
     for item in items:
         if str(item.fspath).startswith(E2E_DIR):
             item.add_marker(pytest.mark.e2e)
             if item.get_closest_marker("timeout") is None:
                 item.add_marker(pytest.mark.timeout(900))
+    if node_share.role() == node_share.OWNER:
+        items.sort(key=lambda item: item.get_closest_marker("node_alone") is not None)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -115,12 +121,21 @@ def e2e(request: pytest.FixtureRequest) -> Iterator[E2ECluster]:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def node_lock(request: pytest.FixtureRequest) -> Iterator[None]:
+def node_lock(request: pytest.FixtureRequest) -> Iterator[node_share.NodeHold]:
     """The node for the module's whole run: exclusive for a module marked ``node_alone``,
-    shared otherwise (only when two runs share it)."""
+    shared otherwise (only when two runs share it). A module that disrupts the node only for a
+    while takes it alone for that while: ``with node_lock.alone(): ...``."""
     alone = request.node.get_closest_marker("node_alone") is not None
-    with node_share.node_lock(alone):
-        yield
+    with node_share.node_lock(alone, keep=_next_module_alone(request)) as hold:
+        yield hold
+
+
+def _next_module_alone(request: pytest.FixtureRequest) -> bool:
+    """Whether the run's next module after this one is marked ``node_alone``."""
+    items = request.session.items
+    mine = [i for i, item in enumerate(items) if getattr(item, "module", None) is request.module]
+    after = mine[-1] + 1 if mine else len(items)
+    return after < len(items) and items[after].get_closest_marker("node_alone") is not None
 
 
 @pytest.fixture(scope="module")

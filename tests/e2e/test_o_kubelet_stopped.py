@@ -37,11 +37,13 @@ from e2e_support import (
     wait_or_none,
     witness_node,
 )
+from support.node_share import NodeHold
 
 from warmgate.devcluster.layout import NODE_NAME
 
-# It stops the kubelet (tests/support/node_share.py).
-pytestmark = pytest.mark.node_alone
+# It stops the kubelet, needing the node alone only while it is stopped: the objects are made
+# before and come back after beside the guest's scenarios (tests/support/node_share.py).
+pytestmark = pytest.mark.node_owner
 
 EVICTED, HANDGONE, SERVING = "evicted", "handgone", "serving"
 WARMING = (EVICTED, HANDGONE)
@@ -83,71 +85,81 @@ def _says_lost(e2e: E2ECluster, ns: str, name: str, pod: str) -> bool:
 
 
 @pytest.fixture(scope="module")
-def run(e2e: E2ECluster, namespace: str) -> dict[str, Any]:
+def run(e2e: E2ECluster, namespace: str, node_lock: NodeHold) -> dict[str, Any]:
     ns, image = namespace, e2e.images.engine.ref
     e2e.apply(sdd(SERVING, ns, image))
     e2e.wait_ready(ns, SERVING, check=True)
     serving_jobs = e2e.items("jobs", ns, SERVING)
-    e2e.apply(_tolerating(EVICTED, ns, image, 10))
-    e2e.apply(_tolerating(HANDGONE, ns, image, None))
-    pods = {
-        n: wait_for(f"{n}: its runner", lambda n=n: running_runner(e2e, ns, n), 180)
-        for n in WARMING
-    }
-    names = {n: pods[n]["metadata"]["name"] for n in WARMING}
-    samples: list[Manifest] = []
-    marks: dict[str, float] = {}
+    # The node alone from the runners' start (their slow warmup must outlast the wait for the
+    # node) until the kubelet is back.
+    with node_lock.alone():
+        e2e.apply(_tolerating(EVICTED, ns, image, 10))
+        e2e.apply(_tolerating(HANDGONE, ns, image, None))
+        pods = {
+            n: wait_for(f"{n}: its runner", lambda n=n: running_runner(e2e, ns, n), 180)
+            for n in WARMING
+        }
+        names = {n: pods[n]["metadata"]["name"] for n in WARMING}
+        samples: list[Manifest] = []
+        marks: dict[str, float] = {}
 
-    def sample() -> None:
-        for name in (*WARMING, SERVING):
-            samples.append(
-                {"t": time.monotonic(), "name": name, "sdd": e2e.get("sdd", "-n", ns, name)}
+        def sample() -> None:
+            for name in (*WARMING, SERVING):
+                samples.append(
+                    {"t": time.monotonic(), "name": name, "sdd": e2e.get("sdd", "-n", ns, name)}
+                )
+
+        def until(what: str, check: Any, timeout: float = 240.0, must: bool = True) -> Any:
+            return (wait_for if must else wait_or_none)(
+                what, lambda: (sample(), check())[1], timeout
             )
 
-    def until(what: str, check: Any, timeout: float = 240.0, must: bool = True) -> Any:
-        return (wait_for if must else wait_or_none)(what, lambda: (sample(), check())[1], timeout)
+        with witness_node(e2e):
+            marks["kubelet stopped"] = time.monotonic()
+            e2e.cluster.stop_kubelet()
+            try:
+                until("the node NotReady", lambda: _node_not_ready(e2e), 180)
+                marks["node NotReady"] = time.monotonic()
 
-    with witness_node(e2e):
-        marks["kubelet stopped"] = time.monotonic()
-        e2e.cluster.stop_kubelet()
-        try:
-            until("the node NotReady", lambda: _node_not_ready(e2e), 180)
-            marks["node NotReady"] = time.monotonic()
+                def marked(name: str) -> Manifest | None:
+                    pod = _pod(e2e, ns, names[name])
+                    return pod if pod and condition(pod, "Ready").get("status") == "False" else None
 
-            def marked(name: str) -> Manifest | None:
-                pod = _pod(e2e, ns, names[name])
-                return pod if pod and condition(pod, "Ready").get("status") == "False" else None
-
-            seen_marked = until(
-                "the node controller to mark the Pod not ready", lambda: marked(HANDGONE), 60
-            )
-            e2e.kubectl("delete", "pod", "-n", ns, names[HANDGONE], "--wait=false")
-            marks["handgone: Pod deleted by hand"] = time.monotonic()
-            until(
-                "handgone: lost", lambda: _says_lost(e2e, ns, HANDGONE, names[HANDGONE]), 90, False
-            )
-            marks["handgone: reported lost"] = time.monotonic()
-            evicted = until(
-                "evicted: the taint-eviction controller",
-                lambda: (
-                    (_pod(e2e, ns, names[EVICTED]) or {})
-                    .get("metadata", {})
-                    .get("deletionTimestamp")
-                ),
-                120,
-            )
-            marks["evicted: Pod evicted"] = time.monotonic()
-            until("evicted: lost", lambda: _says_lost(e2e, ns, EVICTED, names[EVICTED]), 90, False)
-            marks["evicted: reported lost"] = time.monotonic()
-            lost_pods = {n: _pod(e2e, ns, names[n]) for n in WARMING}
-            until(
-                "the hold",
-                lambda: time.monotonic() > marks["evicted: reported lost"] + NOTICE_S,
-                60,
-            )
-        finally:
-            marks["kubelet started"] = time.monotonic()
-            e2e.cluster.start_kubelet()
+                seen_marked = until(
+                    "the node controller to mark the Pod not ready", lambda: marked(HANDGONE), 60
+                )
+                e2e.kubectl("delete", "pod", "-n", ns, names[HANDGONE], "--wait=false")
+                marks["handgone: Pod deleted by hand"] = time.monotonic()
+                until(
+                    "handgone: lost",
+                    lambda: _says_lost(e2e, ns, HANDGONE, names[HANDGONE]),
+                    90,
+                    False,
+                )
+                marks["handgone: reported lost"] = time.monotonic()
+                evicted = until(
+                    "evicted: the taint-eviction controller",
+                    lambda: (
+                        (_pod(e2e, ns, names[EVICTED]) or {})
+                        .get("metadata", {})
+                        .get("deletionTimestamp")
+                    ),
+                    120,
+                )
+                marks["evicted: Pod evicted"] = time.monotonic()
+                until(
+                    "evicted: lost", lambda: _says_lost(e2e, ns, EVICTED, names[EVICTED]), 90, False
+                )
+                marks["evicted: reported lost"] = time.monotonic()
+                lost_pods = {n: _pod(e2e, ns, names[n]) for n in WARMING}
+                until(
+                    "the hold",
+                    lambda: time.monotonic() > marks["evicted: reported lost"] + NOTICE_S,
+                    60,
+                )
+            finally:
+                marks["kubelet started"] = time.monotonic()
+                e2e.cluster.start_kubelet()
     marks["node Ready"] = time.monotonic()
     for name in (*WARMING, SERVING):
         until(

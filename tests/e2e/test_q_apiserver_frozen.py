@@ -20,11 +20,13 @@ from typing import Any
 
 import pytest
 from e2e_support import E2ECluster, is_true, sdd, wait_for
+from support.node_share import NodeHold
 
 from warmgate.devcluster.operator import NAMESPACE
 
-# It freezes the API server (tests/support/node_share.py).
-pytestmark = pytest.mark.node_alone
+# It freezes the API server, needing the node alone from the objects' first syncs until each
+# has its Job; the rest overlaps the guest's scenarios (tests/support/node_share.py).
+pytestmark = pytest.mark.node_owner
 
 FREEZE_S = 30
 SERVING = "before-freeze"
@@ -60,26 +62,27 @@ def _job_of(e2e: E2ECluster, ns: str, name: str) -> bool:
 
 
 @pytest.fixture(scope="module")
-def run(e2e: E2ECluster, namespace: str) -> dict[str, Any]:
+def run(e2e: E2ECluster, namespace: str, node_lock: NodeHold) -> dict[str, Any]:
     image = e2e.images.engine.ref
     e2e.apply(sdd(SERVING, namespace, image))
     assert e2e.wait_ready(namespace, SERVING).returncode == 0
     (pod,) = _operator_pods(e2e)
-    for name in NAMES:
-        e2e.apply(sdd(name, namespace, image))
-    time.sleep(1.0)  # their first syncs are in flight: planning notice, children
-    assert e2e.cluster.cp is not None
-    apiserver = e2e.cluster.cp.process("kube-apiserver")
-    os.kill(apiserver.pid, signal.SIGSTOP)
-    try:
-        time.sleep(FREEZE_S)
-    finally:
-        os.kill(apiserver.pid, signal.SIGCONT)
-    resumed = time.monotonic()
-    to_job = {}
-    for name in NAMES:
-        wait_for(f"{name}'s warmup Job", lambda name=name: _job_of(e2e, namespace, name), 120)
-        to_job[name] = time.monotonic() - resumed
+    with node_lock.alone():  # from the objects' first syncs until each has its Job
+        for name in NAMES:
+            e2e.apply(sdd(name, namespace, image))
+        time.sleep(1.0)  # their first syncs are in flight: planning notice, children
+        assert e2e.cluster.cp is not None
+        apiserver = e2e.cluster.cp.process("kube-apiserver")
+        os.kill(apiserver.pid, signal.SIGSTOP)
+        try:
+            time.sleep(FREEZE_S)
+        finally:
+            os.kill(apiserver.pid, signal.SIGCONT)
+        resumed = time.monotonic()
+        to_job = {}
+        for name in NAMES:
+            wait_for(f"{name}'s warmup Job", lambda name=name: _job_of(e2e, namespace, name), 120)
+            to_job[name] = time.monotonic() - resumed
     ready = {name: e2e.wait_ready(namespace, name, timeout_s=300) for name in NAMES}
     to_ready = time.monotonic() - resumed
     ip = e2e.get("pod", "-n", NAMESPACE, pod["metadata"]["name"])["status"]["podIP"]

@@ -68,21 +68,63 @@ def _flock(path: Path, mode: int) -> Iterator[None]:
         os.close(fd)  # closing the file releases the lock
 
 
+class NodeHold:
+    """A scenario module's hold on the node (``node_lock``). A module that holds it shared and
+    disrupts the node for a while (a kubelet stop, a frozen API server) takes it alone for just
+    that while (``alone``): what it prepares before and checks after overlaps the guest's
+    scenarios, and only the disruption waits for them."""
+
+    def __init__(self, fd: int | None, turnstile: Path | None) -> None:
+        self._fd, self._turnstile = fd, turnstile
+
+    @contextlib.contextmanager
+    def alone(self) -> Iterator[None]:
+        """The node alone for the block, shared again after it; a no-op in a lone run or for a
+        hold that is already exclusive. The way in is the turnstile, as for a module marked
+        ``node_alone``: modules already running end first, new ones wait."""
+        if self._fd is None or self._turnstile is None:
+            yield
+            return
+        with _flock(self._turnstile, fcntl.LOCK_EX):
+            fcntl.flock(self._fd, fcntl.LOCK_EX)  # converts the shared lock
+        try:
+            yield
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_SH)
+
+
+# An exclusive hold a module marked node_alone handed to the next one of its run (``keep``).
+_handed: list[int] = []
+
+
 @contextlib.contextmanager
-def node_lock(alone: bool) -> Iterator[None]:
-    """The node for one scenario module: exclusive when ``alone``, else shared. A no-op in a
-    lone run. The turnstile is taken exclusively on the way in by everyone and held while an
-    exclusive module waits, so shared modules queue behind a waiting exclusive one."""
+def node_lock(alone: bool, keep: bool = False) -> Iterator[NodeHold]:
+    """The node for one scenario module: exclusive when ``alone``, else shared (the hold can
+    be made exclusive for a while: ``NodeHold.alone``). A no-op in a lone run. The turnstile is
+    taken exclusively on the way in by everyone and held while an exclusive module waits, so
+    shared modules queue behind a waiting exclusive one. ``keep``: an exclusive hold passes to
+    the run's next module, also exclusive, without letting the other run's modules in between
+    (each would make the next wait for one of them to end)."""
     if role() is None:
-        yield
+        yield NodeHold(None, None)
         return
     folder = share_dir()
-    with contextlib.ExitStack() as stack:
+    folder.mkdir(parents=True, exist_ok=True)
+    if alone and _handed:
+        fd = _handed.pop()
+    else:
+        fd = os.open(folder / "node.lock", os.O_RDWR | os.O_CREAT, 0o644)
         with _flock(folder / "turnstile.lock", fcntl.LOCK_EX):
-            stack.enter_context(
-                _flock(folder / "node.lock", fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
-            )
-        yield
+            fcntl.flock(fd, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+    handed = False
+    try:
+        yield NodeHold(None if alone else fd, folder / "turnstile.lock")
+        if alone and keep:
+            _handed.append(fd)
+            handed = True
+    finally:
+        if not handed:
+            os.close(fd)  # closing the file releases the lock
 
 
 @contextlib.contextmanager

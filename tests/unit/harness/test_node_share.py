@@ -62,11 +62,65 @@ def test_an_alone_scenario_waits_for_shared_ones_and_new_shared_ones_wait_for_it
     assert _at(log, "shared2 in") >= _at(log, "alone out")
 
 
+def test_a_shared_module_takes_the_node_alone_for_a_while(shared_node: Path) -> None:
+    """``NodeHold.alone``: the block waits for the shared module already running and keeps
+    a newcomer out; the module shares the node again after it."""
+    log: list[tuple[str, float]] = []
+
+    def window() -> None:
+        with node_share.node_lock(False) as hold:
+            log.append(("window prepared", time.monotonic()))
+            time.sleep(0.2)
+            with hold.alone():
+                log.append(("alone in", time.monotonic()))
+                time.sleep(0.3)
+                log.append(("alone out", time.monotonic()))
+            time.sleep(0.4)  # what it checks after, beside the newcomer
+            log.append(("window out", time.monotonic()))
+
+    first = _hold(False, 0.6, log, "shared1")
+    time.sleep(0.05)
+    owner = threading.Thread(target=window)
+    owner.start()
+    time.sleep(0.35)  # the window waits for shared1 now
+    late = _hold(False, 0.1, log, "shared2")
+    for t in (first, owner, late):
+        t.join()
+    assert _at(log, "window prepared") < _at(log, "shared1 out")  # prepared beside it
+    assert _at(log, "alone in") >= _at(log, "shared1 out")
+    assert _at(log, "shared2 in") >= _at(log, "alone out")  # kept out while alone
+    assert _at(log, "shared2 in") < _at(log, "window out")  # then shared again
+
+
+def test_an_exclusive_hold_kept_passes_to_the_next_module_with_nobody_between(
+    shared_node: Path,
+) -> None:
+    log: list[tuple[str, float]] = []
+
+    def owner() -> None:
+        with node_share.node_lock(True, keep=True):
+            log.append(("first in", time.monotonic()))
+            time.sleep(0.3)
+        time.sleep(0.2)  # between two modules: a shared one that waits must not get in
+        with node_share.node_lock(True):
+            log.append(("second in", time.monotonic()))
+            time.sleep(0.2)
+            log.append(("second out", time.monotonic()))
+
+    first = threading.Thread(target=owner)
+    first.start()
+    time.sleep(0.1)
+    late = _hold(False, 0.1, log, "shared")
+    for t in (first, late):
+        t.join()
+    assert _at(log, "shared in") >= _at(log, "second out")
+
+
 def test_a_lone_run_takes_no_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(node_share.ROLE_ENV, raising=False)
     monkeypatch.setenv(node_share.SHARE_ENV, str(tmp_path))
-    with node_share.node_lock(True), node_share.node_lock(True):  # would deadlock if it locked
-        pass
+    with node_share.node_lock(True), node_share.node_lock(False) as hold, hold.alone():
+        pass  # each would deadlock if it locked
     assert not list(tmp_path.iterdir())
 
 
