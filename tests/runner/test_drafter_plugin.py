@@ -7,14 +7,12 @@ compile outside warmup. Nothing here is the real engine, torch or Habana's softw
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
+from support.hooked_engine import run_hooked, write_tree
+
 from warmgate.contract.drafterwarm import DRAFTER_WARMUP_ENV, make_spec
-from warmgate.warmup.hook import install as hookenv
-from warmgate.warmup.hook.lines import HookEvent, parse_hook_line
+from warmgate.warmup.hook.lines import HookEvent
 
 FILES = {
     "torch/__init__.py": """
@@ -131,23 +129,12 @@ SHAPES = [("decode", 16, 1, 48), ("decode", 4, 1, 8), ("prompt", 1, 256, 2)]
 
 
 def run_engine(tmp: Path, shapes: list[tuple[str, int, int, int]]) -> list[HookEvent]:
-    root = tmp / "engine"
-    for name, text in FILES.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(textwrap.dedent(text))
+    root = write_tree(tmp / "engine", FILES)
     doc = make_spec("eagle", 2, 128, 4096, shapes).write(tmp / "plan")
     env = {"PYTHONPATH": str(root), DRAFTER_WARMUP_ENV: str(doc)}
-    hookenv.hook_env(env, hookenv.install(tmp / "work"))
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    events, done = run_hooked(tmp, SCRIPT, env=env)
     assert done.returncode == 0, done.stderr
-    return [e for line in done.stderr.splitlines() if (e := parse_hook_line(line))]
+    return events
 
 
 def test_the_plugin_warms_each_planned_shape_after_the_engines_warmup(tmp_path: Path) -> None:

@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
+from support.hooked_engine import run_hooked, write_tree
 
 from warmgate.warmup.hook import install as hookenv
 from warmgate.warmup.hook import plugin as enginehook
-from warmgate.warmup.hook.lines import HookEvent, parse_hook_line
+from warmgate.warmup.hook.lines import HookEvent
 
 HPU = '''
 """TEST DOUBLE of habana_frameworks.torch.hpu."""
@@ -110,11 +109,13 @@ print(json.dumps(type(runner.drafter.model).__name__))
 """
 
 
-def engine_tree(root: Path, *, runner: str = RUNNER, metrics: str = METRICS) -> Path:
+def engine_tree(
+    root: Path, *, runner: str = RUNNER, metrics: str = METRICS, hpu: str = HPU
+) -> Path:
     files = {
         "habana_frameworks/__init__.py": "",
         "habana_frameworks/torch/__init__.py": "",
-        "habana_frameworks/torch/hpu/__init__.py": HPU,
+        "habana_frameworks/torch/hpu/__init__.py": hpu,
         "habana_frameworks/torch/hpu/metrics.py": metrics,
         "vllm_gaudi/__init__.py": "",
         "vllm_gaudi/v1/__init__.py": "",
@@ -123,29 +124,22 @@ def engine_tree(root: Path, *, runner: str = RUNNER, metrics: str = METRICS) -> 
         "vllm_gaudi/v1/spec_decode/__init__.py": "",
         "vllm_gaudi/v1/spec_decode/hpu_eagle.py": EAGLE,
     }
-    for name, text in files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(textwrap.dedent(text))
-    return root
+    return write_tree(root, files)
 
 
 def run_engine(
-    tmp: Path, *, before: str = "", env_extra: dict[str, str] | None = None, **tree: str
+    tmp: Path,
+    *,
+    before: str = "",
+    env_extra: dict[str, str] | None = None,
+    env_after: dict[str, str] | None = None,
+    **tree: str,
 ) -> tuple[list[HookEvent], subprocess.CompletedProcess[str]]:
+    """The engine tree (``tree`` replaces its modules) run by SCRIPT; ``env_extra`` is set
+    before the hook is added to the environment, ``env_after`` after."""
     engine = engine_tree(tmp / "engine", **tree)
     env = {"PYTHONPATH": str(engine), **(env_extra or {})}
-    hookenv.hook_env(env, hookenv.install(tmp / "work"))
-    script = SCRIPT.format(before=before)
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    events = [e for line in done.stderr.splitlines() if (e := parse_hook_line(line))]
-    return events, done
+    return run_hooked(tmp, SCRIPT.format(before=before), env=env, env_after=env_after)
 
 
 def kinds(events: list[HookEvent]) -> list[str]:
@@ -200,19 +194,10 @@ def test_missing_habana_metrics_attach_nothing(tmp_path: Path) -> None:
 def test_an_engine_without_vllm_gaudi_says_there_is_nothing_to_attach_to(tmp_path: Path) -> None:
     # A CPU build of vLLM: the plugin loads (that works), and finds no vllm_gaudi to patch.
     env = {"PYTHONPATH": str(tmp_path / "empty")}
-    hookenv.hook_env(env, hookenv.install(tmp_path / "work"))
     load = "from importlib.metadata import entry_points as e\n"
     load += "[p.load()() for p in e(group='vllm.general_plugins')]"
-    done = subprocess.run(
-        [sys.executable, "-c", load],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    events, done = run_hooked(tmp_path, load, env=env)
     assert done.returncode == 0, done.stderr
-    events = [e for line in done.stderr.splitlines() if (e := parse_hook_line(line))]
     assert [(e.kind, e.fields) for e in events] == [
         ("loaded", {"gaudi": False}),
         ("not-attached", {"target": "step", "reason": enginehook.NO_GAUDI}),
@@ -259,20 +244,8 @@ def test_a_failing_synchronize_breaks_the_hook_not_the_engine(tmp_path: Path) ->
     hpu = HPU.replace(
         "def synchronize():\n    pass", "def synchronize():\n    raise RuntimeError('device lost')"
     )
-    engine = engine_tree(tmp_path / "engine")
-    (engine / "habana_frameworks/torch/hpu/__init__.py").write_text(textwrap.dedent(hpu))
-    env = {"PYTHONPATH": str(engine)}
-    hookenv.hook_env(env, hookenv.install(tmp_path / "work"))
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT.format(before="")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    events, done = run_engine(tmp_path, hpu=hpu)
     assert done.returncode == 0, done.stderr
-    events = [e for line in done.stderr.splitlines() if (e := parse_hook_line(line))]
     failed = [e for e in events if e.kind == "not-attached"]
     assert len(failed) == 1
     assert "device lost" in failed[0].fields["reason"]
@@ -312,17 +285,6 @@ def test_an_allow_list_gets_the_hook_added(tmp_path: Path, allowed: str) -> None
 
 def test_an_allow_list_without_the_hook_loads_nothing(tmp_path: Path) -> None:
     # The control of the test above: vLLM skips plugins the list does not name.
-    engine = engine_tree(tmp_path / "engine")
-    env = {"PYTHONPATH": str(engine)}
-    hookenv.hook_env(env, hookenv.install(tmp_path / "work"))
-    env["VLLM_PLUGINS"] = "other"
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT.format(before="")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    _, done = run_engine(tmp_path, env_after={"VLLM_PLUGINS": "other"})
     assert done.returncode == 0, done.stderr
     assert "warmgate-hook" not in done.stderr
