@@ -15,37 +15,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support.hooked_engine import run_hooked, write_tree
+from support.hooked_engine import EAGLE_HEAD, HPU, METRICS, fake_gaudi, run_hooked, write_tree
 
 from warmgate.warmup.hook import install as hookenv
 from warmgate.warmup.hook import plugin as enginehook
 from warmgate.warmup.hook.lines import HookEvent
 
-HPU = '''
-"""TEST DOUBLE of habana_frameworks.torch.hpu."""
-COMPILES = [0]
-SEEN = set()
-def synchronize():
-    pass
-def run(key):
-    if key not in SEEN:
-        SEEN.add(key)
-        COMPILES[0] += 1
-'''
-METRICS = '''
-"""TEST DOUBLE of habana_frameworks.torch.hpu.metrics."""
-from habana_frameworks.torch.hpu import COMPILES
-class metric_localcontext:
-    def __init__(self, name):
-        assert name == "graph_compilation"
-    def __enter__(self):
-        self.start = COMPILES[0]
-        return self
-    def __exit__(self, *exc):
-        self.end = COMPILES[0]
-    def stats(self):
-        return [["TotalNumber", self.end - self.start], ["TotalTime", 5], ["AvgTime", 1]]
-'''
 RUNNER = '''
 """TEST DOUBLE of vllm_gaudi.v1.worker.hpu_model_runner."""
 from habana_frameworks.torch.hpu import run
@@ -62,17 +37,13 @@ class HPUModelRunner:
         self.drafter.propose(drafts)
         return "sampled"
 '''
-EAGLE = '''
-"""TEST DOUBLE of vllm_gaudi.v1.spec_decode.hpu_eagle."""
-from habana_frameworks.torch.hpu import run
+# TEST DOUBLE of vllm_gaudi.v1.spec_decode.hpu_eagle.
+EAGLE = (
+    EAGLE_HEAD
+    + """
 class Tensor:
     def __init__(self, *shape):
         self.shape = shape
-class Attn:
-    def __init__(self, prompt, blocks):
-        self.is_prompt, self.blocks = prompt, blocks
-    def num_blocks(self):
-        return self.blocks
 class Model:
     def __call__(self, *, input_ids, attn_metadata, positions=None):
         phase = "prompt" if attn_metadata.is_prompt else "decode"
@@ -87,7 +58,8 @@ class HpuEagleProposer:
         for phase, bs, query, blocks in drafts:
             self.model(input_ids=Tensor(bs, query), attn_metadata=Attn(phase == "prompt", blocks))
         return self.model.compute_logits("hidden")
-'''
+"""
+)
 # After loading the plugins as vLLM does: warm up, then steps with new and known shapes.
 SCRIPT = """
 import json, os
@@ -112,18 +84,7 @@ print(json.dumps(type(runner.drafter.model).__name__))
 def engine_tree(
     root: Path, *, runner: str = RUNNER, metrics: str = METRICS, hpu: str = HPU
 ) -> Path:
-    files = {
-        "habana_frameworks/__init__.py": "",
-        "habana_frameworks/torch/__init__.py": "",
-        "habana_frameworks/torch/hpu/__init__.py": hpu,
-        "habana_frameworks/torch/hpu/metrics.py": metrics,
-        "vllm_gaudi/__init__.py": "",
-        "vllm_gaudi/v1/__init__.py": "",
-        "vllm_gaudi/v1/worker/__init__.py": "",
-        "vllm_gaudi/v1/worker/hpu_model_runner.py": runner,
-        "vllm_gaudi/v1/spec_decode/__init__.py": "",
-        "vllm_gaudi/v1/spec_decode/hpu_eagle.py": EAGLE,
-    }
+    files = fake_gaudi(runner, EAGLE, hpu=hpu, metrics=metrics)
     return write_tree(root, files)
 
 

@@ -14,6 +14,64 @@ from pathlib import Path
 from warmgate.warmup.hook import install as hookenv
 from warmgate.warmup.hook.lines import HookEvent, parse_hook_line
 
+# A fake habana_frameworks.torch.hpu: a shape not run before is one more "compile".
+HPU = '''
+"""TEST DOUBLE of habana_frameworks.torch.hpu."""
+COMPILES = [0]
+SEEN = set()
+def synchronize():
+    pass
+def run(key):
+    if key not in SEEN:
+        SEEN.add(key)
+        COMPILES[0] += 1
+'''
+# Its compile metric, read the way Habana's metric_localcontext is.
+METRICS = '''
+"""TEST DOUBLE of habana_frameworks.torch.hpu.metrics."""
+from habana_frameworks.torch.hpu import COMPILES
+class metric_localcontext:
+    def __init__(self, name):
+        assert name == "graph_compilation"
+    def __enter__(self):
+        self.start = COMPILES[0]
+        return self
+    def __exit__(self, *exc):
+        self.end = COMPILES[0]
+    def stats(self):
+        return [["TotalNumber", self.end - self.start], ["TotalTime", 5], ["AvgTime", 1]]
+'''
+
+# The head of a fake vllm_gaudi.v1.spec_decode.hpu_eagle: the attention metadata its drafter
+# model reads (prompt or decode, blocks), and the fake Habana run that counts graphs.
+EAGLE_HEAD = """
+from habana_frameworks.torch.hpu import run
+class Attn:
+    def __init__(self, prompt, blocks):
+        self.is_prompt, self.blocks = prompt, blocks
+    def num_blocks(self):
+        return self.blocks
+"""
+
+
+def fake_gaudi(
+    runner: str, eagle: str, *, hpu: str = HPU, metrics: str = METRICS
+) -> dict[str, str]:
+    """The files of a fake vllm_gaudi (its model runner and eagle proposer modules) over the
+    fake Habana modules."""
+    return {
+        "habana_frameworks/__init__.py": "",
+        "habana_frameworks/torch/__init__.py": "",
+        "habana_frameworks/torch/hpu/__init__.py": hpu,
+        "habana_frameworks/torch/hpu/metrics.py": metrics,
+        "vllm_gaudi/__init__.py": "",
+        "vllm_gaudi/v1/__init__.py": "",
+        "vllm_gaudi/v1/worker/__init__.py": "",
+        "vllm_gaudi/v1/worker/hpu_model_runner.py": runner,
+        "vllm_gaudi/v1/spec_decode/__init__.py": "",
+        "vllm_gaudi/v1/spec_decode/hpu_eagle.py": eagle,
+    }
+
 
 def write_tree(root: Path, files: Mapping[str, str]) -> Path:
     """Write ``files`` (relative path -> source, dedented) under ``root``; returns ``root``."""
