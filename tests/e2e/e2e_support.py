@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from support.polling import wait_for  # the e2e modules import their wait from here
+
 from warmgate.devcluster.cluster import DevCluster
 from warmgate.devcluster.images import ImageSet
 
@@ -132,17 +134,6 @@ def condition(obj: Manifest | None, type_: str) -> Manifest:
 
 def is_true(obj: Manifest | None, type_: str) -> bool:
     return condition(obj, type_).get("status") == "True"
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 180.0) -> Any:
-    """Poll ``check`` until it returns something truthy; fail with ``what`` on timeout."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 @dataclass
