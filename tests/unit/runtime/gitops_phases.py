@@ -26,7 +26,6 @@ if __name__ == "__main__":  # run as a script: the tests' import paths
 
 import yaml
 from support.examples import example_doc
-from support.kube_objects import rolled_out_status
 from sync_world import NAME, NS, T0, UID, World, verified
 
 from warmgate.api.crd import open_api_schema
@@ -135,18 +134,7 @@ def stalled_generation_bumped() -> World:
 def rollout_stalled() -> World:
     """Serving past the Deployment's progress deadline."""
     world = starting()
-    deployment = world.deployment()
-    deployment["status"] = {
-        **rolled_out_status(deployment["metadata"]["generation"], ready=0, updated=1),
-        "conditions": [
-            {
-                "type": "Progressing",
-                "status": "False",
-                "reason": "ProgressDeadlineExceeded",
-                "message": f'ReplicaSet "{NAME}-serving-1" has timed out progressing.',
-            }
-        ],
-    }
+    world.rollout_past_deadline()
     world.sync()
     return world
 

@@ -13,25 +13,12 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from sync_world import LOG, NAME, NS, World, verified
+from sync_world import LOG, NAME, NS, World, serving
 
 from warmgate.runtime.sync import refuse_namespace, refused_namespace
 from warmgate.settings import Settings, SettingsError
 
 NEW_PLAN = {"speculative": {"method": "ngram", "numSpeculativeTokens": 3}}
-
-
-@pytest.fixture
-def world() -> World:
-    return World()
-
-
-def serving(world: World) -> World:
-    verified(world)
-    world.roll()
-    world.sync()
-    assert world.conditions()["Ready"] == ("True", "ReplicasReady")
-    return world
 
 
 def record(world: World) -> dict[str, Any]:

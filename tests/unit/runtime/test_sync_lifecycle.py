@@ -10,8 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from support.kube_objects import rolled_out_status
-from sync_world import LOG, NAME, NS, World, verified
+from sync_world import LOG, NAME, NS, World, mounted_configmaps, serving, verified
 
 from warmgate.api.constants import ANNOTATION_REWARM
 from warmgate.kube.cluster import ClusterError
@@ -29,20 +28,6 @@ UNSCHEDULABLE = {
         }
     ],
 }
-
-
-@pytest.fixture
-def world() -> World:
-    return World()
-
-
-def serving(world: World) -> World:
-    """A verified plan whose rollout completed: Ready for generation 1."""
-    verified(world)
-    world.roll()
-    world.sync()
-    assert world.conditions()["Ready"] == ("True", "ReplicasReady")
-    return world
 
 
 def test_ready_stays_on_the_old_generation_until_the_new_plan_is_rolled_out(world: World) -> None:
@@ -77,18 +62,7 @@ def test_ready_stays_on_the_old_generation_until_the_new_plan_is_rolled_out(worl
 
 def test_a_rollout_past_its_progress_deadline_stalls(world: World) -> None:
     verified(world)
-    deployment = world.deployment()
-    deployment["status"] = {
-        **rolled_out_status(deployment["metadata"]["generation"], ready=0, updated=1),
-        "conditions": [
-            {
-                "type": "Progressing",
-                "status": "False",
-                "reason": "ProgressDeadlineExceeded",
-                "message": 'ReplicaSet "served-serving-1" has timed out progressing.',
-            }
-        ],
-    }
+    world.rollout_past_deadline()
     world.sync()
     assert world.conditions()["Ready"] == ("False", "ProgressDeadlineExceeded")
     assert world.conditions()["Stalled"] == ("True", "ProgressDeadlineExceeded")
@@ -430,12 +404,7 @@ def test_a_lost_verdict_warms_again(world: World) -> None:
 def test_a_deleted_plan_configmap_comes_back_while_serving(world: World) -> None:
     """Issue 23 item 5: new serving Pods would wait for the seed file forever."""
     serving(world)
-    deployment = world.deployment()
-    mounted = [
-        v["configMap"]["name"]
-        for v in deployment["spec"]["template"]["spec"]["volumes"]
-        if "configMap" in v
-    ]
+    mounted = mounted_configmaps(world.deployment())
     for name in mounted:
         del world.cluster.objects[("ConfigMap", NS, name)]
     world.sync()
@@ -449,12 +418,7 @@ def test_a_seed_configmap_made_again_by_someone_else_is_reported_not_mounted(
     its controller, while a new plan warms: the Deployment deleted meanwhile is not restored
     to mount it, and the status names it."""
     serving(world)
-    deployment = world.deployment()
-    (seed,) = [
-        v["configMap"]["name"]
-        for v in deployment["spec"]["template"]["spec"]["volumes"]
-        if "configMap" in v
-    ]
+    (seed,) = mounted_configmaps(world.deployment())
     mine = world.cluster.get("ConfigMap", NS, seed)
     impostor = {**mine, "metadata": {**mine["metadata"], "ownerReferences": []}}
     impostor["metadata"].pop("uid")
@@ -474,12 +438,7 @@ def test_a_seed_configmap_made_again_by_someone_else_is_reported_not_mounted(
 def test_a_deleted_warmup_configmap_comes_back_while_its_job_runs(world: World) -> None:
     world.sync()
     world.sync()
-    job = world.job()
-    names = [
-        v["configMap"]["name"]
-        for v in job["spec"]["template"]["spec"]["volumes"]
-        if "configMap" in v
-    ]
+    names = mounted_configmaps(world.job())
     for name in names:
         del world.cluster.objects[("ConfigMap", NS, name)]
     world.sync()

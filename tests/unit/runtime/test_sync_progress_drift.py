@@ -293,12 +293,7 @@ def test_a_finished_warmups_progress_leaves_the_stored_status(world: World) -> N
     world.endpoints.docs[pod] = _doc(world.key(), (3, 34), (0, 189), 120.0)
     stored = _merge(_stored(world.sdd.status), world.sync().status_patch)
     assert stored["warmup"]["progress"]["warmedBuckets"] == 3
-    job = world.job()
-    meta, template = job["metadata"], job["spec"]["template"]
-    done = warmup_pod(NS, meta["name"], meta["uid"], template=template)
-    done["status"] = terminated_status(runner_summary("verified", world.key()), True)
-    world.cluster.put(done)
-    world.cluster.get("Job", NS, job["metadata"]["name"])["status"] = job_status(True)
+    world.succeed()
     patch = world.sync().status_patch
     assert patch["warmup"]["progress"] is None
     stored = _merge(stored, patch)
