@@ -26,13 +26,12 @@ if __name__ == "__main__":  # run as a script: the tests' import paths
 
 import yaml
 from support.examples import example_doc
-from sync_world import NAME, NS, T0, UID, World, verified
+from sync_world import NAME, NEW_PLAN, NS, T0, UID, World, verified
 
 from warmgate.api.crd import open_api_schema
 
 # An engine limit the planner refuses (a bucket plan with no prompt room): Stalled PlanFailed.
 UNPLANNABLE = {"buckets": {"seeds": {"prompt": [[1, 128, 0]], "decode": [[16, 1, 8]]}}}
-NEW_PLAN = {"speculative": {"method": "ngram", "numSpeculativeTokens": 3}}
 
 
 def stored(world: World) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from warmgate.settings import Settings
 NS, NAME, UID = "llm", "served", "6f1c2d3e-0000-4000-8000-0000000000aa"
 LOG = logging.getLogger("test_sync")
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+NEW_PLAN = {"speculative": {"method": "ngram", "numSpeculativeTokens": 3}}  # k 2 -> 3
 
 
 class World:
@@ -171,6 +172,17 @@ class World:
         """The warmup Pod's runner verified the plan and the Job succeeded; one sync."""
         self.succeed()
         self.sync()
+
+    def deployment_deleted_while_a_new_plan_warms(self) -> dict[str, Any]:
+        """Serving; the spec asks for NEW_PLAN, whose warmup starts; the Deployment is deleted
+        and the next sync runs. Returns the Deployment served before."""
+        serving(self)
+        served = self.deployment()
+        self.edit(**NEW_PLAN)
+        self.sync()
+        del self.cluster.objects[("Deployment", NS, f"{NAME}-serving")]
+        self.sync()
+        return served
 
     def rollout_past_deadline(self) -> None:
         """The Deployment controller gave up on the rollout: none ready, one updated, and

@@ -10,13 +10,12 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from sync_world import LOG, NAME, NS, World, mounted_configmaps, serving, verified
+from sync_world import LOG, NAME, NEW_PLAN, NS, World, mounted_configmaps, serving, verified
 
 from warmgate.api.constants import ANNOTATION_REWARM
 from warmgate.kube.cluster import ClusterError
 from warmgate.runtime.sync import keep_serving
 
-NEW_PLAN = {"speculative": {"method": "ngram", "numSpeculativeTokens": 3}}
 UNSCHEDULABLE = {
     "phase": "Pending",
     "conditions": [
@@ -449,12 +448,7 @@ def test_a_deployment_deleted_while_a_new_plan_warms_serves_the_old_plan_again(
     world: World,
 ) -> None:
     """Issue 23 item 6: the last verified plan keeps serving until the new one is verified."""
-    serving(world)
-    served = world.deployment()
-    world.edit(**NEW_PLAN)
-    world.sync()
-    del world.cluster.objects[("Deployment", NS, f"{NAME}-serving")]
-    world.sync()
+    served = world.deployment_deleted_while_a_new_plan_warms()
     back = world.deployment()
     assert back["spec"]["template"] == served["spec"]["template"]
     assert "Restored" in world.events.reasons()
