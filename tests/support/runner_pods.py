@@ -64,16 +64,24 @@ def serve_mode(tmp: Path, engine_port: int, status_port: int) -> subprocess.Pope
     )
 
 
-def post_unwarmed(port: int, configs: list[list[Any]]) -> None:
+def post_unwarmed(
+    port: int, configs: list[list[Any]], misses: list[list[Any]] | None = None
+) -> None:
+    """Asks the stand-in engine on ``port`` to log ``configs`` as unwarmed (and ``misses`` as
+    buckets it did not prepare)."""
+    body: dict[str, Any] = {"configs": configs}
+    if misses is not None:
+        body["not_prepared"] = misses
     request = urllib.request.Request(
         f"http://127.0.0.1:{port}/standin/unwarmed",
-        data=json.dumps({"configs": configs}).encode(),
+        data=json.dumps(body).encode(),
         headers={"Content-Type": "application/json"},
     )
     _OPENER.open(request, timeout=5).read()
 
 
 def healthy(port: int) -> bool:
+    """Whether the stand-in engine on ``port`` answers /health."""
     try:
         _OPENER.open(f"http://127.0.0.1:{port}/health", timeout=1).read()
     except OSError:
