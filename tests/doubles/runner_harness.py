@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from support.engines import CONFIG_A
+
 from warmgate.buckets import BucketPlan, EngineShapeConfig, plan_buckets
 from warmgate.buckets.drafter.graphs import prove_drafter
 from warmgate.buckets.drafter.sweep import plan_sweep
@@ -27,8 +29,6 @@ from warmgate.resources.warmup_children import copy_runner_script
 REPO = Path(__file__).resolve().parents[2]
 STANDIN = Path(__file__).with_name("standin_vllm.py")
 
-# Config A of the shared doc (§6): 63 prompt, 43 seed and, with k=1, 105 decode buckets.
-CONFIG_A = {"max_num_seqs": 64, "max_model_len": 4096, "max_num_batched_tokens": 2048}
 DEFAULT_STEPS = [
     {"name": "decode-bs8-ctx1000", "concurrency": 8, "prompt_tokens": 1000, "max_tokens": 4},
     {"name": "partial-drafts", "concurrency": 8, "prompt_tokens": 3000, "max_tokens": 4},

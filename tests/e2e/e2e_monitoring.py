@@ -4,14 +4,16 @@ rendered with short `for` values, the scrape jobs, alert records and the faults'
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import yaml
 from e2e_support import E2ECluster, wait_for
-from support.kube_state_metrics import write_token_kubeconfig
+from support import kube_state_metrics
+from support.kube_state_metrics import KubeStateMetrics, write_token_kubeconfig
 from support.prometheus import Prometheus
 
 from warmgate.devcluster import operator
@@ -109,6 +111,37 @@ def token_kubeconfig(e2e: E2ECluster, account: str, namespace: str, path: Path) 
     clusters = {c["name"]: c["cluster"] for c in admin["clusters"]}
     cluster = dict(clusters[current["cluster"]])
     return write_token_kubeconfig(path, cluster, account, made.stdout.strip())
+
+
+@contextlib.contextmanager
+def scraped(
+    e2e: E2ECluster,
+    namespace: str,
+    docs: list[Manifest],
+    folder: Path,
+    jobs: Callable[[str], list[Manifest]],
+) -> Iterator[tuple[KubeStateMetrics, Prometheus]]:
+    """kube-state-metrics on ``namespace`` (its ServiceAccount there, the ClusterRole and
+    binding the chart's ``docs`` make for it, the chart's custom-resource config) and
+    Prometheus scraping ``jobs(ksm address)`` with the chart's rules, both in ``folder``; the
+    ClusterRole and binding are deleted after."""
+    rbac = [d for d in docs if d["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+    rbac = [d for d in rbac if "kube-state-metrics" in d["metadata"]["name"]]
+    config = folder / "custom-resource-state.yaml"
+    config.write_text(one(docs, "ConfigMap")["data"]["custom-resource-state.yaml"])
+    rules = one(docs, "PrometheusRule")["spec"]["groups"]
+    try:
+        e2e.kubectl("create", "serviceaccount", "kube-state-metrics", "-n", namespace)
+        e2e.apply({"kind": "List", "apiVersion": "v1", "items": rbac})
+        login = token_kubeconfig(e2e, "kube-state-metrics", namespace, folder / "ksm-kubeconfig")
+        with (
+            kube_state_metrics.started(login, config, namespace, folder / "ksm.log") as ksm,
+            Prometheus(folder, jobs(ksm.address), rules) as prometheus,
+        ):
+            yield ksm, prometheus
+    finally:
+        for item in rbac:
+            e2e.kubectl("delete", item["kind"].lower(), item["metadata"]["name"], check=False)
 
 
 def firing(prometheus: Prometheus, alert: str, **labels: str) -> list[Manifest]:

@@ -8,16 +8,20 @@ import json
 import subprocess
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from support.polling import wait_for  # the e2e modules import their wait from here
 
 from warmgate.devcluster.cluster import DevCluster
 from warmgate.devcluster.images import ImageSet
 
 Manifest = dict[str, Any]
 LABEL_NAME = "warmgate.dev/name"
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 @dataclass
@@ -134,15 +138,36 @@ def is_true(obj: Manifest | None, type_: str) -> bool:
     return condition(obj, type_).get("status") == "True"
 
 
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 180.0) -> Any:
-    """Poll ``check`` until it returns something truthy; fail with ``what`` on timeout."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+def restricted_container() -> Manifest:
+    """The securityContext of a container Pod Security "restricted" admits (a user's Pod)."""
+    return {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "runAsNonRoot": True,
+        "runAsUser": 1000,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def warmup_end(e2e: E2ECluster, ns: str, job: Manifest) -> Manifest:
+    """The terminated state of the warmup container of the Job's one Pod (fails unless the Job
+    has exactly one)."""
+    selector = f"batch.kubernetes.io/job-name={job['metadata']['name']}"
+    (pod,) = e2e.get("pods", "-n", ns, "-l", selector)["items"]
+    (runner,) = [s for s in pod["status"]["containerStatuses"] if s["name"] == "warmup"]
+    return dict(runner["state"]["terminated"])
+
+
+def log_unwarmed(pod: Manifest, shapes: list[list[Any]]) -> None:
+    """Asks the stand-in engine of the serving ``pod`` (through its IP) to log ``shapes`` as
+    configurations it did not warm."""
+    ip, port = pod["status"]["podIP"], pod["spec"]["containers"][0]["ports"][0]["containerPort"]
+    request = urllib.request.Request(
+        f"http://{ip}:{port}/standin/unwarmed",
+        data=json.dumps({"configs": shapes}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    _OPENER.open(request, timeout=10).read()
 
 
 @dataclass

@@ -15,7 +15,7 @@ import urllib.request
 from typing import Any
 
 import pytest
-from e2e_support import E2ECluster, condition, is_true, sdd, wait_for
+from e2e_support import E2ECluster, condition, is_true, log_unwarmed, sdd, wait_for
 
 NAME = "drift"
 SHAPE = ["decode", 3, 1, 40]
@@ -54,13 +54,7 @@ def served(e2e: E2ECluster, namespace: str) -> dict[str, Any]:
 
     wait_for("Ready=True", ready, 240)
     pod = _serving_pod(e2e, namespace)
-    ip, port = pod["status"]["podIP"], pod["spec"]["containers"][0]["ports"][0]["containerPort"]
-    request = urllib.request.Request(
-        f"http://{ip}:{port}/standin/unwarmed",
-        data=json.dumps({"configs": [SHAPE]}).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    _OPENER.open(request, timeout=10).read()
+    log_unwarmed(pod, [SHAPE])
 
     def drifted() -> dict[str, Any] | None:
         obj = e2e.get("sdd", "-n", namespace, NAME)

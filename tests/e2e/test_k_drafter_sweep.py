@@ -21,7 +21,7 @@ import json
 from typing import Any
 
 import pytest
-from e2e_support import E2ECluster, condition, is_true, sdd, wait_for
+from e2e_support import E2ECluster, condition, is_true, sdd, wait_for, warmup_end
 
 NAME = "drafter"
 
@@ -49,6 +49,21 @@ def settled(e2e: E2ECluster, namespace: str, name: str) -> dict[str, Any]:
         return obj if is_true(obj, "Warmed") or is_true(obj, "Stalled") else None
 
     return dict(wait_for(f"{name}: Warmed=True or Stalled", done, 420))
+
+
+def drafter_unverified(
+    e2e: E2ECluster, namespace: str, name: str
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The object once settled, its Warmed condition (asserted False for DrafterUnverified)
+    and its one Job."""
+    obj = settled(e2e, namespace, name)
+    warmed_condition = condition(obj, "Warmed")
+    assert (warmed_condition["status"], warmed_condition["reason"]) == (
+        "False",
+        "DrafterUnverified",
+    ), warmed_condition
+    (job,) = e2e.items("jobs", namespace, name)
+    return obj, warmed_condition, job
 
 
 @pytest.fixture(scope="module")
@@ -80,12 +95,7 @@ def test_the_job_drove_the_sweep_and_the_hook_verified_it(
     warmed_condition = condition(warmed, "Warmed")
     assert warmed_condition["status"] == "True", warmed_condition
     (job,) = e2e.items("jobs", namespace, NAME)
-    pods = e2e.get(
-        "pods", "-n", namespace, "-l", f"batch.kubernetes.io/job-name={job['metadata']['name']}"
-    )
-    (pod,) = pods["items"]
-    (runner,) = [s for s in pod["status"]["containerStatuses"] if s["name"] == "warmup"]
-    summary = json.loads(runner["state"]["terminated"]["message"])
+    summary = json.loads(warmup_end(e2e, namespace, job)["message"])
     drafter = summary["drafter"]
     assert (summary["outcome"], drafter["hook"], drafter["verified"]) == (
         "verified",
@@ -125,24 +135,11 @@ def test_a_missing_hook_leaves_the_warmup_not_verified(
     """Issue 33: the engine loaded no compile hook, so no planned drafter shape has evidence:
     the runner ends drafter_unverified (exit 11, the Job fails at once) and the operator writes
     Warmed=False, DrafterUnverified, with the cause and the count; no Deployment serves it."""
-    obj = settled(e2e, namespace, BLIND)
-    warmed_condition = condition(obj, "Warmed")
-    assert (warmed_condition["status"], warmed_condition["reason"]) == (
-        "False",
-        "DrafterUnverified",
-    ), warmed_condition
-    (job,) = e2e.items("jobs", namespace, BLIND)
+    obj, warmed_condition, job = drafter_unverified(e2e, namespace, BLIND)
     assert is_true(job, "Failed"), job["status"]
-    pods = e2e.get(
-        "pods", "-n", namespace, "-l", f"batch.kubernetes.io/job-name={job['metadata']['name']}"
-    )
-    (pod,) = pods["items"]  # exit 11 is permanent: no retry
-    (runner,) = [s for s in pod["status"]["containerStatuses"] if s["name"] == "warmup"]
-    summary = json.loads(runner["state"]["terminated"]["message"])
-    assert (summary["outcome"], runner["state"]["terminated"]["exitCode"]) == (
-        "drafter_unverified",
-        11,
-    )
+    ended = warmup_end(e2e, namespace, job)  # its one Pod: exit 11 is permanent, no retry
+    summary = json.loads(ended["message"])
+    assert (summary["outcome"], ended["exitCode"]) == ("drafter_unverified", 11)
     assert summary["drafter"]["cause"] == "plugin-not-loaded"
     # every planned drafter shape: the sweep's and the direct warmup's
     planned = summary["drafter"]["planned"]
@@ -160,19 +157,8 @@ def test_direct_warmup_shapes_without_evidence_leave_the_warmup_not_verified(
     """Issue 33: the plugin never reached the decode shapes of the direct-warmup set; the
     ones the sweep did not compile have no evidence, so Warmed=False, DrafterUnverified, naming
     the cause and how many shapes; no Deployment serves it."""
-    obj = settled(e2e, namespace, PARTIAL)
-    warmed_condition = condition(obj, "Warmed")
-    assert (warmed_condition["status"], warmed_condition["reason"]) == (
-        "False",
-        "DrafterUnverified",
-    ), warmed_condition
-    (job,) = e2e.items("jobs", namespace, PARTIAL)
-    pods = e2e.get(
-        "pods", "-n", namespace, "-l", f"batch.kubernetes.io/job-name={job['metadata']['name']}"
-    )
-    (pod,) = pods["items"]
-    (runner,) = [s for s in pod["status"]["containerStatuses"] if s["name"] == "warmup"]
-    summary = json.loads(runner["state"]["terminated"]["message"])
+    _, warmed_condition, job = drafter_unverified(e2e, namespace, PARTIAL)
+    summary = json.loads(warmup_end(e2e, namespace, job)["message"])
     drafter = summary["drafter"]
     assert (summary["outcome"], drafter["cause"]) == (
         "drafter_unverified",

@@ -19,13 +19,12 @@ in the dev extra) at every run; `WARMGATE_DASHBOARD_PNG=<file>` keeps the pictur
 
 from __future__ import annotations
 
+import functools
 import importlib.util
-import json
 import os
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,10 +37,10 @@ from e2e_monitoring import (
     ksm_static_job,
     one,
     render,
+    scraped,
 )
-from e2e_support import E2ECluster, condition, is_true, sdd, wait_for
-from support import kube_state_metrics
-from support.kube_state_metrics import MISSING_PATH_ERROR, token_kubeconfig
+from e2e_support import E2ECluster, condition, is_true, log_unwarmed, sdd, wait_for
+from support.kube_state_metrics import MISSING_PATH_ERROR
 from support.monitoring import dashboard, dashboard_queries, panel_query, tool
 from support.paths import REPO_ROOT
 from support.prometheus import Prometheus, pod_monitor_job, service_monitor_job
@@ -53,7 +52,6 @@ pytestmark = pytest.mark.node_alone
 
 READY, FAILED = "watched", "failing"
 SHAPE = ["decode", 3, 1, 40]
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def _render(e2e: E2ECluster, namespace: str, **extra: str) -> list[dict[str, Any]]:
@@ -85,31 +83,17 @@ def stack(
     tool("prometheus")
     folder = tmp_path_factory.mktemp("monitoring")
     docs = _render(e2e, namespace)
-    rbac = [d for d in docs if d["kind"] in ("ClusterRole", "ClusterRoleBinding")]
-    rbac = [d for d in rbac if "kube-state-metrics" in d["metadata"]["name"]]
-    e2e.kubectl("create", "serviceaccount", "kube-state-metrics", "-n", namespace)
-    e2e.apply({"kind": "List", "apiVersion": "v1", "items": rbac})
-    config = folder / "custom-resource-state.yaml"
-    config.write_text(one(docs, "ConfigMap")["data"]["custom-resource-state.yaml"])
-    cp = e2e.cluster.cp
-    assert cp is not None
-    login = token_kubeconfig(cp, "kube-state-metrics", namespace, folder / "ksm-kubeconfig")
     rules = one(docs, "PrometheusRule")["spec"]["groups"]
     began = time.time()
-    try:
-        with kube_state_metrics.started(login, config, namespace, folder / "ksm.log") as ksm:
-            jobs = _scrape_jobs(e2e, namespace, ksm.address)
-            with Prometheus(folder, jobs, rules) as prometheus:
-                yield {
-                    "prometheus": prometheus,
-                    "began": began,
-                    "folder": folder,
-                    "ksm": ksm,
-                    "rules": rules,
-                }
-    finally:
-        for item in rbac:
-            e2e.kubectl("delete", item["kind"].lower(), item["metadata"]["name"], check=False)
+    jobs = functools.partial(_scrape_jobs, e2e, namespace)
+    with scraped(e2e, namespace, docs, folder, jobs) as (ksm, prometheus):
+        yield {
+            "prometheus": prometheus,
+            "began": began,
+            "folder": folder,
+            "ksm": ksm,
+            "rules": rules,
+        }
 
 
 @pytest.fixture(scope="module")
@@ -142,13 +126,7 @@ def _serve_an_unwarmed_shape(e2e: E2ECluster, ns: str) -> None:
     """Asks the stand-in engine of the serving Pod to log a shape it did not warm."""
     pods = [p for p in e2e.items("pods", ns, READY) if "serving" in p["metadata"]["name"]]
     (pod,) = [p for p in pods if (p.get("status") or {}).get("podIP")]
-    ip, port = pod["status"]["podIP"], pod["spec"]["containers"][0]["ports"][0]["containerPort"]
-    request = urllib.request.Request(
-        f"http://{ip}:{port}/standin/unwarmed",
-        data=json.dumps({"configs": [SHAPE]}).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    _OPENER.open(request, timeout=10).read()
+    log_unwarmed(pod, [SHAPE])
 
 
 def test_the_failed_warmup_fires_its_alert_with_the_objects_labels(

@@ -38,6 +38,7 @@ from e2e_support import (
     Sampler,
     condition,
     is_true,
+    restricted_container,
     running_runner,
     sdd,
     wait_for,
@@ -87,13 +88,7 @@ def _exits_saying(name: str, image: str, message: str, labels: dict[str, str]) -
         "imagePullPolicy": "Never",
         "command": ["/bin/sh", "-c", 'printf "%s" "$SAY" > /dev/termination-log'],
         "env": [{"name": "SAY", "value": message}],
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "capabilities": {"drop": ["ALL"]},
-            "runAsNonRoot": True,
-            "runAsUser": 1000,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": restricted_container(),
     }
     return {
         "apiVersion": "v1",

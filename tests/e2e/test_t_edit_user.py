@@ -29,6 +29,7 @@ from e2e_support import (
     condition,
     gate_open,
     is_true,
+    restricted_container,
     sdd,
     wait_for,
 )
@@ -65,13 +66,7 @@ def _forged_pod(honest: Manifest, image: str) -> Manifest:
         "command": ["python3", "-c", SERVE_BOARD],
         "env": [{"name": "BOARD", "value": BOARD}],
         "ports": [{"name": "warmgate-status", "containerPort": 9464}],
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "capabilities": {"drop": ["ALL"]},
-            "runAsNonRoot": True,
-            "runAsUser": 1000,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": restricted_container(),
     }
     return {
         "apiVersion": "v1",

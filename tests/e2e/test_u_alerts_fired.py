@@ -37,8 +37,8 @@ from e2e_monitoring import (
     ksm_static_job,
     one,
     render,
+    scraped,
     step,
-    token_kubeconfig,
 )
 from e2e_support import E2ECluster, is_true, sdd, wait_for
 from support import kube_state_metrics
@@ -91,35 +91,28 @@ def stack(
     # shared operator's ServiceMonitor)
     docs = render(e2e, namespace, release=RELEASE, release_namespace=own)
     shared = render(e2e, namespace)
-    rbac = [d for d in docs if d["kind"] in ("ClusterRole", "ClusterRoleBinding")]
-    rbac = [d for d in rbac if "kube-state-metrics" in d["metadata"]["name"]]
-    config = folder / "custom-resource-state.yaml"
-    config.write_text(one(docs, "ConfigMap")["data"]["custom-resource-state.yaml"])
     rules = one(docs, "PrometheusRule")["spec"]["groups"]
+
+    def jobs(ksm: str) -> list[dict[str, Any]]:
+        return [
+            service_monitor_job(one(shared, "ServiceMonitor"), kubeconfig),
+            service_monitor_job(one(docs, "ServiceMonitor"), kubeconfig),
+            pod_monitor_job(one(docs, "PodMonitor"), kubeconfig),
+            ksm_static_job(ksm),
+        ]
+
     e2e.kubectl("create", "namespace", own)
     try:
         _install_own_operator(e2e, own)
-        e2e.kubectl("create", "serviceaccount", "kube-state-metrics", "-n", namespace)
-        e2e.apply({"kind": "List", "apiVersion": "v1", "items": rbac})
-        login = token_kubeconfig(e2e, "kube-state-metrics", namespace, folder / "ksm-kubeconfig")
-        with kube_state_metrics.started(login, config, namespace, folder / "ksm.log") as ksm:
-            jobs = [
-                service_monitor_job(one(shared, "ServiceMonitor"), kubeconfig),
-                service_monitor_job(one(docs, "ServiceMonitor"), kubeconfig),
-                pod_monitor_job(one(docs, "PodMonitor"), kubeconfig),
-                ksm_static_job(ksm.address),
-            ]
-            with Prometheus(folder, jobs, rules) as prometheus:
-                yield {
-                    "prometheus": prometheus,
-                    "folder": folder,
-                    "ksm": ksm,
-                    "rules": rules,
-                    "own": own,
-                }
+        with scraped(e2e, namespace, docs, folder, jobs) as (ksm, prometheus):
+            yield {
+                "prometheus": prometheus,
+                "folder": folder,
+                "ksm": ksm,
+                "rules": rules,
+                "own": own,
+            }
     finally:
-        for item in rbac:
-            e2e.kubectl("delete", item["kind"].lower(), item["metadata"]["name"], check=False)
         operator.helm(
             helm_assets(e2e), kubeconfig, "uninstall", RELEASE, "--namespace", own, "--wait"
         )

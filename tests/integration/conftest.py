@@ -7,9 +7,11 @@ import os
 import re
 import uuid
 from collections.abc import Iterator
+from urllib.parse import urlsplit
 
 import pytest
-from support.operators import running_operator
+from support.fault_proxy import FaultProxy
+from support.operators import OPERATOR_ENV, running_operator
 from support.paths import CRD_PATH
 
 from warmgate.devcluster.controlplane import (
@@ -72,11 +74,29 @@ def module_namespace(
 
 
 @pytest.fixture(scope="module")
+def operator_env() -> dict[str, str]:
+    """The environment of the module's operator: a resync every second (a module may override
+    it)."""
+    return dict(OPERATOR_ENV)
+
+
+@pytest.fixture(scope="module")
 def operator(
-    control_plane: ControlPlane, module_namespace: str, tmp_path_factory: pytest.TempPathFactory
+    control_plane: ControlPlane,
+    module_namespace: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    operator_env: dict[str, str],
 ) -> Iterator[OperatorProcess]:
-    """The module's operator process, resyncing every second (a module may override it)."""
+    """The module's operator process on its namespace, with ``operator_env``."""
     log = tmp_path_factory.mktemp("operator") / "operator.log"
-    env = {"WARMGATE_RESYNC_SECONDS": "1", "WARMGATE_OPERATOR_IMAGE": "warmgate:test"}
-    with running_operator(control_plane, module_namespace, log, env) as op:
+    with running_operator(control_plane, module_namespace, log, operator_env) as op:
         yield op
+
+
+@pytest.fixture
+def proxy(control_plane: ControlPlane) -> Iterator[FaultProxy]:
+    """A relay in front of the API server that a test can stall, heal or reset."""
+    server = urlsplit(control_plane.server)
+    found = FaultProxy(server.hostname or "127.0.0.1", server.port or 443)
+    yield found
+    found.close()

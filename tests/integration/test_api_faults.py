@@ -19,7 +19,6 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
 import pytest
 from support.api_controllers import seeds_example
@@ -46,14 +45,6 @@ TIMEOUTS = (2.0, 3.0)
 def sockets_closed_before_the_next_module() -> Iterator[None]:
     yield
     collect_reset_sockets()
-
-
-@pytest.fixture
-def proxy(control_plane: ControlPlane) -> Iterator[FaultProxy]:
-    server = urlsplit(control_plane.server)
-    found = FaultProxy(server.hostname or "127.0.0.1", server.port or 443)
-    yield found
-    found.close()
 
 
 @pytest.fixture

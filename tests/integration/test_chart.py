@@ -157,6 +157,23 @@ def wait_rbac(cp: ControlPlane, sa: str, namespace: str) -> None:
         time.sleep(0.2)
 
 
+def install_release(helm: Helm, cp: ControlPlane, namespace: str, release: str, *sets: str) -> str:
+    """`helm install` of the chart as ``release`` in ``namespace`` with ``sets``, the CRD left to
+    the session (crds.install=false); returns its ServiceAccount's user once the authorizer
+    knows the release's bindings."""
+    helm(
+        "install",
+        release,
+        str(CHART),
+        f"--namespace={namespace}",
+        "--set=crds.install=false",
+        *sets,
+    )
+    sa = f"system:serviceaccount:{namespace}:{release}-warmgate"
+    wait_rbac(cp, sa, namespace)
+    return sa
+
+
 def wait_proven(cp: ControlPlane, namespace: str, name: str, log: Path) -> None:
     """Wait for CoverageProven; on a timeout, show the operator's log (RBAC errors land there)."""
     done = cp.kubectl(
@@ -453,16 +470,9 @@ def test_operator_runs_as_the_namespaced_service_account(
     other_namespace: str,
     tmp_path: Path,
 ) -> None:
-    helm(
-        "install",
-        "wg-ns",
-        str(CHART),
-        f"--namespace={namespace}",
-        "--set=crds.install=false",
-        f"--set=watchNamespaces={{{namespace}}}",
+    sa = install_release(
+        helm, control_plane, namespace, "wg-ns", f"--set=watchNamespaces={{{namespace}}}"
     )
-    sa = f"system:serviceaccount:{namespace}:wg-ns-warmgate"
-    wait_rbac(control_plane, sa, namespace)
     kubeconfig = sa_kubeconfig(control_plane, namespace, "wg-ns-warmgate", tmp_path / "sa.yaml")
     operator = OperatorProcess(kubeconfig, namespace, tmp_path / "operator.log")
     try:
@@ -554,9 +564,7 @@ def test_the_default_install_cannot_write_outside_its_namespace(
     control_plane: ControlPlane, helm: Helm, crd: None, namespace: str, other_namespace: str
 ) -> None:
     """Issue 23 item 13: a default install can run nothing in kube-system or elsewhere."""
-    helm("install", "wg-def", str(CHART), f"--namespace={namespace}", "--set=crds.install=false")
-    sa = f"system:serviceaccount:{namespace}:wg-def-warmgate"
-    wait_rbac(control_plane, sa, namespace)
+    sa = install_release(helm, control_plane, namespace, "wg-def")
     for ns in (other_namespace, "kube-system"):
         for args in (
             ("create", "jobs.batch"),
@@ -580,12 +588,7 @@ def test_gaudi_cards_grants_reading_nodes_and_pods_only(
 ) -> None:
     """gaudiCards=true (issue 38, a sharded warmup's free cards): list Nodes and the Pods of
     every namespace, read-only; nothing else anywhere else."""
-    helm(
-        "install", "wg-cards", str(CHART), f"--namespace={namespace}", "--set=crds.install=false",
-        "--set=gaudiCards=true",
-    )  # fmt: skip
-    sa = f"system:serviceaccount:{namespace}:wg-cards-warmgate"
-    wait_rbac(control_plane, sa, namespace)
+    sa = install_release(helm, control_plane, namespace, "wg-cards", "--set=gaudiCards=true")
     assert can_i(control_plane, sa, "list", "nodes")
     assert can_i(control_plane, sa, "list", "pods", "-A")
     for args in (
@@ -606,11 +609,7 @@ def test_gaudi_cards_grants_reading_nodes_and_pods_only(
 def test_cluster_wide_service_account_rights(
     control_plane: ControlPlane, helm: Helm, crd: None, namespace: str, other_namespace: str
 ) -> None:
-    helm(
-        "install", "wg-all", str(CHART), f"--namespace={namespace}", "--set=crds.install=false",
-        "--set=clusterWide=true",
-    )  # fmt: skip
-    sa = f"system:serviceaccount:{namespace}:wg-all-warmgate"
+    sa = install_release(helm, control_plane, namespace, "wg-all", "--set=clusterWide=true")
     for ns in (namespace, other_namespace):
         assert can_i(control_plane, sa, "patch", SDD, "-n", ns)
         assert can_i(control_plane, sa, "patch", SDD, "--subresource=status", "-n", ns)
@@ -630,11 +629,7 @@ def test_operator_runs_cluster_wide_as_the_service_account(
     control_plane: ControlPlane, helm: Helm, crd: None, namespace: str, tmp_path: Path
 ) -> None:
     """`--all-namespaces` as the cluster-wide ServiceAccount: the ClusterRole suffices."""
-    helm(
-        "install", "wg-cw", str(CHART), f"--namespace={namespace}", "--set=crds.install=false",
-        "--set=clusterWide=true",
-    )  # fmt: skip
-    wait_rbac(control_plane, f"system:serviceaccount:{namespace}:wg-cw-warmgate", namespace)
+    install_release(helm, control_plane, namespace, "wg-cw", "--set=clusterWide=true")
     kubeconfig = sa_kubeconfig(control_plane, namespace, "wg-cw-warmgate", tmp_path / "sa.yaml")
     log = tmp_path / "operator.log"
     operator = OperatorProcess(kubeconfig, None, log)  # --all-namespaces
@@ -653,12 +648,9 @@ def test_operator_elects_a_leader_as_the_service_account(
 ) -> None:
     """Issue 23 item 9: with highAvailability the chart's Role suffices for the Lease: the
     operator creates it, holds and renews it, a second one watches it, without a denial."""
-    helm(
-        "install", "wg-ha", str(CHART), f"--namespace={namespace}", "--set=crds.install=false",
-        "--set=highAvailability.enabled=true",
-    )  # fmt: skip
-    sa = f"system:serviceaccount:{namespace}:wg-ha-warmgate"
-    wait_rbac(control_plane, sa, namespace)
+    sa = install_release(
+        helm, control_plane, namespace, "wg-ha", "--set=highAvailability.enabled=true"
+    )
     deployment = json.loads(
         control_plane.kubectl("get", "-n", namespace, "deploy/wg-ha-warmgate", "-o", "json").stdout
     )

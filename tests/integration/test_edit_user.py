@@ -33,7 +33,7 @@ from support.api_controllers import (
 from support.dripping import DrippingBoard
 from support.edit_user import EditUser
 from support.kube_objects import condition_map, serving_pod, warmup_pod
-from support.operators import running_operator
+from support.operators import OPERATOR_ENV, running_operator
 from support.paths import CRD_PATH, REPO_ROOT
 from support.runner_pods import running_on_loopback, wait_until, with_status_port
 
@@ -408,9 +408,6 @@ def test_case4_a_slow_board_does_not_stall_its_objects_sync(
         assert time.monotonic() - start < 30
     finally:
         slow.close()
-
-
-OPERATOR_ENV = {"WARMGATE_RESYNC_SECONDS": "1", "WARMGATE_OPERATOR_IMAGE": "warmgate:test"}
 
 
 def test_case8_an_object_the_operator_cannot_read_keeps_opening_its_gates(

@@ -10,7 +10,6 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
 from support.fault_proxy import RESET_LEAVES_SOCKETS_TO_GC, FaultProxy, collect_reset_sockets
@@ -87,14 +86,6 @@ def test_one_holder_renewals_and_a_release_taken_at_once(
     spec = lease(control_plane, namespace)
     assert (spec["holderIdentity"], spec["leaseTransitions"]) == ("second", 1)
     print(f"a released Lease was taken after {handover:.2f} s")
-
-
-@pytest.fixture
-def proxy(control_plane: ControlPlane) -> Iterator[FaultProxy]:
-    server = urlsplit(control_plane.server)
-    found = FaultProxy(server.hostname or "127.0.0.1", server.port or 443)
-    yield found
-    found.close()
 
 
 @RESET_LEAVES_SOCKETS_TO_GC

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from support.examples import example_doc
 from support.kube_objects import condition_map
-from support.operators import running_operator
 
 from warmgate.api import parse_manifest
 from warmgate.devcluster.controlplane import ControlPlane, OperatorProcess
@@ -20,13 +18,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def operator(
-    control_plane: ControlPlane, module_namespace: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[OperatorProcess]:
-    """The operator with its default resync (15 s)."""
-    log = tmp_path_factory.mktemp("operator") / "operator.log"
-    with running_operator(control_plane, module_namespace, log) as op:
-        yield op
+def operator_env() -> dict[str, str]:
+    """The operator with its default resync (15 s) and image."""
+    return {}
 
 
 def example(name: str, namespace: str, rename: str, **spec_changes: Any) -> dict[str, Any]:

@@ -16,7 +16,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +25,7 @@ import pytest
 from runner_harness import free_port, stdlib_tree
 from support.api_controllers import finish, get, replica_set_of, rolled_out, runner_summary, started
 from support.kube_objects import serving_pod
+from support.polling import wait_for
 
 from warmgate.devcluster import engine_image
 from warmgate.devcluster.controlplane import ControlPlane, OperatorProcess
@@ -96,7 +96,12 @@ def serve_mode(
         start_new_session=True,
     )
     try:
-        _wait(lambda: _healthy(engine_port, proc, tmp_path / "engine.log"), 600)
+        wait_for(
+            "the engine healthy",
+            lambda: _healthy(engine_port, proc, tmp_path / "engine.log"),
+            600,
+            every=1,
+        )
         yield engine_port, status_port
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -113,16 +118,6 @@ def _healthy(port: int, proc: subprocess.Popen[bytes], log: Path) -> bool:
     except OSError:
         return False
     return True
-
-
-def _wait(check: Any, timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(1)
-    raise AssertionError(f"never happened within {timeout:.0f} s")
 
 
 def _complete(port: int) -> None:
@@ -169,7 +164,7 @@ def _acceptance(
     for _ in range(REQUESTS):
         _complete(engine_port)
     # The runner reads the engine every 10 s, the operator writes at most every 30 s.
-    found = _wait(lambda: _measured(cp, ns, name), 120)
+    found = wait_for("the warmup measured", lambda: _measured(cp, ns, name), 120, every=1)
     return found, op.get("/metrics")
 
 

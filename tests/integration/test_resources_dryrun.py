@@ -96,33 +96,12 @@ def test_the_children_can_be_created_and_applied_again(crd: ControlPlane, namesp
     eagle3 = next(p for p in EXAMPLES if p.stem == "llama31-8b-eagle3-gaudi2")  # has a claim
     sdd = _create_parent(crd, namespace, eagle3)
     text = json.dumps({"apiVersion": "v1", "kind": "List", "items": _children(sdd)})
-    crd.kubectl(
-        "apply", "--server-side", "--field-manager=warmgate", "-n", namespace, "-f", "-", stdin=text
-    )
-    again = crd.kubectl(
-        "apply",
-        "--server-side",
-        "--field-manager=warmgate",
-        "-n",
-        namespace,
-        "-f",
-        "-",
-        "-o",
-        "json",
-        stdin=text,
-    )
+    # as the operator writes: server-side, its field manager
+    as_operator = ("--server-side", "--field-manager=warmgate", "-n", namespace, "-f", "-")
+    crd.kubectl("apply", *as_operator, stdin=text)
+    again = crd.kubectl("apply", *as_operator, "-o", "json", stdin=text)
     items = json.loads(again.stdout)["items"]
     assert [i["kind"] for i in items] == [c["kind"] for c in _children(sdd)]
     assert "PersistentVolumeClaim" in {i["kind"] for i in items}
-    diff = crd.kubectl(
-        "diff",
-        "--server-side",
-        "--field-manager=warmgate",
-        "-n",
-        namespace,
-        "-f",
-        "-",
-        stdin=text,
-        check=False,
-    )
+    diff = crd.kubectl("diff", *as_operator, stdin=text, check=False)
     assert diff.returncode == 0, diff.stdout + diff.stderr

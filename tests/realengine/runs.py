@@ -63,7 +63,7 @@ def run(plan: dict[str, Any], tmp: Path, *, record: bool = False) -> RunnerRun:
     if record:
         sched_log = tmp / "scheduler.jsonl"
         extra["WARMGATE_SCHED_LOG"] = str(sched_log)
-        extra["PYTHONPATH"] = str(sched_recorder.install(tmp / "recorder"))
+        extra["PYTHONPATH"] = str(engine.install_plugin(tmp / "recorder", sched_recorder))
     argv = [str(engine.PYTHON), "-m", "warmgate.warmup", "--plan", str(plan_path), "--quiet-engine"]
     began = time.monotonic()
     with (tmp / "runner.out").open("w") as out, (tmp / "runner.err").open("w") as err:

@@ -1,6 +1,7 @@
 """A vLLM general plugin (test-side) that records what the real scheduler schedules, step by step.
 
-Installed by ``install(folder)``: a ``warmgate_sched_recorder-1.dist-info`` whose entry point in
+Installed by ``engine.install_plugin(folder, sched_recorder)``: a
+``warmgate_sched_recorder-1.dist-info`` whose entry point in
 the group ``vllm.general_plugins`` is ``sched_recorder:register``; the folder goes on the
 engine's PYTHONPATH (vLLM calls every general plugin in every process it starts,
 vllm/plugins/__init__.py). When ``WARMGATE_SCHED_LOG`` names a file, ``register`` wraps
@@ -23,7 +24,6 @@ import json
 import os
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 ENV = "WARMGATE_SCHED_LOG"
@@ -31,17 +31,6 @@ NAME = "warmgate_sched_recorder"
 HEAD = 8
 _lock = threading.Lock()
 _state = {"registered": False, "step": 0}
-
-
-def install(folder: Path) -> Path:
-    """Write this module and its dist-info into ``folder``; returns it (for PYTHONPATH)."""
-    info = folder / f"{NAME}-1.dist-info"
-    info.mkdir(parents=True, exist_ok=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {NAME}\nVersion: 1\n")
-    group = f"[vllm.general_plugins]\n{NAME} = sched_recorder:register\n"
-    (info / "entry_points.txt").write_text(group)
-    (folder / "sched_recorder.py").write_text(Path(__file__).read_text())
-    return folder
 
 
 def register() -> None:

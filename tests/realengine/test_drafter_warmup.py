@@ -124,7 +124,7 @@ def _start(tmp: Path, models: dict[str, Path], method: str) -> Engine:
         shapes.remove(("prompt", 1, DROPPED_TOKENS, 0))
     target, draft, k = CONFIGS[method]
     doc = make_spec(method, k, 16, MAX_MODEL_LEN, shapes).write(tmp / "plan")
-    recorder = drafter_recorder.install(tmp / "recorder")
+    recorder = engine.install_plugin(tmp / "recorder", drafter_recorder)
     records = tmp / "drafter-forwards.jsonl"
     extra = {"PYTHONPATH": str(recorder), drafter_recorder.ENV: str(records)}
     if MUTATION == "off":

@@ -7,17 +7,14 @@ compile outside warmup. Nothing here is the real engine, torch or Habana's softw
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
-from warmgate.contract.drafterwarm import DRAFTER_WARMUP_ENV, make_spec
-from warmgate.warmup.hook import install as hookenv
-from warmgate.warmup.hook.lines import HookEvent, parse_hook_line
+from support.hooked_engine import EAGLE_HEAD, fake_gaudi, run_hooked, write_tree
 
-FILES = {
-    "torch/__init__.py": """
+from warmgate.contract.drafterwarm import DRAFTER_WARMUP_ENV, make_spec
+from warmgate.warmup.hook.lines import HookEvent
+
+TORCH = """
         import contextlib
         int32, int64 = "int32", "int64"
         class Tensor:
@@ -33,68 +30,37 @@ FILES = {
         def tensor(values, dtype=None):
             return Tensor((len(values),), list(values))
         inference_mode = contextlib.nullcontext
-    """,
-    "habana_frameworks/__init__.py": "",
-    "habana_frameworks/torch/__init__.py": "",
-    "habana_frameworks/torch/hpu/__init__.py": """
-        COMPILES, SEEN = [0], set()
-        def synchronize():
-            pass
-        def run(key):
-            if key not in SEEN:
-                SEEN.add(key)
-                COMPILES[0] += 1
-    """,
-    "habana_frameworks/torch/hpu/metrics.py": """
-        from habana_frameworks.torch.hpu import COMPILES
-        class metric_localcontext:
-            def __init__(self, name):
-                pass
-            def __enter__(self):
-                self.start = COMPILES[0]
-                return self
-            def __exit__(self, *exc):
-                self.end = COMPILES[0]
-            def stats(self):
-                return [["TotalNumber", self.end - self.start], ["TotalTime", 1], ["AvgTime", 1]]
-    """,
-    "vllm_gaudi/__init__.py": "",
-    "vllm_gaudi/v1/__init__.py": "",
-    "vllm_gaudi/v1/worker/__init__.py": "",
-    "vllm_gaudi/v1/spec_decode/__init__.py": "",
-    "vllm_gaudi/v1/spec_decode/hpu_eagle.py": """
-        from habana_frameworks.torch.hpu import run
-        class Attn:
-            def __init__(self, prompt, blocks):
-                self.is_prompt, self.blocks = prompt, blocks
-            def num_blocks(self):
-                return self.blocks
-        class Model:
-            def __call__(self, *, input_ids, positions, hidden_states, inputs_embeds,
-                         attn_metadata):
-                phase = "prompt" if attn_metadata.is_prompt else "decode"
-                run(("drafter", phase, *input_ids.shape, attn_metadata.num_blocks()))
-        class EagleProposer:
-            pass
-        class HpuEagleProposer(EagleProposer):
-            def __init__(self):
-                self.model, self.method = Model(), "eagle"
-                self.max_model_len, self.num_speculative_tokens = 4096, 2
-            def propose(self, target_token_ids, target_positions, target_hidden_states,
-                        last_token_indices, common_attn_metadata, block_table_cpu_tensor,
-                        model_runner):
-                self.model(input_ids=target_token_ids, positions=target_positions,
-                           hidden_states=target_hidden_states, inputs_embeds=None,
-                           attn_metadata=common_attn_metadata)
-                for _ in range(self.num_speculative_tokens - 1):
-                    self.model(input_ids=last_token_indices, positions=None, hidden_states=None,
-                               inputs_embeds=None, attn_metadata=Attn(False, 1))
-            def prepare_attn_metadata(self, block_table_cpu_tensor, positions, model_runner):
-                rows = block_table_cpu_tensor.shape[0]
-                blocks = sum(-(-(p + 1) // 128) for p in positions.values[:rows])
-                return Attn(False, blocks)
-    """,
-    "vllm_gaudi/v1/worker/hpu_model_runner.py": """
+    """
+EAGLE = (
+    EAGLE_HEAD
+    + """
+class Model:
+    def __call__(self, *, input_ids, positions, hidden_states, inputs_embeds,
+                 attn_metadata):
+        phase = "prompt" if attn_metadata.is_prompt else "decode"
+        run(("drafter", phase, *input_ids.shape, attn_metadata.num_blocks()))
+class EagleProposer:
+    pass
+class HpuEagleProposer(EagleProposer):
+    def __init__(self):
+        self.model, self.method = Model(), "eagle"
+        self.max_model_len, self.num_speculative_tokens = 4096, 2
+    def propose(self, target_token_ids, target_positions, target_hidden_states,
+                last_token_indices, common_attn_metadata, block_table_cpu_tensor,
+                model_runner):
+        self.model(input_ids=target_token_ids, positions=target_positions,
+                   hidden_states=target_hidden_states, inputs_embeds=None,
+                   attn_metadata=common_attn_metadata)
+        for _ in range(self.num_speculative_tokens - 1):
+            self.model(input_ids=last_token_indices, positions=None, hidden_states=None,
+                       inputs_embeds=None, attn_metadata=Attn(False, 1))
+    def prepare_attn_metadata(self, block_table_cpu_tensor, positions, model_runner):
+        rows = block_table_cpu_tensor.shape[0]
+        blocks = sum(-(-(p + 1) // 128) for p in positions.values[:rows])
+        return Attn(False, blocks)
+"""
+)
+RUNNER = """
         from habana_frameworks.torch.hpu import run
         class HPUModelRunner:
             def __init__(self):
@@ -116,8 +82,8 @@ FILES = {
             def get_habana_paged_attn_buffers(self, block_tables, slot_mapping, batch_size,
                                               block_size=None):
                 pass
-    """,
-}
+    """
+FILES = {"torch/__init__.py": TORCH, **fake_gaudi(RUNNER, EAGLE)}
 SCRIPT = """
 from importlib.metadata import entry_points
 for plugin in entry_points(group="vllm.general_plugins"):
@@ -131,23 +97,12 @@ SHAPES = [("decode", 16, 1, 48), ("decode", 4, 1, 8), ("prompt", 1, 256, 2)]
 
 
 def run_engine(tmp: Path, shapes: list[tuple[str, int, int, int]]) -> list[HookEvent]:
-    root = tmp / "engine"
-    for name, text in FILES.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(textwrap.dedent(text))
+    root = write_tree(tmp / "engine", FILES)
     doc = make_spec("eagle", 2, 128, 4096, shapes).write(tmp / "plan")
     env = {"PYTHONPATH": str(root), DRAFTER_WARMUP_ENV: str(doc)}
-    hookenv.hook_env(env, hookenv.install(tmp / "work"))
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    events, done = run_hooked(tmp, SCRIPT, env=env)
     assert done.returncode == 0, done.stderr
-    return [e for line in done.stderr.splitlines() if (e := parse_hook_line(line))]
+    return events
 
 
 def test_the_plugin_warms_each_planned_shape_after_the_engines_warmup(tmp_path: Path) -> None:

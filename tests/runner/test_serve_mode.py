@@ -24,6 +24,7 @@ from runner_harness import (
     stdlib_tree,
     wait_for,
 )
+from support.runner_pods import healthy, post_unwarmed
 
 pytestmark = pytest.mark.slow
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -61,23 +62,6 @@ def _status(port: int) -> dict[str, Any]:
     return doc
 
 
-def _unwarmed(port: int, configs: list[list[Any]], misses: list[Any] | None = None) -> None:
-    body = json.dumps({"configs": configs, "not_prepared": misses or []}).encode()
-    request = urllib.request.Request(
-        f"http://127.0.0.1:{port}/standin/unwarmed", data=body, method="POST"
-    )
-    request.add_header("Content-Type", "application/json")
-    _OPENER.open(request, timeout=5).read()
-
-
-def _healthy(port: int) -> bool:
-    try:
-        _OPENER.open(f"http://127.0.0.1:{port}/health", timeout=1).read()
-    except OSError:
-        return False
-    return True
-
-
 @pytest.fixture
 def serving(tmp_path: Path) -> Any:
     """Serve mode running the stand-in; yields (process, engine port, status port)."""
@@ -91,7 +75,7 @@ def serving(tmp_path: Path) -> Any:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    wait_for(lambda: _healthy(port), proc)  # type: ignore[arg-type]
+    wait_for(lambda: healthy(port), proc)  # type: ignore[arg-type]
     yield proc, port, status
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
@@ -102,10 +86,10 @@ def test_unwarmed_lines_on_demand_are_counted_once_each(serving: Any) -> None:
     proc, port, status = serving
     before = _status(status)
     assert (before["mode"], before["unwarmed_count"], before["engine_starts"]) == ("serve", 0, 1)
-    _unwarmed(
+    post_unwarmed(
         port, [["decode", 3, 1, 40], ["prompt", 2, 256, 4]], [["decode", [3, 1, 33], [3, 1, 40]]]
     )
-    _unwarmed(port, [["decode", 3, 1, 40]])  # the engine logs a shape once; a repeat is no news
+    post_unwarmed(port, [["decode", 3, 1, 40]])  # the engine logs a shape once; a repeat is no news
     wait_for(lambda: _status(status)["not_prepared_count"] == 1, proc)
     doc = _status(status)
     assert doc["unwarmed"] == ["('decode', 3, 1, 40)", "('prompt', 2, 256, 4)"]
@@ -120,7 +104,7 @@ def test_sigterm_reaches_the_engine_and_its_exit_code_comes_back(serving: Any) -
     proc, port, _status_port = serving
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 0  # the stand-in shuts its server down and exits 0
-    assert not _healthy(port)
+    assert not healthy(port)
 
 
 def _run(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[bytes]:

@@ -168,6 +168,10 @@ def drafter(t: float, graph: list[Any], pid: int = 1) -> HookEvent:
     return HookEvent("compile", pid, t, {"where": "drafter", "graph": graph, "count": 1})
 
 
+def not_attached(t: float, target: str, reason: str) -> HookEvent:
+    return HookEvent("not-attached", 1, t, {"target": target, "reason": reason})
+
+
 def step(t: float, count: int, drafters: int, pid: int = 1) -> HookEvent:
     return HookEvent("compile", pid, t, {"where": "step", "count": count, "drafter": drafters})
 
@@ -269,7 +273,7 @@ def test_a_planned_graph_that_never_ran_fails_closed_and_names_its_steps() -> No
 def test_without_named_drafter_forwards_planned_graphs_are_not_verified() -> None:
     events = [
         ATTACHED[0],
-        HookEvent("not-attached", 1, 10.0, {"target": "drafter", "reason": "propose missing"}),
+        not_attached(10.0, "drafter", "propose missing"),
     ]
     check = check_drafter(events, HookSpec(enabled=True), SPEC, RUN, 130.0)
     assert (check.hook, check.drafter_named, check.missing) == ("attached", False, [])
@@ -316,9 +320,7 @@ def test_without_an_attached_hook_nothing_is_verified() -> None:
         [HookEvent("loaded", 1, 1.0, {"gaudi": True})], HookSpec(enabled=True), SPEC, RUN, 130.0
     )
     assert (loaded.reason, loaded.cause, loaded.unverified) == (NO_RUNNER, "hook-not-attached", 3)
-    moved = [
-        HookEvent("not-attached", 1, 1.0, {"target": "step", "reason": "X.sample_tokens missing"})
-    ]
+    moved = [not_attached(1.0, "step", "X.sample_tokens missing")]
     check = check_drafter(moved, HookSpec(enabled=True), SPEC, RUN, 130.0)
     assert check.line() == "drafter: not verified: X.sample_tokens missing"
     assert (check.cause, check.unverified) == ("hook-not-attached", 3)
@@ -333,7 +335,7 @@ def test_without_an_attached_hook_nothing_is_verified() -> None:
 def test_a_drafter_that_cannot_be_named_still_counts_step_compiles() -> None:
     events = [
         ATTACHED[0],
-        HookEvent("not-attached", 1, 10.0, {"target": "drafter", "reason": "propose missing"}),
+        not_attached(10.0, "drafter", "propose missing"),
         step(131.0, 2, 0),
     ]
     check = check_drafter(events, HookSpec(enabled=True), SPEC, RUN, 130.0)
@@ -348,24 +350,14 @@ def test_missing_evidence_names_its_cause_and_counts_every_planned_graph() -> No
     metric = [
         *ATTACHED,
         drafter(101.0, ["decode", 2, 1, 8]),
-        HookEvent(
-            "not-attached",
-            1,
-            102.0,
-            {"target": "step", "reason": "graph_compilation metric failed: RuntimeError: x"},
-        ),
+        not_attached(102.0, "step", "graph_compilation metric failed: RuntimeError: x"),
     ]
     check = check_drafter(metric, HookSpec(enabled=True), SPEC, RUN, 130.0)
     assert (check.cause, check.unverified, check.verified) == ("metric-unreadable", 3, False)
     assert check.summary().detail == "graph_compilation metric failed: RuntimeError: x"
     renamed = [
         ATTACHED[0],
-        HookEvent(
-            "not-attached",
-            1,
-            10.0,
-            {"target": "drafter", "reason": "LookupError: hpu_eagle.HpuEagleProposer.propose"},
-        ),
+        not_attached(10.0, "drafter", "LookupError: hpu_eagle.HpuEagleProposer.propose"),
     ]
     check = check_drafter(renamed, HookSpec(enabled=True), SPEC, RUN, 130.0)
     assert (check.cause, check.unverified, check.verified) == ("proposer-not-found", 3, False)

@@ -12,41 +12,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
+from support.hooked_engine import EAGLE_HEAD, HPU, METRICS, fake_gaudi, run_hooked, write_tree
 
 from warmgate.warmup.hook import install as hookenv
 from warmgate.warmup.hook import plugin as enginehook
-from warmgate.warmup.hook.lines import HookEvent, parse_hook_line
+from warmgate.warmup.hook.lines import HookEvent
 
-HPU = '''
-"""TEST DOUBLE of habana_frameworks.torch.hpu."""
-COMPILES = [0]
-SEEN = set()
-def synchronize():
-    pass
-def run(key):
-    if key not in SEEN:
-        SEEN.add(key)
-        COMPILES[0] += 1
-'''
-METRICS = '''
-"""TEST DOUBLE of habana_frameworks.torch.hpu.metrics."""
-from habana_frameworks.torch.hpu import COMPILES
-class metric_localcontext:
-    def __init__(self, name):
-        assert name == "graph_compilation"
-    def __enter__(self):
-        self.start = COMPILES[0]
-        return self
-    def __exit__(self, *exc):
-        self.end = COMPILES[0]
-    def stats(self):
-        return [["TotalNumber", self.end - self.start], ["TotalTime", 5], ["AvgTime", 1]]
-'''
 RUNNER = '''
 """TEST DOUBLE of vllm_gaudi.v1.worker.hpu_model_runner."""
 from habana_frameworks.torch.hpu import run
@@ -63,17 +37,13 @@ class HPUModelRunner:
         self.drafter.propose(drafts)
         return "sampled"
 '''
-EAGLE = '''
-"""TEST DOUBLE of vllm_gaudi.v1.spec_decode.hpu_eagle."""
-from habana_frameworks.torch.hpu import run
+# TEST DOUBLE of vllm_gaudi.v1.spec_decode.hpu_eagle.
+EAGLE = (
+    EAGLE_HEAD
+    + """
 class Tensor:
     def __init__(self, *shape):
         self.shape = shape
-class Attn:
-    def __init__(self, prompt, blocks):
-        self.is_prompt, self.blocks = prompt, blocks
-    def num_blocks(self):
-        return self.blocks
 class Model:
     def __call__(self, *, input_ids, attn_metadata, positions=None):
         phase = "prompt" if attn_metadata.is_prompt else "decode"
@@ -88,7 +58,8 @@ class HpuEagleProposer:
         for phase, bs, query, blocks in drafts:
             self.model(input_ids=Tensor(bs, query), attn_metadata=Attn(phase == "prompt", blocks))
         return self.model.compute_logits("hidden")
-'''
+"""
+)
 # After loading the plugins as vLLM does: warm up, then steps with new and known shapes.
 SCRIPT = """
 import json, os
@@ -110,42 +81,26 @@ print(json.dumps(type(runner.drafter.model).__name__))
 """
 
 
-def engine_tree(root: Path, *, runner: str = RUNNER, metrics: str = METRICS) -> Path:
-    files = {
-        "habana_frameworks/__init__.py": "",
-        "habana_frameworks/torch/__init__.py": "",
-        "habana_frameworks/torch/hpu/__init__.py": HPU,
-        "habana_frameworks/torch/hpu/metrics.py": metrics,
-        "vllm_gaudi/__init__.py": "",
-        "vllm_gaudi/v1/__init__.py": "",
-        "vllm_gaudi/v1/worker/__init__.py": "",
-        "vllm_gaudi/v1/worker/hpu_model_runner.py": runner,
-        "vllm_gaudi/v1/spec_decode/__init__.py": "",
-        "vllm_gaudi/v1/spec_decode/hpu_eagle.py": EAGLE,
-    }
-    for name, text in files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(textwrap.dedent(text))
-    return root
+def engine_tree(
+    root: Path, *, runner: str = RUNNER, metrics: str = METRICS, hpu: str = HPU
+) -> Path:
+    files = fake_gaudi(runner, EAGLE, hpu=hpu, metrics=metrics)
+    return write_tree(root, files)
 
 
 def run_engine(
-    tmp: Path, *, before: str = "", env_extra: dict[str, str] | None = None, **tree: str
+    tmp: Path,
+    *,
+    before: str = "",
+    env_extra: dict[str, str] | None = None,
+    env_after: dict[str, str] | None = None,
+    **tree: str,
 ) -> tuple[list[HookEvent], subprocess.CompletedProcess[str]]:
+    """The engine tree (``tree`` replaces its modules) run by SCRIPT; ``env_extra`` is set
+    before the hook is added to the environment, ``env_after`` after."""
     engine = engine_tree(tmp / "engine", **tree)
     env = {"PYTHONPATH": str(engine), **(env_extra or {})}
-    hookenv.hook_env(env, hookenv.install(tmp / "work"))
-    script = SCRIPT.format(before=before)
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    events = [e for line in done.stderr.splitlines() if (e := parse_hook_line(line))]
-    return events, done
+    return run_hooked(tmp, SCRIPT.format(before=before), env=env, env_after=env_after)
 
 
 def kinds(events: list[HookEvent]) -> list[str]:
@@ -200,19 +155,10 @@ def test_missing_habana_metrics_attach_nothing(tmp_path: Path) -> None:
 def test_an_engine_without_vllm_gaudi_says_there_is_nothing_to_attach_to(tmp_path: Path) -> None:
     # A CPU build of vLLM: the plugin loads (that works), and finds no vllm_gaudi to patch.
     env = {"PYTHONPATH": str(tmp_path / "empty")}
-    hookenv.hook_env(env, hookenv.install(tmp_path / "work"))
     load = "from importlib.metadata import entry_points as e\n"
     load += "[p.load()() for p in e(group='vllm.general_plugins')]"
-    done = subprocess.run(
-        [sys.executable, "-c", load],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    events, done = run_hooked(tmp_path, load, env=env)
     assert done.returncode == 0, done.stderr
-    events = [e for line in done.stderr.splitlines() if (e := parse_hook_line(line))]
     assert [(e.kind, e.fields) for e in events] == [
         ("loaded", {"gaudi": False}),
         ("not-attached", {"target": "step", "reason": enginehook.NO_GAUDI}),
@@ -259,20 +205,8 @@ def test_a_failing_synchronize_breaks_the_hook_not_the_engine(tmp_path: Path) ->
     hpu = HPU.replace(
         "def synchronize():\n    pass", "def synchronize():\n    raise RuntimeError('device lost')"
     )
-    engine = engine_tree(tmp_path / "engine")
-    (engine / "habana_frameworks/torch/hpu/__init__.py").write_text(textwrap.dedent(hpu))
-    env = {"PYTHONPATH": str(engine)}
-    hookenv.hook_env(env, hookenv.install(tmp_path / "work"))
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT.format(before="")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    events, done = run_engine(tmp_path, hpu=hpu)
     assert done.returncode == 0, done.stderr
-    events = [e for line in done.stderr.splitlines() if (e := parse_hook_line(line))]
     failed = [e for e in events if e.kind == "not-attached"]
     assert len(failed) == 1
     assert "device lost" in failed[0].fields["reason"]
@@ -312,17 +246,6 @@ def test_an_allow_list_gets_the_hook_added(tmp_path: Path, allowed: str) -> None
 
 def test_an_allow_list_without_the_hook_loads_nothing(tmp_path: Path) -> None:
     # The control of the test above: vLLM skips plugins the list does not name.
-    engine = engine_tree(tmp_path / "engine")
-    env = {"PYTHONPATH": str(engine)}
-    hookenv.hook_env(env, hookenv.install(tmp_path / "work"))
-    env["VLLM_PLUGINS"] = "other"
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT.format(before="")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    _, done = run_engine(tmp_path, env_after={"VLLM_PLUGINS": "other"})
     assert done.returncode == 0, done.stderr
     assert "warmgate-hook" not in done.stderr

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from runner_harness import expected_lists, make_plan
+from support.engines import CONFIG_A
 
 from warmgate.buckets import EngineShapeConfig, plan_buckets
 from warmgate.contract.order import parse_plan
@@ -25,13 +26,7 @@ from warmgate.warmup.runner.verdict import early_mismatches, final_verdict
 
 
 def config_a_lists(k: int) -> dict[str, Any]:
-    config = EngineShapeConfig(
-        max_num_seqs=64,
-        max_model_len=4096,
-        max_num_batched_tokens=2048,
-        num_gpu_blocks=8192,
-        num_speculative_tokens=k,
-    )
+    config = EngineShapeConfig(**CONFIG_A, num_gpu_blocks=8192, num_speculative_tokens=k)
     return {"plan": plan_buckets(config)}
 
 

@@ -8,6 +8,9 @@ from hypothesis import strategies as st
 
 from warmgate.buckets.engine.config import EngineShapeConfig
 
+# Config A of the shared doc (§6): 63 prompt, 43 seed and, with k=1, 105 decode buckets.
+CONFIG_A = {"max_num_seqs": 64, "max_model_len": 4096, "max_num_batched_tokens": 2048}
+
 
 def engine_fields(mns: int, mml: int, mbt: int, block: int, **extra: Any) -> dict[str, Any]:
     """The four limits every configuration names, plus any other field."""

@@ -8,6 +8,9 @@ from pathlib import Path
 
 from warmgate.devcluster.controlplane import ControlPlane, OperatorProcess
 
+# What most tests run the operator with: a resync every second, a test image for its Jobs.
+OPERATOR_ENV = {"WARMGATE_RESYNC_SECONDS": "1", "WARMGATE_OPERATOR_IMAGE": "warmgate:test"}
+
 
 @contextlib.contextmanager
 def running_operator(

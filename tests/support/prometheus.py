@@ -251,17 +251,8 @@ def service_monitor_job(monitor: Manifest, kubeconfig: Path) -> Manifest:
             "target_label": "job",
             "replacement": "${1}",
         },
-        {"target_label": "endpoint", "replacement": endpoint["port"]},
-        *_sharding(),
     ]
-    return {
-        "job_name": f"serviceMonitor/{meta['namespace']}/{meta['name']}/0",
-        "honor_labels": bool(endpoint.get("honorLabels", False)),
-        "kubernetes_sd_configs": [sd],
-        "scrape_interval": endpoint.get("interval", "30s"),
-        "metrics_path": endpoint.get("path", "/metrics"),
-        "relabel_configs": relabel,
-    }
+    return _monitor_job("serviceMonitor", meta, endpoint, sd, relabel)
 
 
 def pod_monitor_job(monitor: Manifest, kubeconfig: Path) -> Manifest:
@@ -294,18 +285,26 @@ def pod_monitor_job(monitor: Manifest, kubeconfig: Path) -> Manifest:
                 "replacement": "${1}",
             }
         )
-    relabel += [
-        {"target_label": "job", "replacement": f"{meta['namespace']}/{meta['name']}"},
-        {"target_label": "endpoint", "replacement": endpoint["port"]},
-        *_sharding(),
-    ]
+    relabel.append({"target_label": "job", "replacement": f"{meta['namespace']}/{meta['name']}"})
+    return _monitor_job("podMonitor", meta, endpoint, sd, relabel)
+
+
+def _monitor_job(
+    kind: str, meta: Manifest, endpoint: Manifest, sd: Manifest, relabel: list[Manifest]
+) -> Manifest:
+    """The job around a monitor's own relabelling: the `endpoint` label and the sharding
+    close it; honorLabels, interval and path from the endpoint, or their defaults."""
     return {
-        "job_name": f"podMonitor/{meta['namespace']}/{meta['name']}/0",
+        "job_name": f"{kind}/{meta['namespace']}/{meta['name']}/0",
         "honor_labels": bool(endpoint.get("honorLabels", False)),
         "kubernetes_sd_configs": [sd],
         "scrape_interval": endpoint.get("interval", "30s"),
         "metrics_path": endpoint.get("path", "/metrics"),
-        "relabel_configs": relabel,
+        "relabel_configs": [
+            *relabel,
+            {"target_label": "endpoint", "replacement": endpoint["port"]},
+            *_sharding(),
+        ],
     }
 
 

@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,6 +22,7 @@ from runner_harness import STANDIN, expected_lists, free_port, stdlib_tree
 
 from support.api_controllers import finish, get, replica_set_of, rolled_out, runner_summary, started
 from support.kube_objects import serving_pod
+from support.polling import wait_for
 from warmgate.devcluster.controlplane import ControlPlane
 
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -43,13 +43,8 @@ def running_on_loopback(cp: ControlPlane, ns: str, pod: dict[str, Any]) -> None:
 
 
 def wait_until(what: Callable[[], Any], timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = what()
-        if found:
-            return found
-        time.sleep(0.3)
-    raise AssertionError("never happened")
+    """What ``what`` returns once it is truthy (polled every 0.3 s), within ``timeout`` s."""
+    return wait_for(getattr(what, "__name__", "the check"), what, timeout, every=0.3)
 
 
 def serve_mode(tmp: Path, engine_port: int, status_port: int) -> subprocess.Popen[bytes]:
@@ -69,16 +64,24 @@ def serve_mode(tmp: Path, engine_port: int, status_port: int) -> subprocess.Pope
     )
 
 
-def post_unwarmed(port: int, configs: list[list[Any]]) -> None:
+def post_unwarmed(
+    port: int, configs: list[list[Any]], misses: list[list[Any]] | None = None
+) -> None:
+    """Asks the stand-in engine on ``port`` to log ``configs`` as unwarmed (and ``misses`` as
+    buckets it did not prepare)."""
+    body: dict[str, Any] = {"configs": configs}
+    if misses is not None:
+        body["not_prepared"] = misses
     request = urllib.request.Request(
         f"http://127.0.0.1:{port}/standin/unwarmed",
-        data=json.dumps({"configs": configs}).encode(),
+        data=json.dumps(body).encode(),
         headers={"Content-Type": "application/json"},
     )
     _OPENER.open(request, timeout=5).read()
 
 
 def healthy(port: int) -> bool:
+    """Whether the stand-in engine on ``port`` answers /health."""
     try:
         _OPENER.open(f"http://127.0.0.1:{port}/health", timeout=1).read()
     except OSError:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from support.engines import CONFIG_A
 
 from warmgate.buckets import (
     BucketPlan,
@@ -20,13 +21,7 @@ _bucket = st.tuples(st.integers(1, 512), st.integers(1, 8192), st.integers(0, 10
 
 def _plan(k: int = 0) -> BucketPlan:
     return plan_buckets(
-        EngineShapeConfig(
-            max_num_seqs=64,
-            max_model_len=4096,
-            max_num_batched_tokens=2048,
-            num_gpu_blocks=8192,
-            num_speculative_tokens=k,
-        )
+        EngineShapeConfig(**CONFIG_A, num_gpu_blocks=8192, num_speculative_tokens=k)
     )
 
 

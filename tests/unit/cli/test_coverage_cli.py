@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from support.engines import CONFIG_A
 from support.paths import EXAMPLES_DIR
 
 from warmgate.buckets import EngineShapeConfig, plan_buckets, prove_coverage
@@ -120,9 +121,7 @@ def test_bucket_file_reads_back_covered(capsys: pytest.CaptureFixture[str], tmp_
     assert main(["plan", *ENGINE_A, "-k", "2", "--bucket-file", str(target)]) == 0
     capsys.readouterr()
     cfg = EngineShapeConfig(
-        max_num_seqs=64,
-        max_model_len=4096,
-        max_num_batched_tokens=2048,
+        **CONFIG_A,
         num_gpu_blocks=8192,
         num_speculative_tokens=2,
         speculative_method="ngram",

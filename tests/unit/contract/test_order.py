@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from runner_harness import make_plan
+from support.engines import CONFIG_A
 
 from warmgate.buckets import EngineShapeConfig, plan_buckets
 from warmgate.contract.engine import LOGGING_ENV
@@ -119,13 +120,7 @@ def test_digest_is_sha256_of_compact_sorted_json() -> None:
 
 
 def test_digest_matches_warmgate_buckets_lists_and_doc_counts() -> None:
-    config = EngineShapeConfig(
-        max_num_seqs=64,
-        max_model_len=4096,
-        max_num_batched_tokens=2048,
-        num_gpu_blocks=8192,
-        num_speculative_tokens=1,
-    )
+    config = EngineShapeConfig(**CONFIG_A, num_gpu_blocks=8192, num_speculative_tokens=1)
     plan = plan_buckets(config)
     assert (len(plan.prompt_buckets), len(plan.decode_buckets)) == (63, 105)  # §6 config A
     assert bucket_digest(plan.decode_buckets) == bucket_digest(sorted(plan.decode_buckets))

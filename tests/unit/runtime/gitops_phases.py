@@ -26,14 +26,12 @@ if __name__ == "__main__":  # run as a script: the tests' import paths
 
 import yaml
 from support.examples import example_doc
-from support.kube_objects import rolled_out_status
-from sync_world import NAME, NS, T0, UID, World, verified
+from sync_world import NAME, NEW_PLAN, NS, T0, UID, World, verified
 
 from warmgate.api.crd import open_api_schema
 
 # An engine limit the planner refuses (a bucket plan with no prompt room): Stalled PlanFailed.
 UNPLANNABLE = {"buckets": {"seeds": {"prompt": [[1, 128, 0]], "decode": [[16, 1, 8]]}}}
-NEW_PLAN = {"speculative": {"method": "ngram", "numSpeculativeTokens": 3}}
 
 
 def stored(world: World) -> dict[str, Any]:
@@ -135,18 +133,7 @@ def stalled_generation_bumped() -> World:
 def rollout_stalled() -> World:
     """Serving past the Deployment's progress deadline."""
     world = starting()
-    deployment = world.deployment()
-    deployment["status"] = {
-        **rolled_out_status(deployment["metadata"]["generation"], ready=0, updated=1),
-        "conditions": [
-            {
-                "type": "Progressing",
-                "status": "False",
-                "reason": "ProgressDeadlineExceeded",
-                "message": f'ReplicaSet "{NAME}-serving-1" has timed out progressing.',
-            }
-        ],
-    }
+    world.rollout_past_deadline()
     world.sync()
     return world
 

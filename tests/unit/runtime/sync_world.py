@@ -33,6 +33,7 @@ from warmgate.settings import Settings
 NS, NAME, UID = "llm", "served", "6f1c2d3e-0000-4000-8000-0000000000aa"
 LOG = logging.getLogger("test_sync")
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+NEW_PLAN = {"speculative": {"method": "ngram", "numSpeculativeTokens": 3}}  # k 2 -> 3
 
 
 class World:
@@ -158,15 +159,46 @@ class World:
     def key(self) -> str:
         return str(self.job()["metadata"]["annotations"]["warmgate.dev/cache-key"])
 
-    def verify(self) -> None:
-        """The warmup Pod's runner verified the plan and the Job succeeded; one sync."""
+    def succeed(self) -> None:
+        """The warmup Pod's runner verified the plan and the Job succeeded (no sync yet)."""
         job = self.job()
         meta, template = job["metadata"], job["spec"]["template"]
         pod = warmup_pod(NS, meta["name"], meta["uid"], template=template)
         pod["status"] = terminated_status(runner_summary("verified", self.key()), True)
         self.cluster.put(pod)
         self.cluster.get("Job", NS, job["metadata"]["name"])["status"] = job_status(True)
+
+    def verify(self) -> None:
+        """The warmup Pod's runner verified the plan and the Job succeeded; one sync."""
+        self.succeed()
         self.sync()
+
+    def deployment_deleted_while_a_new_plan_warms(self) -> dict[str, Any]:
+        """Serving; the spec asks for NEW_PLAN, whose warmup starts; the Deployment is deleted
+        and the next sync runs. Returns the Deployment served before."""
+        serving(self)
+        served = self.deployment()
+        self.edit(**NEW_PLAN)
+        self.sync()
+        del self.cluster.objects[("Deployment", NS, f"{NAME}-serving")]
+        self.sync()
+        return served
+
+    def rollout_past_deadline(self) -> None:
+        """The Deployment controller gave up on the rollout: none ready, one updated, and
+        Progressing False for ProgressDeadlineExceeded (no sync yet)."""
+        deployment = self.deployment()
+        deployment["status"] = {
+            **rolled_out_status(deployment["metadata"]["generation"], ready=0, updated=1),
+            "conditions": [
+                {
+                    "type": "Progressing",
+                    "status": "False",
+                    "reason": "ProgressDeadlineExceeded",
+                    "message": f'ReplicaSet "{NAME}-serving-1" has timed out progressing.',
+                }
+            ],
+        }
 
     def serve(self, name: str = "served-a") -> dict[str, Any]:
         """One serving Pod ``name``, Running with an IP, of a ReplicaSet the Deployment controls;
@@ -184,3 +216,18 @@ def verified(world: World, kv_blocks: int = 4321) -> None:
     world.sync()
     world.finish("verified", ok=True, kv_blocks=kv_blocks)
     world.sync()
+
+
+def serving(world: World) -> World:
+    """A verified plan whose rollout completed: Ready for generation 1."""
+    verified(world)
+    world.roll()
+    world.sync()
+    assert world.conditions()["Ready"] == ("True", "ReplicasReady")
+    return world
+
+
+def mounted_configmaps(owner: dict[str, Any]) -> list[str]:
+    """The ConfigMaps the Pod template of ``owner`` (a Job or a Deployment) mounts."""
+    volumes = owner["spec"]["template"]["spec"]["volumes"]
+    return [v["configMap"]["name"] for v in volumes if "configMap" in v]

@@ -18,11 +18,6 @@ from warmgate.reconcile.planning.evaluate import evaluate
 from warmgate.reconcile.planning.proven_plan import total_buckets
 
 
-@pytest.fixture
-def world() -> World:
-    return World()
-
-
 def test_a_proven_plan_creates_its_warmup_children_once(world: World) -> None:
     first = world.sync()
     kinds = sorted(kind for _, kind, _ in world.cluster.writes)

@@ -13,25 +13,10 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from sync_world import LOG, NAME, NS, World, verified
+from sync_world import LOG, NAME, NEW_PLAN, NS, World, serving
 
 from warmgate.runtime.sync import refuse_namespace, refused_namespace
 from warmgate.settings import Settings, SettingsError
-
-NEW_PLAN = {"speculative": {"method": "ngram", "numSpeculativeTokens": 3}}
-
-
-@pytest.fixture
-def world() -> World:
-    return World()
-
-
-def serving(world: World) -> World:
-    verified(world)
-    world.roll()
-    world.sync()
-    assert world.conditions()["Ready"] == ("True", "ReplicasReady")
-    return world
 
 
 def record(world: World) -> dict[str, Any]:
@@ -109,12 +94,7 @@ def test_an_edited_record_of_the_verified_plan_is_written_again(world: World) ->
 
 def test_an_untouched_record_still_restores_the_served_plan(world: World) -> None:
     """The binding keeps issue 23 item 6: the operator's own record restores the Deployment."""
-    serving(world)
-    served = world.deployment()
-    world.edit(**NEW_PLAN)
-    world.sync()
-    del world.cluster.objects[("Deployment", NS, f"{NAME}-serving")]
-    world.sync()
+    served = world.deployment_deleted_while_a_new_plan_warms()
     assert world.deployment()["spec"]["template"] == served["spec"]["template"]
     assert "RecordNotVerified" not in world.events.reasons()
 

@@ -10,14 +10,12 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from support.kube_objects import rolled_out_status
-from sync_world import LOG, NAME, NS, World, verified
+from sync_world import LOG, NAME, NEW_PLAN, NS, World, mounted_configmaps, serving, verified
 
 from warmgate.api.constants import ANNOTATION_REWARM
 from warmgate.kube.cluster import ClusterError
 from warmgate.runtime.sync import keep_serving
 
-NEW_PLAN = {"speculative": {"method": "ngram", "numSpeculativeTokens": 3}}
 UNSCHEDULABLE = {
     "phase": "Pending",
     "conditions": [
@@ -29,20 +27,6 @@ UNSCHEDULABLE = {
         }
     ],
 }
-
-
-@pytest.fixture
-def world() -> World:
-    return World()
-
-
-def serving(world: World) -> World:
-    """A verified plan whose rollout completed: Ready for generation 1."""
-    verified(world)
-    world.roll()
-    world.sync()
-    assert world.conditions()["Ready"] == ("True", "ReplicasReady")
-    return world
 
 
 def test_ready_stays_on_the_old_generation_until_the_new_plan_is_rolled_out(world: World) -> None:
@@ -77,18 +61,7 @@ def test_ready_stays_on_the_old_generation_until_the_new_plan_is_rolled_out(worl
 
 def test_a_rollout_past_its_progress_deadline_stalls(world: World) -> None:
     verified(world)
-    deployment = world.deployment()
-    deployment["status"] = {
-        **rolled_out_status(deployment["metadata"]["generation"], ready=0, updated=1),
-        "conditions": [
-            {
-                "type": "Progressing",
-                "status": "False",
-                "reason": "ProgressDeadlineExceeded",
-                "message": 'ReplicaSet "served-serving-1" has timed out progressing.',
-            }
-        ],
-    }
+    world.rollout_past_deadline()
     world.sync()
     assert world.conditions()["Ready"] == ("False", "ProgressDeadlineExceeded")
     assert world.conditions()["Stalled"] == ("True", "ProgressDeadlineExceeded")
@@ -430,12 +403,7 @@ def test_a_lost_verdict_warms_again(world: World) -> None:
 def test_a_deleted_plan_configmap_comes_back_while_serving(world: World) -> None:
     """Issue 23 item 5: new serving Pods would wait for the seed file forever."""
     serving(world)
-    deployment = world.deployment()
-    mounted = [
-        v["configMap"]["name"]
-        for v in deployment["spec"]["template"]["spec"]["volumes"]
-        if "configMap" in v
-    ]
+    mounted = mounted_configmaps(world.deployment())
     for name in mounted:
         del world.cluster.objects[("ConfigMap", NS, name)]
     world.sync()
@@ -449,12 +417,7 @@ def test_a_seed_configmap_made_again_by_someone_else_is_reported_not_mounted(
     its controller, while a new plan warms: the Deployment deleted meanwhile is not restored
     to mount it, and the status names it."""
     serving(world)
-    deployment = world.deployment()
-    (seed,) = [
-        v["configMap"]["name"]
-        for v in deployment["spec"]["template"]["spec"]["volumes"]
-        if "configMap" in v
-    ]
+    (seed,) = mounted_configmaps(world.deployment())
     mine = world.cluster.get("ConfigMap", NS, seed)
     impostor = {**mine, "metadata": {**mine["metadata"], "ownerReferences": []}}
     impostor["metadata"].pop("uid")
@@ -474,12 +437,7 @@ def test_a_seed_configmap_made_again_by_someone_else_is_reported_not_mounted(
 def test_a_deleted_warmup_configmap_comes_back_while_its_job_runs(world: World) -> None:
     world.sync()
     world.sync()
-    job = world.job()
-    names = [
-        v["configMap"]["name"]
-        for v in job["spec"]["template"]["spec"]["volumes"]
-        if "configMap" in v
-    ]
+    names = mounted_configmaps(world.job())
     for name in names:
         del world.cluster.objects[("ConfigMap", NS, name)]
     world.sync()
@@ -490,12 +448,7 @@ def test_a_deployment_deleted_while_a_new_plan_warms_serves_the_old_plan_again(
     world: World,
 ) -> None:
     """Issue 23 item 6: the last verified plan keeps serving until the new one is verified."""
-    serving(world)
-    served = world.deployment()
-    world.edit(**NEW_PLAN)
-    world.sync()
-    del world.cluster.objects[("Deployment", NS, f"{NAME}-serving")]
-    world.sync()
+    served = world.deployment_deleted_while_a_new_plan_warms()
     back = world.deployment()
     assert back["spec"]["template"] == served["spec"]["template"]
     assert "Restored" in world.events.reasons()

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from support.engines import CONFIG_A
 from support.examples import example_sdd
 from support.kube_objects import (
     job_status,
@@ -138,13 +139,7 @@ def test_shapes_map_back_to_buckets() -> None:
 
 
 def test_the_proposal_is_proven_by_replanning() -> None:
-    config = EngineShapeConfig(
-        max_num_seqs=64,
-        max_model_len=4096,
-        max_num_batched_tokens=2048,
-        num_gpu_blocks=8192,
-        num_speculative_tokens=2,
-    )
+    config = EngineShapeConfig(**CONFIG_A, num_gpu_blocks=8192, num_speculative_tokens=2)
     plan = plan_buckets(config)
     assert (3, 1, 40) not in plan.decode_buckets
     seeds, text = propose(plan, ["('decode', 3, 1, 40)", "('decode', 24, 1, 768)"])
@@ -208,13 +203,7 @@ def test_the_proposal_is_planned_again_only_when_the_remembered_shapes_change(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     plan = plan_buckets(
-        EngineShapeConfig(
-            max_num_seqs=64,
-            max_model_len=4096,
-            max_num_batched_tokens=2048,
-            num_gpu_blocks=8192,
-            num_speculative_tokens=2,
-        )
+        EngineShapeConfig(**CONFIG_A, num_gpu_blocks=8192, num_speculative_tokens=2)
     )
     plannings: list[int] = []
 
@@ -293,12 +282,7 @@ def test_a_finished_warmups_progress_leaves_the_stored_status(world: World) -> N
     world.endpoints.docs[pod] = _doc(world.key(), (3, 34), (0, 189), 120.0)
     stored = _merge(_stored(world.sdd.status), world.sync().status_patch)
     assert stored["warmup"]["progress"]["warmedBuckets"] == 3
-    job = world.job()
-    meta, template = job["metadata"], job["spec"]["template"]
-    done = warmup_pod(NS, meta["name"], meta["uid"], template=template)
-    done["status"] = terminated_status(runner_summary("verified", world.key()), True)
-    world.cluster.put(done)
-    world.cluster.get("Job", NS, job["metadata"]["name"])["status"] = job_status(True)
+    world.succeed()
     patch = world.sync().status_patch
     assert patch["warmup"]["progress"] is None
     stored = _merge(stored, patch)

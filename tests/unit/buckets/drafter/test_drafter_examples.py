@@ -6,6 +6,7 @@ import json
 
 import pytest
 from drafter_sim import EngineCalls
+from support.engines import CONFIG_A
 
 from warmgate.buckets import EngineShapeConfig, plan_buckets, prove_coverage
 from warmgate.buckets.drafter.graphs import DrafterModelError, prove_drafter
@@ -15,13 +16,7 @@ ISSUE = EngineShapeConfig(
     max_num_seqs=8, max_model_len=4096, max_num_batched_tokens=2048, num_speculative_tokens=3
 )
 # The reference doc's config A with k=3.
-CONFIG_A = EngineShapeConfig(
-    max_num_seqs=64,
-    max_model_len=4096,
-    max_num_batched_tokens=2048,
-    num_gpu_blocks=8192,
-    num_speculative_tokens=3,
-)
+CONFIG_A_K3 = EngineShapeConfig(**CONFIG_A, num_gpu_blocks=8192, num_speculative_tokens=3)
 
 
 def test_issue_example_three_requests_of_300_tokens() -> None:
@@ -56,7 +51,7 @@ def test_acceptance_moves_the_follow_up_bucket() -> None:
     At 3000 tokens calls 2..3 never leave block 24 (3000 + 3 + 3 < 3072): X = 192 -> (8, 1, 192).
     At 3071 tokens call 2 crosses into block 25 for every request: X = 200 -> (8, 1, 256).
     """
-    plan = plan_buckets(CONFIG_A)
+    plan = plan_buckets(CONFIG_A_K3)
     calls = EngineCalls(plan)
     assert calls.decode([(3000, 3, 3)] * 8) == [
         ("decode-first", ("decode", (32, 1, 768))),
@@ -71,7 +66,7 @@ def test_acceptance_moves_the_follow_up_bucket() -> None:
 def test_config_a_counts_and_what_warmup_compiles() -> None:
     """Config A, k=3: the prompt warmup compiles the drafter's prompt shapes and two batch-1
     follow-ups, (1, 1, 1) and (1, 1, 32); its decode buckets never run the drafter."""
-    report = prove_drafter(plan_buckets(CONFIG_A), "eagle")
+    report = prove_drafter(plan_buckets(CONFIG_A_K3), "eagle")
     assert sorted(key for key in report.warmup if key[0] == "decode") == [
         ("decode", (1, 1, 1)),
         ("decode", (1, 1, 32)),
@@ -87,19 +82,20 @@ def test_config_a_counts_and_what_warmup_compiles() -> None:
 
 def test_k1_has_no_follow_up_calls() -> None:
     """With k=1 propose() returns after call 1 (hpu_eagle.py:59-61)."""
-    cfg = CONFIG_A.model_copy(update={"num_speculative_tokens": 1})
+    cfg = CONFIG_A_K3.model_copy(update={"num_speculative_tokens": 1})
     report = prove_drafter(plan_buckets(cfg), "mtp")
     assert report.count("decode-next") == report.count("prompt-next") == 0
     assert report.count("decode-first") > 0
 
 
 def test_methods_without_drafter_graphs() -> None:
-    plan = plan_buckets(CONFIG_A)
+    plan = plan_buckets(CONFIG_A_K3)
     ngram = prove_drafter(plan, "ngram")
     assert (ngram.shapes, ngram.has_drafter) == ((), False)
     assert "CPU" in ngram.note
-    no_spec = prove_drafter(plan_buckets(CONFIG_A.model_copy(update={"num_speculative_tokens": 0})),
-                            "eagle")  # fmt: skip
+    no_spec = prove_drafter(
+        plan_buckets(CONFIG_A_K3.model_copy(update={"num_speculative_tokens": 0})), "eagle"
+    )
     assert no_spec.shapes == ()
 
 

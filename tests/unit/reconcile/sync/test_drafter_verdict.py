@@ -18,6 +18,20 @@ from warmgate.resources import cache_key
 
 KEY = "gaudi2-tp1-" + "b" * 40
 TEMPLATE: dict[str, Any] = {"spec": {"containers": [{"name": "warmup", "image": "vllm:t"}]}}
+CODES = {"verified": 0, "unwarmed_shapes": 3, "drafter_unverified": 11, "cpu_engine": 12}
+CPU_ENGINE = {"kind": "cpu", "vllm": "0.32.0"}
+
+
+def summary_v7(outcome: str, drafter: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """The runner's version-7 summary for KEY: ``outcome``, its code, ``drafter``'s counts."""
+    return {
+        "v": 7,
+        "outcome": outcome,
+        "code": CODES[outcome],
+        "key": KEY,
+        **extra,
+        "drafter": drafter,
+    }
 
 
 def ended(summary: dict[str, Any], *, ok: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -83,14 +97,9 @@ CAUSES = [
 def test_a_drafter_unverified_run_is_not_warmed_and_names_what_is_missing(
     cause: str, detail: str, named: str
 ) -> None:
-    summary = {
-        "v": 7,
-        "outcome": "drafter_unverified",
-        "code": 11,
-        "reason": "drafter: not verified: ...",
-        "key": KEY,
-        "drafter": blind(cause, detail),
-    }
+    summary = summary_v7(
+        "drafter_unverified", blind(cause, detail), reason="drafter: not verified: ..."
+    )
     state = evaluate_warmup(*ended(summary, ok=False), KEY)
     assert (state.verdict.status, state.verdict.reason) == ("False", "DrafterUnverified")
     assert state.verdict.message == (
@@ -114,14 +123,11 @@ def test_a_verified_summary_without_drafter_evidence_is_not_warmed_either() -> N
 
 
 def test_best_effort_is_warmed_with_the_message_and_the_counts() -> None:
-    summary = {
-        "v": 7,
-        "outcome": "verified",
-        "code": 0,
-        "key": KEY,
-        "kv_blocks": 9,
-        "drafter": blind("metric-unreadable", "graph_compilation metric failed: RuntimeError: x"),
-    }
+    summary = summary_v7(
+        "verified",
+        blind("metric-unreadable", "graph_compilation metric failed: RuntimeError: x"),
+        kv_blocks=9,
+    )
     state = evaluate_warmup(*ended(summary, ok=True), KEY, WarmupSeen(drafter_required=False))
     assert (state.verdict.status, state.verdict.reason) == ("True", "WarmupSucceeded")
     assert (
@@ -139,7 +145,7 @@ def test_best_effort_is_warmed_with_the_message_and_the_counts() -> None:
 
 def test_a_verified_drafter_counts_nothing_unverified() -> None:
     drafter = {"hook": "attached", "verified": True, "expected": 77, "driven": 77}
-    summary = {"v": 7, "outcome": "verified", "code": 0, "key": KEY, "drafter": drafter}
+    summary = summary_v7("verified", drafter)
     state = evaluate_warmup(*ended(summary, ok=True), KEY)
     assert (state.verdict.status, state.summary.drafter_unverified) == ("True", 0)
 
@@ -157,15 +163,7 @@ def test_shapes_never_reached_fail_the_warmup_and_are_counted() -> None:
         "cause": "shapes-missing",
     }
     graph = "Drafter graph ('decode', 8, 1, 8) planned for the sweep never ran in it"
-    summary = {
-        "v": 7,
-        "outcome": "unwarmed_shapes",
-        "code": 3,
-        "reason": graph,
-        "key": KEY,
-        "unwarmed": [graph],
-        "drafter": drafter,
-    }
+    summary = summary_v7("unwarmed_shapes", drafter, reason=graph, unwarmed=[graph])
     state = evaluate_warmup(*ended(summary, ok=False), KEY)
     assert (state.verdict.status, state.verdict.reason) == ("False", "WarmupFailed")
     assert graph in state.verdict.message
@@ -178,14 +176,11 @@ def test_shapes_never_reached_fail_the_warmup_and_are_counted() -> None:
 def test_a_cpu_engine_counts_every_planned_drafter_shape_as_unverified() -> None:
     """acceptCPUEngine is the explicit opt-out of every Gaudi graph's verification: Required
     does not turn a CPU engine's run into a failure; it says the drafter was not verified."""
-    summary = {
-        "v": 7,
-        "outcome": "cpu_engine",
-        "code": 12,
-        "key": KEY,
-        "engine": {"kind": "cpu", "vllm": "0.32.0"},
-        "drafter": blind("hook-not-attached", "vllm_gaudi is not installed in this engine"),
-    }
+    summary = summary_v7(
+        "cpu_engine",
+        blind("hook-not-attached", "vllm_gaudi is not installed in this engine"),
+        engine=CPU_ENGINE,
+    )
     state = evaluate_warmup(*ended(summary, ok=True), KEY, WarmupSeen(accept_cpu=True))
     assert (state.verdict.status, state.verdict.reason) == ("True", "CPUEngine")
     assert "drafter: 77 planned drafter shapes not verified" in state.verdict.message
@@ -248,14 +243,7 @@ def _incomplete() -> dict[str, object]:
 
 
 def test_a_direct_warmup_set_not_covered_is_not_warmed_naming_the_count() -> None:
-    summary = {
-        "v": 7,
-        "outcome": "drafter_unverified",
-        "code": 11,
-        "reason": "drafter: ...",
-        "key": KEY,
-        "drafter": _incomplete(),
-    }
+    summary = summary_v7("drafter_unverified", _incomplete(), reason="drafter: ...")
     state = evaluate_warmup(*ended(summary, ok=False), KEY)
     assert (state.verdict.status, state.verdict.reason) == ("False", "DrafterUnverified")
     assert (
@@ -267,14 +255,7 @@ def test_a_direct_warmup_set_not_covered_is_not_warmed_naming_the_count() -> Non
 
 
 def test_best_effort_with_the_direct_warmup_set_not_covered_is_warmed_with_the_counts() -> None:
-    summary = {
-        "v": 7,
-        "outcome": "verified",
-        "code": 0,
-        "key": KEY,
-        "kv_blocks": 9,
-        "drafter": _incomplete(),
-    }
+    summary = summary_v7("verified", _incomplete(), kv_blocks=9)
     state = evaluate_warmup(*ended(summary, ok=True), KEY, WarmupSeen(drafter_required=False))
     assert (state.verdict.status, state.verdict.reason) == ("True", "WarmupSucceeded")
     assert (
@@ -289,14 +270,7 @@ def test_a_cpu_engine_counts_the_direct_warmup_set_too() -> None:
     """With a direct warmup in the plan, every planned shape (the sweep's and the direct set's,
     ``drafter.planned``) is what a CPU engine leaves unverified."""
     drafter = {**blind("hook-not-attached", "vllm_gaudi is not installed"), "planned": 181}
-    summary = {
-        "v": 7,
-        "outcome": "cpu_engine",
-        "code": 12,
-        "key": KEY,
-        "engine": {"kind": "cpu", "vllm": "0.32.0"},
-        "drafter": drafter,
-    }
+    summary = summary_v7("cpu_engine", drafter, engine=CPU_ENGINE)
     state = evaluate_warmup(*ended(summary, ok=True), KEY, WarmupSeen(accept_cpu=True))
     assert (state.verdict.status, state.verdict.reason) == ("True", "CPUEngine")
     assert "drafter: 181 planned drafter shapes not verified" in state.verdict.message
