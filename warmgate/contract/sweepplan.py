@@ -1,8 +1,10 @@
 """The plan's drafter fields: the sweep document (``warmgate-drafter-sweep/1``) and the hook flag.
 
-The operator writes ``drafter_sweep`` with ``warmgate.buckets.drafter.sweep.DrafterSweep.to_dict()``
-and ``drafter_hook`` next to it (docs/runner.md, "Drafter sweep and compile hook"). Like every plan
-field, an unknown key, another ``format`` or a wrong type is refused with its path.
+One type per document on both sides: the planner builds `SweepSpec` (``plan_sweep`` in
+``warmgate.buckets.drafter.sweep``), plan.json carries its ``to_json()`` as ``drafter_sweep`` with
+``drafter_hook`` next to it (docs/runner.md, "Drafter sweep and compile hook"), and the runner
+reads them back with `parse_sweep` and `parse_hook`, the only readers. Like every plan field, an
+unknown key, another ``format`` or a wrong type is refused with its path.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from warmgate.contract.schema import Fields, PlanError
+from warmgate.contract.schema import Fields
 
 SWEEP_FORMAT = "warmgate-drafter-sweep/1"
 PHASES = ("decode", "prompt")
@@ -51,7 +53,8 @@ class SweepStepSpec:
 
 @dataclass(frozen=True)
 class SweepSpec:
-    """The sweep the operator planned (``plan_sweep``) and what it leaves undriven."""
+    """The sweep the operator planned (``plan_sweep``) and what it leaves undriven; ``seconds``
+    and each step's are the planner's estimates rounded to 0.1 s, as the document writes them."""
 
     method: str
     k: int
@@ -121,17 +124,6 @@ def parse_hook(f: Fields) -> HookSpec:
     if spec.required and not spec.enabled:
         f.error("required: the hook cannot be required while enabled is false")
     f.finish()
-    return spec
-
-
-def read_sweep(doc: dict[str, Any]) -> SweepSpec:
-    """A sweep document as the runner reads it, for the operator: the planner writes the format
-    (`buckets.drafter.sweep.DrafterSweep.to_dict`), the runner's reader is the only one, so the
-    plan carries only what the runner accepts. Raises PlanError naming every problem."""
-    errors: list[str] = []
-    spec = parse_sweep(Fields(doc, "drafter_sweep", errors), None)
-    if errors or spec is None:
-        raise PlanError(errors or ["drafter_sweep: required"])
     return spec
 
 
