@@ -17,7 +17,7 @@ from warmgate.contract.sweepplan import (
     Graph,
     HookSpec,
     SweepSpec,
-    graph,
+    graphs,
     parse_hook,
     parse_sweep,
 )
@@ -445,16 +445,12 @@ def _buckets(f: Fields) -> BucketSpec:
         if sub.present:
             expected[name] = _expectation(sub)
     expected_fields.finish()
-    known = f.value("known_unwarmable", [])
-    if not isinstance(known, list):
-        f.error(f"known_unwarmable: expected a list, got {known!r}")
-        known = []
-    graphs = [graph(f, "known_unwarmable", v) for v in known]
+    known = graphs(f, "known_unwarmable")
     result = BucketSpec(
         seed_file_text=f.text("seed_file_text"),
         expected=expected,
         abort_on_mismatch=f.boolean("abort_on_mismatch", True),
-        known_unwarmable=tuple(g for g in graphs if g is not None),
+        known_unwarmable=known,
     )
     f.finish()
     return result

@@ -205,6 +205,20 @@ class Fields:
         self._bad(key, "an object or null", value)
         return None
 
+    def any_list(self, key: str) -> list[Any]:
+        """A list whose entries the caller checks itself; absent: empty."""
+        value = self._get(key, [])
+        if isinstance(value, list):
+            return value
+        self._bad(key, "a list", value)
+        return []
+
+    def format(self, expected: str) -> None:
+        """The document's ``format``, which must be the one this reader reads."""
+        fmt = self.text("format")
+        if fmt != expected:
+            self.error(f"format: this runner reads {expected!r}, the plan says {fmt!r}")
+
     def value(self, key: str, default: Any = _MISSING) -> Any:
         """The value as decoded, for a caller that checks it itself (``error`` reports)."""
         return self._get(key, default)

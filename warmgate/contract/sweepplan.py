@@ -131,15 +131,13 @@ def parse_sweep(f: Fields, max_model_len: int | None) -> SweepSpec | None:
     """The ``drafter_sweep`` document, or None when the plan has none."""
     if not f.present:
         return None
-    fmt = f.text("format")
-    if fmt != SWEEP_FORMAT:
-        f.error(f"format: this runner reads {SWEEP_FORMAT!r}, the plan says {fmt!r}")
+    f.format(SWEEP_FORMAT)
     request = f.obj("request")
     temperature = request.number("temperature", 0.0, lo=0.0)
     ignore_eos = request.boolean("ignore_eos", True)
     request.choice("token_pattern", ("varied",), "varied")
     request.finish()
-    assumptions = _list(f, "assumptions")
+    assumptions = f.any_list("assumptions")
     for text in assumptions:
         if not isinstance(text, str):
             f.error(f"assumptions: expected strings, got {text!r}")
@@ -164,17 +162,9 @@ def parse_sweep(f: Fields, max_model_len: int | None) -> SweepSpec | None:
     return spec
 
 
-def _list(f: Fields, key: str) -> list[Any]:
-    value = f.value(key, [])
-    if not isinstance(value, list):
-        f.error(f"{key}: expected a list, got {value!r}")
-        return []
-    return value
-
-
 def _pair(f: Fields, key: str) -> tuple[float, float]:
     """Two numbers, kept as written (an int stays an int: the plan's text round-trips)."""
-    value = _list(f, key)
+    value = f.any_list(key)
     ok = len(value) == 2 and all(
         isinstance(v, (int, float)) and not isinstance(v, bool) for v in value
     )
@@ -200,14 +190,20 @@ def graph(f: Fields, where: str, value: object) -> Graph | None:
     return None
 
 
+def graphs(f: Fields, key: str) -> tuple[Graph, ...]:
+    """The list ``key`` of graphs (absent: none), each problem reported."""
+    found = [graph(f, key, value) for value in f.any_list(key)]
+    return tuple(g for g in found if g is not None)
+
+
 def _step(f: Fields, max_model_len: int | None) -> SweepStepSpec:
-    expected = [graph(f, "expected", v) for v in _list(f, "expected")]
+    expected = graphs(f, "expected")
     step = SweepStepSpec(
         name=f.text("name"),
         concurrency=f.integer("concurrency", lo=1, hi=1024),
         prompt_tokens=f.integer("prompt_tokens", lo=1),
         max_tokens=f.integer("max_tokens", lo=1),
-        expected=tuple(g for g in expected if g is not None),
+        expected=expected,
         new=f.integer("new", lo=0),
         decode_s_range=_pair(f, "decode_s_range"),
         engine_steps=_pair(f, "engine_steps"),
