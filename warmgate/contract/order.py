@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from warmgate.contract.drafterwarm import DrafterWarmupSpec, parse_drafter_warmup
-from warmgate.contract.schema import Fields, PlanError
+from warmgate.contract.schema import Fields, PlanError, fields_json
 from warmgate.contract.shardspec import SHARD, ShardSpec, parse_shard
 from warmgate.contract.sweepplan import (
     Graph,
@@ -205,13 +205,7 @@ class ProbeStep:
     token_pattern: str
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "concurrency": self.concurrency,
-            "prompt_tokens": self.prompt_tokens,
-            "max_tokens": self.max_tokens,
-            "token_pattern": self.token_pattern,
-        }
+        return fields_json(self)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ number within what a status field can hold (issue 34)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from typing import Any, Final
@@ -264,3 +265,15 @@ def text(value: object, chars: int | None = None) -> str | None:
 def texts(value: object, chars: int | None = None) -> tuple[str, ...]:
     """A list's entries as text (each cut to ``chars``), or none for anything but a list."""
     return tuple(str(v)[:chars] for v in value) if isinstance(value, list) else ()
+
+
+def fields_json(doc: Any) -> dict[str, Any]:
+    """A document whose JSON keys are its dataclass fields, in their order: its JSON form, each
+    tuple as a list at every depth (e.g. a sweep step's ``expected`` graphs)."""
+    return {f.name: _plain(getattr(doc, f.name)) for f in dataclasses.fields(doc)}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    return value

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from warmgate.contract.schema import Fields
+from warmgate.contract.schema import Fields, fields_json
 
 SWEEP_FORMAT = "warmgate-drafter-sweep/1"
 PHASES = ("decode", "prompt")
@@ -38,17 +38,7 @@ class SweepStepSpec:
     seconds: tuple[float, float] = (0, 0)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "concurrency": self.concurrency,
-            "prompt_tokens": self.prompt_tokens,
-            "max_tokens": self.max_tokens,
-            "expected": [list(g) for g in self.expected],
-            "new": self.new,
-            "decode_s_range": list(self.decode_s_range),
-            "engine_steps": list(self.engine_steps),
-            "seconds": list(self.seconds),
-        }
+        return fields_json(self)
 
 
 @dataclass(frozen=True)
