@@ -4,9 +4,8 @@ Run: .venv/bin/python benchmarks/bench_children.py [--repeat 200]
 For each example manifest: `PlanningResult.to_run` (the plan bundle, with the drafter sweep as
 the runner reads it, read once per planning result) and `desired_children` (the warmup order,
 plan.json's text, the Job, the serving Deployment), each the mean over ``--repeat`` calls on one
-warm planning result, as every sync of every object sharing that result makes them; beside
-them, what reading the sweep back costs (`read_sweep` of the planner's document), which every
-sync paid before it was kept with the result. Prints figures only.
+warm planning result, as every sync of every object sharing that result makes them. The planner
+builds the sweep in the runner's own type, so nothing is read back. Prints figures only.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ from functools import partial
 from common import REPO
 
 from warmgate.api import load_manifest
-from warmgate.contract.sweepplan import read_sweep
 from warmgate.reconcile.planning.evaluate import evaluate
 from warmgate.resources import desired_children
 from warmgate.settings import Settings
@@ -37,7 +35,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=200)
     args = parser.parse_args()
     settings = Settings(operator_image="warmgate:bench")
-    head = f"{'example':34} {'sweep steps':>11} {'sweep read':>10} {'to_run':>9} {'children':>9}"
+    head = f"{'example':34} {'sweep steps':>11} {'to_run':>9} {'children':>9}"
     print(head + "  (ms)")
     for path in sorted((REPO / "examples").glob("*.yaml")):
         sdd = load_manifest(path)
@@ -49,11 +47,9 @@ def main() -> None:
             print(f"{path.stem:34} (nothing may warm)")
             continue
         steps = len(bundle.drafter_sweep.steps) if bundle.drafter_sweep else 0
-        document = result.evaluation.drafter.document() if result.evaluation else None
-        read = mean_ms(partial(read_sweep, document), args.repeat) if document else 0.0
         to_run = mean_ms(partial(result.to_run, kv_blocks=None), args.repeat)
         children = mean_ms(partial(desired_children, sdd, bundle, settings), args.repeat)
-        print(f"{path.stem:34} {steps:>11} {read:>10.3f} {to_run:>9.3f} {children:>9.3f}")
+        print(f"{path.stem:34} {steps:>11} {to_run:>9.3f} {children:>9.3f}")
 
 
 if __name__ == "__main__":

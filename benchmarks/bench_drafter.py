@@ -76,7 +76,7 @@ def doc_configs() -> None:
             low, high = sweep.seconds
             print(
                 f"{name:<6}{k:>2}{len(report.shapes):>8}{len(report.unwarmed):>10}{prove_s:>9.3f}"
-                f"{len(sweep.driven):>8}{len(sweep.steps):>7}{sweep_s:>9.2f}"
+                f"{sweep.spec.driven:>8}{len(sweep.spec.steps):>7}{sweep_s:>9.2f}"
                 f"{f'{low:.0f}-{high:.0f} s':>16}"
             )
 

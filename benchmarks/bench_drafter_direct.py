@@ -64,12 +64,13 @@ def main() -> None:
         )
         print(
             f"    direct warmup {format_span(low, high)}; the whole sweep it replaces "
-            f"{len(full.driven)} shapes in {len(full.steps)} steps {format_span(f_low, f_high)} "
+            f"{full.spec.driven} shapes in {len(full.spec.steps)} steps "
+            f"{format_span(f_low, f_high)} "
             f"(budget {budget:.0f} s); direct / sweep high {ratio}, low {ratio_low}"
         )
         print(
             f"    the sweep's sample the plan keeps: {drafter.swept} shapes in "
-            f"{len(drafter.sweep.steps) if drafter.sweep else 0} steps "
+            f"{len(drafter.sweep.spec.steps) if drafter.sweep else 0} steps "
             f"{format_span(s_low, s_high)}; serving start-up added (recipe-cache hits) "
             f"{format_span(serve_low, serve_high)}"
         )

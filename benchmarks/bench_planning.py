@@ -78,7 +78,7 @@ def fingerprint(result: PlanningResult) -> str:
                 "method": drafter.method,
                 "error": drafter.error,
                 "report": None if drafter.report is None else drafter.report.to_dict(),
-                "sweep": None if drafter.sweep is None else drafter.sweep.to_dict(),
+                "sweep": None if drafter.sweep is None else drafter.sweep.spec.to_json(),
                 "status": drafter.status_line(),
             },
             "cost": repr(evaluation.cost(evaluation.effective)),

@@ -22,7 +22,8 @@ import sys
 import time
 from pathlib import Path
 
-from warmgate.warmup.serve.watch import Watch, fresh_state
+from warmgate.warmup.serve.tally import ServeTally
+from warmgate.warmup.serve.watch import Watch
 
 REPO = Path(__file__).resolve().parents[1]
 RECORD = "(EngineCore pid=100) INFO 11-30 10:00:00 [core.py:100] Added request cmpl-{i} " + "x" * 80
@@ -85,7 +86,7 @@ def latencies(lines: int, served: bool, state: Path) -> list[float]:
 
 
 def parser_rate(lines: int) -> float:
-    watch = Watch(fresh_state(), lambda: None)
+    watch = Watch(ServeTally(), lambda: None)
     text = "".join((UNWARMED if i % 1000 == 0 else RECORD).format(i=i) + "\n" for i in range(lines))
     chunks = [text[i : i + 65536] for i in range(0, len(text), 65536)]
     began = time.perf_counter()

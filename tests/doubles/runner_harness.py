@@ -21,7 +21,6 @@ from warmgate.buckets.drafter.graphs import prove_drafter
 from warmgate.buckets.drafter.sweep import plan_sweep
 from warmgate.contract.drafterwarm import make_spec
 from warmgate.contract.order import PLAN_FORMAT_VERSION, bucket_digest
-from warmgate.contract.sweepplan import read_sweep
 from warmgate.reconcile.planning.drafter_plan import direct_shapes
 from warmgate.resources.probe_workload import sweep_replay_steps
 from warmgate.resources.warmup_children import copy_runner_script
@@ -134,7 +133,8 @@ def make_drafter_plan(
     doc["engine"]["args"] = ["--max-num-seqs", "8", "--max-num-batched-tokens", "2048"]
     doc["buckets"] = {"seed_file_text": plan.to_bucket_file(), "expected": expected}
     report = prove_drafter(plan, method)  # type: ignore[arg-type]
-    sweep = plan_sweep(plan, report, budget_s=1800).to_dict()
+    planned = plan_sweep(plan, report, budget_s=1800).spec
+    sweep = planned.to_json()
     if direct:
         shapes, _ = direct_shapes(report)
         spec = make_spec(method, k, config.block_size, config.max_model_len, shapes)
@@ -144,7 +144,7 @@ def make_drafter_plan(
     doc["drafter_hook"] = {"enabled": hook, "required": hook and verification == "Required"}
     if verification == "BestEffort":
         doc["drafter_hook"]["accept_missing"] = True
-    replays = [s.to_json() for s in sweep_replay_steps(read_sweep(sweep))]
+    replays = [s.to_json() for s in sweep_replay_steps(planned)]
     steps = [*DEFAULT_STEPS[:2], *replays]
     doc["probe"]["steps"] = steps
     doc["probe"]["max_requests"] = max(512, sum(s["concurrency"] for s in steps))

@@ -260,7 +260,7 @@ def test_the_eagle3_example_is_warmed_whole_in_a_third_of_the_sweeps_estimate() 
     assert low < full.seconds[0]
     sample = case.to_run.drafter_sweep
     assert sample is not None
-    assert len(sample.steps) < len(full.steps)
+    assert len(sample.steps) < len(full.spec.steps)
 
 
 def test_warmgate_plan_says_the_plugin_warms_every_shape(

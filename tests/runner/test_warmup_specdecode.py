@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from warmgate.warmup.serve import specdecode
-from warmgate.warmup.serve.watch import fresh_state, samples
+from warmgate.warmup.serve.tally import ServeTally
+from warmgate.warmup.serve.watch import samples
 
 REAL = """\
 # HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.
@@ -114,17 +115,17 @@ def test_a_restart_keeps_the_earlier_engines_counts(
     engine_metrics: tuple[str, type[_Metrics]],
 ) -> None:
     url, metrics = engine_metrics
-    state = fresh_state()
+    state = ServeTally()
     assert specdecode.Reader(url, state, 10.0).once()
-    assert state["spec_decode"]["acceptance_rate"] == 0.75
-    assert state["spec_decode"]["error"] is None
+    assert state.spec_decode["acceptance_rate"] == 0.75
+    assert state.spec_decode["error"] is None
     # the engine restarts (its counters start at 0): the new reader folds the old counts in
-    state["spec_decode"] = None
+    state.spec_decode = None
     reader = specdecode.Reader(url, state, 10.0)
     metrics.text = REAL.replace(" 8.0\n", " 2.0\n", 1).replace(" 24.0\n", " 6.0\n", 1)
     metrics.text = metrics.text.replace(" 18.0\n", " 0.0\n", 1)
     assert reader.once()
-    shown = state["spec_decode"]
+    shown = state.spec_decode
     assert (shown["drafts"], shown["draft_tokens"], shown["accepted_tokens"]) == (10, 30, 18)
     assert shown["acceptance_rate"] == 0.6
 
@@ -133,22 +134,22 @@ def test_a_failed_read_keeps_the_figures_and_says_why(
     engine_metrics: tuple[str, type[_Metrics]],
 ) -> None:
     url, metrics = engine_metrics
-    state = fresh_state()
+    state = ServeTally()
     reader = specdecode.Reader(url, state, 10.0)
     assert reader.once()
     metrics.status = 500
     assert reader.once()
-    assert state["spec_decode"]["acceptance_rate"] == 0.75
-    assert "HTTP Error 500" in state["spec_decode"]["error"]
+    assert state.spec_decode["acceptance_rate"] == 0.75
+    assert "HTTP Error 500" in state.spec_decode["error"]
     names = [name for name, _, _ in samples(state)]
     assert "warmgate_runner_spec_decode_acceptance_rate" in names
 
 
 def test_nothing_is_shown_before_the_engine_drafts() -> None:
-    state = fresh_state()
+    state = ServeTally()
     reader = specdecode.Reader("http://127.0.0.1:9/metrics", state, 10.0)  # nothing listens
     assert reader.once() is False
-    assert state["spec_decode"] is None
+    assert state.spec_decode is None
     assert not [n for n, _, _ in samples(state) if "spec_decode" in n]
     off = specdecode.Reader("http://127.0.0.1:9/metrics", state, 0.0)
     assert (off.timeout(), off.tick()) == (None, False)

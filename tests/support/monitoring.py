@@ -17,7 +17,8 @@ import yaml
 
 from support.paths import REPO_ROOT
 from warmgate.runtime import metrics as operator_metrics  # registers the operator's metrics
-from warmgate.warmup.serve.watch import fresh_state, samples
+from warmgate.warmup.serve.tally import ServeTally
+from warmgate.warmup.serve.watch import samples
 
 CHART = REPO_ROOT / "charts" / "warmgate"
 MONITORING_FILES = CHART / "files" / "monitoring"
@@ -73,7 +74,7 @@ def operator_series_names() -> set[str]:
 
 def runner_series_names() -> set[str]:
     """The series of a serving Pod's runner (`/metrics` on port warmgate-status)."""
-    return {name for name, _, _ in samples(fresh_state())}
+    return {name for name, _, _ in samples(ServeTally())}
 
 
 def known_series_names() -> set[str]:

@@ -77,7 +77,7 @@ from warmgate.buckets.drafter.graphs import (
     DrafterShape,
     prove_drafter,
 )
-from warmgate.buckets.drafter.sweep import DrafterSweep, SweepStep, plan_sweep
+from warmgate.buckets.drafter.sweep import DrafterSweep, plan_sweep
 from warmgate.buckets.engine.warmup_shapes import warmed_decode_shapes, warmed_prompt_shapes
 
 __all__ += [
@@ -90,7 +90,6 @@ __all__ += [
     "DrafterSweep",
     "ModelProfile",
     "PlanDiff",
-    "SweepStep",
     "UncoveredShape",
     "UnwarmableError",
     "brute_force_coverage",

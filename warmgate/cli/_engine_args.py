@@ -12,6 +12,26 @@ from warmgate.buckets import PROFILES, BucketOverrides, EngineShapeConfig
 __all__ = ["EngineArgumentError", "add_engine_arguments", "engine_config_from_args"]
 
 
+# The flags whose destination is the EngineShapeConfig field of the same name (``--max-num-seqs``
+# sets ``max_num_seqs``; `_describe` names a field's flag the same way back).
+SAME_NAME_FLAGS = (
+    "max_num_seqs",
+    "max_model_len",
+    "max_num_batched_tokens",
+    "block_size",
+    "num_gpu_blocks",
+    "num_speculative_tokens",
+    "strategy",
+    "contiguous_pa",
+    "merged_prefill",
+    "prompt_bs_max",
+    "profile",
+    "prompt_query_bucket_min_one",
+    "prompt_ctx_bucket_max",
+    "skip_decode_block_clamp",
+)
+
+
 class EngineArgumentError(ValueError):
     """The engine flags do not make a valid EngineShapeConfig; the message names the flag."""
 
@@ -86,21 +106,8 @@ def engine_config_from_args(args: argparse.Namespace) -> EngineShapeConfig:
     try:
         bucket_file = args.bucket_file.read_text() if args.bucket_file is not None else None
         return EngineShapeConfig(
-            max_num_seqs=args.max_num_seqs,
-            max_model_len=args.max_model_len,
-            max_num_batched_tokens=args.max_num_batched_tokens,
-            block_size=args.block_size,
-            num_gpu_blocks=args.num_gpu_blocks,
-            num_speculative_tokens=args.num_speculative_tokens,
-            strategy=args.strategy,
-            contiguous_pa=args.contiguous_pa,
-            merged_prefill=args.merged_prefill,
-            prompt_bs_max=args.prompt_bs_max,
+            **{name: getattr(args, name) for name in SAME_NAME_FLAGS},
             bucket_file=bucket_file,
-            profile=args.profile,
-            prompt_query_bucket_min_one=args.prompt_query_bucket_min_one,
-            prompt_ctx_bucket_max=args.prompt_ctx_bucket_max,
-            skip_decode_block_clamp=args.skip_decode_block_clamp,
             overrides=_overrides(args.bucket_env),
         )
     except ValidationError as exc:

@@ -89,13 +89,13 @@ class DrafterSummary:
             f"at runtime (the drafter runs {runtime}, its prompt warmup compiles "
             f"{runtime - unwarmed})",
             f"           the warmup sweep{' sample' if self.plan.sampled else ''} drives "
-            f"{len(sweep.driven)} of them in {len(sweep.steps)} steps, "
-            f"{format_span(low, high)} (budget {format_seconds(sweep.budget_s)})",
+            f"{sweep.spec.driven} of them in {len(sweep.spec.steps)} steps, "
+            f"{format_span(low, high)} (budget {format_seconds(sweep.spec.budget_s)})",
         ]
         short = dict(SHORT)
         if self.plan.sampled:  # the direct warmup covers the set: the sweep is a sample
             short[REASONS["budget"]] = "outside the sample (warmed directly)"
-        missed = Counter(short.get(why, why) for _, why in sweep.undriven)
+        missed = Counter(short.get(why, why) for _, why in sweep.spec.undriven)
         if missed:
             counts = ", ".join(f"{n} {why}" for why, n in missed.items())
             lines.append(f"           not driven: {counts}")
@@ -124,7 +124,7 @@ class DrafterSummary:
             "method": self.plan.method,
             "error": self.plan.error,
             "report": None if report is None else report.to_dict(top),
-            "sweep": None if sweep is None else sweep.to_dict(),
+            "sweep": None if sweep is None else sweep.spec.to_json(),
             "crash": None if self.plan.crash is None else self.plan.crash.to_dict(),
         }
 

@@ -52,16 +52,7 @@ class SpecDecodeFigures:
     error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "drafts": self.drafts,
-            "draft_tokens": self.draft_tokens,
-            "accepted_tokens": self.accepted_tokens,
-            "acceptance_rate": self.acceptance_rate,
-            "mean_acceptance_length": self.mean_acceptance_length,
-            "per_position_acceptance_rate": list(self.per_position_acceptance_rate),
-            "scraped_unix": self.scraped_unix,
-            "error": self.error,
-        }
+        return schema.fields_json(self)
 
     @classmethod
     def from_json(cls, data: object) -> SpecDecodeFigures | None:

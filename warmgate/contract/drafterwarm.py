@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from warmgate.contract.schema import Fields, PlanError
-from warmgate.contract.sweepplan import Graph, graph
+from warmgate.contract.sweepplan import Graph, graphs
 
 DRAFTER_WARMUP_FORMAT: Final = "warmgate-drafter-warmup/1"
 # The environment variable that names the engine-side document, and its file name.
@@ -90,23 +90,17 @@ def parse_drafter_warmup(f: Fields) -> DrafterWarmupSpec | None:
     """The ``drafter_warmup`` object, or None when the plan has none."""
     if not f.present:
         return None
-    fmt = f.text("format")
-    if fmt != DRAFTER_WARMUP_FORMAT:
-        f.error(f"format: this runner reads {DRAFTER_WARMUP_FORMAT!r}, the plan says {fmt!r}")
+    f.format(DRAFTER_WARMUP_FORMAT)
     method = f.text("method")
     if method not in METHODS:
         f.error(f"method: expected one of {list(METHODS)}, got {method!r}")
-    raw = f.value("shapes", [])
-    if not isinstance(raw, list):
-        f.error(f"shapes: expected a list, got {raw!r}")
-        raw = []
-    shapes = [graph(f, "shapes", v) for v in raw]
+    shapes = graphs(f, "shapes")
     spec = DrafterWarmupSpec(
         method=method,
         k=f.integer("k", lo=1),
         block_size=f.integer("block_size", lo=1),
         max_model_len=f.integer("max_model_len", lo=1),
-        shapes=tuple(g for g in shapes if g is not None),
+        shapes=shapes,
         profile=f.choice("profile", PROFILES, "v0.26.0"),
     )
     if len(set(spec.shapes)) != len(spec.shapes):

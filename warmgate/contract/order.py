@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from warmgate.contract.drafterwarm import DrafterWarmupSpec, parse_drafter_warmup
-from warmgate.contract.schema import Fields, PlanError
+from warmgate.contract.schema import Fields, PlanError, fields_json
 from warmgate.contract.shardspec import SHARD, ShardSpec, parse_shard
 from warmgate.contract.sweepplan import (
     Graph,
     HookSpec,
     SweepSpec,
-    graph,
+    graphs,
     parse_hook,
     parse_sweep,
 )
@@ -205,13 +205,7 @@ class ProbeStep:
     token_pattern: str
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "concurrency": self.concurrency,
-            "prompt_tokens": self.prompt_tokens,
-            "max_tokens": self.max_tokens,
-            "token_pattern": self.token_pattern,
-        }
+        return fields_json(self)
 
 
 @dataclass(frozen=True)
@@ -445,16 +439,12 @@ def _buckets(f: Fields) -> BucketSpec:
         if sub.present:
             expected[name] = _expectation(sub)
     expected_fields.finish()
-    known = f.value("known_unwarmable", [])
-    if not isinstance(known, list):
-        f.error(f"known_unwarmable: expected a list, got {known!r}")
-        known = []
-    graphs = [graph(f, "known_unwarmable", v) for v in known]
+    known = graphs(f, "known_unwarmable")
     result = BucketSpec(
         seed_file_text=f.text("seed_file_text"),
         expected=expected,
         abort_on_mismatch=f.boolean("abort_on_mismatch", True),
-        known_unwarmable=tuple(g for g in graphs if g is not None),
+        known_unwarmable=known,
     )
     f.finish()
     return result

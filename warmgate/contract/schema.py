@@ -10,6 +10,7 @@ number within what a status field can hold (issue 34)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from typing import Any, Final
@@ -205,6 +206,20 @@ class Fields:
         self._bad(key, "an object or null", value)
         return None
 
+    def any_list(self, key: str) -> list[Any]:
+        """A list whose entries the caller checks itself; absent: empty."""
+        value = self._get(key, [])
+        if isinstance(value, list):
+            return value
+        self._bad(key, "a list", value)
+        return []
+
+    def format(self, expected: str) -> None:
+        """The document's ``format``, which must be the one this reader reads."""
+        fmt = self.text("format")
+        if fmt != expected:
+            self.error(f"format: this runner reads {expected!r}, the plan says {fmt!r}")
+
     def value(self, key: str, default: Any = _MISSING) -> Any:
         """The value as decoded, for a caller that checks it itself (``error`` reports)."""
         return self._get(key, default)
@@ -250,3 +265,15 @@ def text(value: object, chars: int | None = None) -> str | None:
 def texts(value: object, chars: int | None = None) -> tuple[str, ...]:
     """A list's entries as text (each cut to ``chars``), or none for anything but a list."""
     return tuple(str(v)[:chars] for v in value) if isinstance(value, list) else ()
+
+
+def fields_json(doc: Any) -> dict[str, Any]:
+    """A document whose JSON keys are its dataclass fields, in their order: its JSON form, each
+    tuple as a list at every depth (e.g. a sweep step's ``expected`` graphs)."""
+    return {f.name: _plain(getattr(doc, f.name)) for f in dataclasses.fields(doc)}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    return value

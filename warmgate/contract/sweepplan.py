@@ -1,8 +1,10 @@
 """The plan's drafter fields: the sweep document (``warmgate-drafter-sweep/1``) and the hook flag.
 
-The operator writes ``drafter_sweep`` with ``warmgate.buckets.drafter.sweep.DrafterSweep.to_dict()``
-and ``drafter_hook`` next to it (docs/runner.md, "Drafter sweep and compile hook"). Like every plan
-field, an unknown key, another ``format`` or a wrong type is refused with its path.
+One type per document on both sides: the planner builds `SweepSpec` (``plan_sweep`` in
+``warmgate.buckets.drafter.sweep``), plan.json carries its ``to_json()`` as ``drafter_sweep`` with
+``drafter_hook`` next to it (docs/runner.md, "Drafter sweep and compile hook"), and the runner
+reads them back with `parse_sweep` and `parse_hook`, the only readers. Like every plan field, an
+unknown key, another ``format`` or a wrong type is refused with its path.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from warmgate.contract.schema import Fields, PlanError
+from warmgate.contract.schema import Fields, fields_json
 
 SWEEP_FORMAT = "warmgate-drafter-sweep/1"
 PHASES = ("decode", "prompt")
@@ -36,22 +38,13 @@ class SweepStepSpec:
     seconds: tuple[float, float] = (0, 0)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "concurrency": self.concurrency,
-            "prompt_tokens": self.prompt_tokens,
-            "max_tokens": self.max_tokens,
-            "expected": [list(g) for g in self.expected],
-            "new": self.new,
-            "decode_s_range": list(self.decode_s_range),
-            "engine_steps": list(self.engine_steps),
-            "seconds": list(self.seconds),
-        }
+        return fields_json(self)
 
 
 @dataclass(frozen=True)
 class SweepSpec:
-    """The sweep the operator planned (``plan_sweep``) and what it leaves undriven."""
+    """The sweep the operator planned (``plan_sweep``) and what it leaves undriven; ``seconds``
+    and each step's are the planner's estimates rounded to 0.1 s, as the document writes them."""
 
     method: str
     k: int
@@ -124,30 +117,17 @@ def parse_hook(f: Fields) -> HookSpec:
     return spec
 
 
-def read_sweep(doc: dict[str, Any]) -> SweepSpec:
-    """A sweep document as the runner reads it, for the operator: the planner writes the format
-    (`buckets.drafter.sweep.DrafterSweep.to_dict`), the runner's reader is the only one, so the
-    plan carries only what the runner accepts. Raises PlanError naming every problem."""
-    errors: list[str] = []
-    spec = parse_sweep(Fields(doc, "drafter_sweep", errors), None)
-    if errors or spec is None:
-        raise PlanError(errors or ["drafter_sweep: required"])
-    return spec
-
-
 def parse_sweep(f: Fields, max_model_len: int | None) -> SweepSpec | None:
     """The ``drafter_sweep`` document, or None when the plan has none."""
     if not f.present:
         return None
-    fmt = f.text("format")
-    if fmt != SWEEP_FORMAT:
-        f.error(f"format: this runner reads {SWEEP_FORMAT!r}, the plan says {fmt!r}")
+    f.format(SWEEP_FORMAT)
     request = f.obj("request")
     temperature = request.number("temperature", 0.0, lo=0.0)
     ignore_eos = request.boolean("ignore_eos", True)
     request.choice("token_pattern", ("varied",), "varied")
     request.finish()
-    assumptions = _list(f, "assumptions")
+    assumptions = f.any_list("assumptions")
     for text in assumptions:
         if not isinstance(text, str):
             f.error(f"assumptions: expected strings, got {text!r}")
@@ -172,17 +152,9 @@ def parse_sweep(f: Fields, max_model_len: int | None) -> SweepSpec | None:
     return spec
 
 
-def _list(f: Fields, key: str) -> list[Any]:
-    value = f.value(key, [])
-    if not isinstance(value, list):
-        f.error(f"{key}: expected a list, got {value!r}")
-        return []
-    return value
-
-
 def _pair(f: Fields, key: str) -> tuple[float, float]:
     """Two numbers, kept as written (an int stays an int: the plan's text round-trips)."""
-    value = _list(f, key)
+    value = f.any_list(key)
     ok = len(value) == 2 and all(
         isinstance(v, (int, float)) and not isinstance(v, bool) for v in value
     )
@@ -208,14 +180,20 @@ def graph(f: Fields, where: str, value: object) -> Graph | None:
     return None
 
 
+def graphs(f: Fields, key: str) -> tuple[Graph, ...]:
+    """The list ``key`` of graphs (absent: none), each problem reported."""
+    found = [graph(f, key, value) for value in f.any_list(key)]
+    return tuple(g for g in found if g is not None)
+
+
 def _step(f: Fields, max_model_len: int | None) -> SweepStepSpec:
-    expected = [graph(f, "expected", v) for v in _list(f, "expected")]
+    expected = graphs(f, "expected")
     step = SweepStepSpec(
         name=f.text("name"),
         concurrency=f.integer("concurrency", lo=1, hi=1024),
         prompt_tokens=f.integer("prompt_tokens", lo=1),
         max_tokens=f.integer("max_tokens", lo=1),
-        expected=tuple(g for g in expected if g is not None),
+        expected=expected,
         new=f.integer("new", lo=0),
         decode_s_range=_pair(f, "decode_s_range"),
         engine_steps=_pair(f, "engine_steps"),

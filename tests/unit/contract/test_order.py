@@ -14,6 +14,7 @@ from runner_harness import make_plan
 from support.engines import CONFIG_A
 
 from warmgate.buckets import EngineShapeConfig, plan_buckets
+from warmgate.contract.drafterwarm import make_spec
 from warmgate.contract.engine import LOGGING_ENV
 from warmgate.contract.order import (
     RUNNER_OWNED_ENV,
@@ -197,3 +198,26 @@ def test_a_malformed_known_unwarmable_shape_is_refused(
 ) -> None:
     raw["buckets"]["known_unwarmable"] = value
     assert any(p.startswith(problem) for p in problems(raw)), problems(raw)
+
+
+@pytest.mark.parametrize(
+    ("field", "key", "where"),
+    [
+        ("drafter_warmup", "shapes", "plan.drafter_warmup.shapes"),
+        ("drafter_sweep", "assumptions", "plan.drafter_sweep.assumptions"),
+    ],
+)
+def test_the_drafter_documents_report_a_wrong_format_and_a_list_that_is_none(
+    raw: dict[str, Any], field: str, key: str, where: str
+) -> None:
+    """Every document names its format and its lists the same way (known_unwarmable above)."""
+    spec = make_spec("eagle3", 2, 128, 4096, [("decode", 2, 1, 8)])
+    sweep = {"format": "warmgate-drafter-sweep/1", "method": "eagle3", "k": 2, "request": {}}
+    sweep |= {"steps": [], "targets": 0, "undriven": [], "budget_s": 0, "seconds": [0, 0]}
+    sweep |= {"arrival_steps": 2, "driven": 0}
+    raw[field] = spec.to_json() if field == "drafter_warmup" else sweep
+    parse_plan(raw)
+    raw[field] = {**raw[field], "format": "other/9", key: {"a": 1}}
+    found = problems(raw)
+    assert any(p.startswith(f"plan.{field}.format: this runner reads") for p in found), found
+    assert f"{where}: expected a list, got {{'a': 1}}" in found, found

@@ -30,6 +30,7 @@ from warmgate.buckets.engine.methods import (
 )
 from warmgate.buckets.engine.plan import BucketPlan
 from warmgate.buckets.engine.steps import Bucket
+from warmgate.contract.sweepplan import Graph
 
 __all__ = [
     "DRAFT_MODEL_METHODS",
@@ -38,6 +39,7 @@ __all__ = [
     "DrafterModelError",
     "DrafterReport",
     "DrafterShape",
+    "engine_graph",
     "prove_drafter",
 ]
 
@@ -45,6 +47,13 @@ __all__ = [
 DraftMethod = SpeculativeMethod
 CallKind = Literal["prompt-first", "prompt-next", "decode-first", "decode-next"]
 CALL_KINDS: tuple[CallKind, ...] = get_args(CallKind)
+
+
+def engine_graph(key: Key) -> Graph:
+    """A graph's (phase, shape) as the target's ``_check_config`` logs it: (phase, batch, query,
+    block-list length), a prompt's context blocks times its batch."""
+    phase, (bs, query, blocks) = key
+    return phase, bs, query, bs * blocks if phase == "prompt" else blocks
 
 
 class DrafterModelError(ValueError):
@@ -77,10 +86,9 @@ class DrafterShape:
         return self.phase, self.shape
 
     @property
-    def engine_config(self) -> tuple[str, int, int, int]:
+    def engine_config(self) -> Graph:
         """The (phase, batch, query, block-list length) tuple, as the target's ``_check_config``."""
-        bs, query, blocks = self.shape
-        return (self.phase, bs, query, bs * blocks if self.phase == "prompt" else blocks)
+        return engine_graph(self.key)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""

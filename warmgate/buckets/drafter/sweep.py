@@ -9,25 +9,27 @@ sure under the assumptions of ``sweep_ramp`` (whatever the drafts' acceptance), 
 assumption shows up as a compile during the later probe, never as a silent hole.
 
     sweep = plan_sweep(plan, prove_drafter(plan, "eagle3"), budget_s=1800)
-    sweep.to_dict()  # plain JSON: steps, expected shapes, undriven shapes with reasons
+    sweep.spec.to_json()  # plain JSON: steps, expected shapes, undriven shapes with reasons
+
+The planner builds the document's own type, ``warmgate.contract.sweepplan.SweepSpec``, which the
+runner reads back; ``DrafterSweep`` adds only the planner's unrounded estimate.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from warmgate.buckets.cost import ModelProfile, SweepCostParams, SweepStepCost
-from warmgate.buckets.drafter.graphs import DrafterReport
+from warmgate.buckets.drafter.graphs import DrafterReport, engine_graph
 from warmgate.buckets.drafter.ramp import Ramp, RampOracle
 from warmgate.buckets.drafter.walk import DrafterWalk, Key
 from warmgate.buckets.engine.plan import BucketPlan
+from warmgate.contract.sweepplan import SWEEP_FORMAT, SweepSpec, SweepStepSpec
 
-__all__ = ["SWEEP_FORMAT", "DrafterSweep", "SweepStep", "plan_sweep"]
+__all__ = ["SWEEP_FORMAT", "DrafterSweep", "plan_sweep"]
 
-SWEEP_FORMAT = "warmgate-drafter-sweep/1"
 DEFAULT_BUDGET_S = 1800.0
 ASSUMPTIONS = (
     "the server is idle when a step starts and all its requests reach the scheduler within "
@@ -58,73 +60,23 @@ REASONS = {
 
 
 @dataclass(frozen=True, slots=True)
-class SweepStep:
-    """One burst of requests and the unwarmed drafter shapes it surely makes the drafter run."""
+class DrafterSweep:
+    """The planned sweep: the runner's document and the planner's unrounded (low, high) estimate
+    of its seconds, which the planning's totals add (the document rounds it to 0.1 s)."""
 
-    name: str
-    concurrency: int
-    prompt_tokens: int
-    max_tokens: int
-    expected: tuple[Key, ...]
-    new: int
-    s_range: tuple[int, int]
-    engine_steps: tuple[int, int]
+    spec: SweepSpec
     seconds: tuple[float, float]
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form; ``expected`` in the engine's (phase, batch, query, blocks) form."""
-        return {
-            "name": self.name,
-            "concurrency": self.concurrency,
-            "prompt_tokens": self.prompt_tokens,
-            "max_tokens": self.max_tokens,
-            "expected": [_config(key) for key in self.expected],
-            "new": self.new,
-            "decode_s_range": list(self.s_range),
-            "engine_steps": list(self.engine_steps),
-            "seconds": [round(s, 1) for s in self.seconds],
-        }
 
 
 @dataclass(frozen=True, slots=True)
-class DrafterSweep:
-    """The whole sweep: its steps, the shapes it drives and those it does not, and why."""
+class _Choice:
+    """One step the greedy took: its requests, the unwarmed shapes it surely runs, how many of
+    them no earlier step ran, and its (low, high) estimated seconds."""
 
-    method: str
-    k: int
-    steps: tuple[SweepStep, ...]
-    targets: tuple[Key, ...]
-    undriven: tuple[tuple[Key, str], ...]
-    budget_s: float
-    arrival_steps: int
-
-    @property
-    def driven(self) -> frozenset[Key]:
-        """The unwarmed shapes some step runs for sure."""
-        return frozenset(key for step in self.steps for key in step.expected)
-
-    @property
-    def seconds(self) -> tuple[float, float]:
-        """The sweep's estimated (low, high) seconds."""
-        return sum(s.seconds[0] for s in self.steps), sum(s.seconds[1] for s in self.steps)
-
-    def to_dict(self) -> dict[str, Any]:
-        """A plain JSON-able document, ready to go into the runner's plan."""
-        low, high = self.seconds
-        return {
-            "format": SWEEP_FORMAT,
-            "method": self.method,
-            "k": self.k,
-            "request": {"temperature": 0.0, "ignore_eos": True, "token_pattern": "varied"},
-            "arrival_steps": self.arrival_steps,
-            "steps": [s.to_dict() for s in self.steps],
-            "targets": len(self.targets),
-            "driven": len(self.driven),
-            "undriven": [{"shape": _config(k), "reason": why} for k, why in self.undriven],
-            "budget_s": self.budget_s,
-            "seconds": [round(low, 1), round(high, 1)],
-            "assumptions": list(ASSUMPTIONS),
-        }
+    ramp: Ramp
+    gain: frozenset[Key]
+    new: int
+    seconds: tuple[float, float]
 
 
 def plan_sweep(
@@ -141,22 +93,46 @@ def plan_sweep(
     ``report`` must come from ``prove_drafter(plan, ...)``. Seconds are the high estimate of
     ``estimate_sweep_step``: a step is taken only when it still fits the budget.
     """
-    targets = tuple(s.key for s in report.unwarmed)
-    if not report.has_drafter or not targets:
-        return DrafterSweep(report.method, report.k, (), targets, (), budget_s, arrival_steps)
+    if not report.has_drafter or not report.unwarmed:
+        return _sweep(report, [], {}, budget_s, arrival_steps)
     reasons, drivable = _classify(plan, report)
     oracle = RampOracle(plan, DrafterWalk(plan, report.space), arrival_steps)
     ramps, within = _candidates(plan, oracle, drivable)
     gains = {r: oracle.guaranteed(r) & drivable for r in ramps}
-    steps = _greedy(gains, budget_s, report.k, model, params)
-    driven = {key for step in steps for key in step.expected}
+    chosen = _greedy(gains, budget_s, report.k, model, params)
+    driven = {key for choice in chosen for key in choice.gain}
     reachable = set().union(*gains.values()) if gains else set()
     for key in drivable - driven:
         why = "budget" if key in reachable else "unsure" if key in within else "kv"
         reasons[key] = REASONS[why]
-    undriven = tuple(sorted(reasons.items()))
-    return DrafterSweep(report.method, report.k, tuple(steps), targets, undriven, budget_s,
-                     arrival_steps)  # fmt: skip
+    return _sweep(report, chosen, reasons, budget_s, arrival_steps)
+
+
+def _sweep(
+    report: DrafterReport,
+    chosen: Sequence[_Choice],
+    reasons: dict[Key, str],
+    budget_s: float,
+    arrival_steps: int,
+) -> DrafterSweep:
+    """The sweep document of the greedy's choices, with its unrounded estimate."""
+    low = sum(choice.seconds[0] for choice in chosen)
+    high = sum(choice.seconds[1] for choice in chosen)
+    spec = SweepSpec(
+        method=report.method,
+        k=report.k,
+        temperature=0.0,
+        ignore_eos=True,
+        steps=tuple(_step(choice) for choice in chosen),
+        targets=len(report.unwarmed),
+        undriven=tuple((engine_graph(key), why) for key, why in sorted(reasons.items())),
+        budget_s=float(budget_s),
+        seconds=(round(low, 1), round(high, 1)),
+        arrival_steps=arrival_steps,
+        driven=len({key for choice in chosen for key in choice.gain}),
+        assumptions=ASSUMPTIONS,
+    )
+    return DrafterSweep(spec, (low, high))
 
 
 def _classify(plan: BucketPlan, report: DrafterReport) -> tuple[dict[Key, str], set[Key]]:
@@ -240,7 +216,7 @@ def _greedy(
     k: int,
     model: ModelProfile | None,
     params: SweepCostParams | None,
-) -> list[SweepStep]:
+) -> list[_Choice]:
     """Take the step with the most new shapes per (high) second while it fits the budget.
 
     Each round re-prices every step by its count of shapes not covered yet; the counts are kept
@@ -256,7 +232,7 @@ def _greedy(
     for i, gain in enumerate(sets):
         for key in gain:
             holders.setdefault(key, []).append(i)
-    steps: list[SweepStep] = []
+    steps: list[_Choice] = []
     covered: set[Key] = set()
     spent = 0.0
     offers = _Offers(costs, [_order(ramp) for ramp in ramps], new)
@@ -265,7 +241,7 @@ def _greedy(
         if chosen is None:
             return steps
         cost = costs[chosen].seconds(new[chosen])
-        steps.append(_step(ramps[chosen], sets[chosen], new[chosen], cost))
+        steps.append(_Choice(ramps[chosen], frozenset(sets[chosen]), new[chosen], cost))
         repriced = set()
         for key in sets[chosen] - covered:
             for holder in holders[key]:
@@ -322,14 +298,17 @@ def _cost(ramp: Ramp, k: int, model: ModelProfile | None, params: SweepCostParam
     return SweepStepCost.of(n * (1 + k), tokens, ramp.engine_steps, model, params)
 
 
-def _step(ramp: Ramp, gain: set[Key], new: int, cost: tuple[float, float]) -> SweepStep:
+def _step(choice: _Choice) -> SweepStepSpec:
+    ramp = choice.ramp
     kind = "decode" if ramp.decodes else "prompt"
-    name = f"drafter-{kind}-n{ramp.concurrency}-p{ramp.prompt_tokens}-m{ramp.max_tokens}"
-    span = (ramp.s_first, ramp.s_last) if ramp.decodes else (0, -1)
-    return SweepStep(name, ramp.concurrency, ramp.prompt_tokens, ramp.max_tokens,
-                     tuple(sorted(gain)), new, span, ramp.engine_steps, cost)  # fmt: skip
-
-
-def _config(key: Key) -> list[Any]:
-    phase, (bs, query, blocks) = key
-    return [phase, bs, query, bs * blocks if phase == "prompt" else blocks]
+    return SweepStepSpec(
+        name=f"drafter-{kind}-n{ramp.concurrency}-p{ramp.prompt_tokens}-m{ramp.max_tokens}",
+        concurrency=ramp.concurrency,
+        prompt_tokens=ramp.prompt_tokens,
+        max_tokens=ramp.max_tokens,
+        expected=tuple(engine_graph(key) for key in sorted(choice.gain)),
+        new=choice.new,
+        decode_s_range=(ramp.s_first, ramp.s_last) if ramp.decodes else (0, -1),
+        engine_steps=ramp.engine_steps,
+        seconds=(round(choice.seconds[0], 1), round(choice.seconds[1], 1)),
+    )

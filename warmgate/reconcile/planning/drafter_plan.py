@@ -25,7 +25,7 @@ from warmgate.buckets.drafter.graphs import (
 from warmgate.buckets.drafter.sweep import DEFAULT_BUDGET_S, DrafterSweep, plan_sweep
 from warmgate.buckets.engine.lazy import cached_property
 from warmgate.contract.drafterwarm import DrafterWarmupSpec, make_spec
-from warmgate.contract.sweepplan import SweepSpec, read_sweep
+from warmgate.contract.sweepplan import SweepSpec
 
 # The sweep may take this share of one warmup attempt (spec.warmup.timeoutSeconds), at most
 # DEFAULT_BUDGET_S: the engine's own warmup keeps most of the attempt (docs/runner.md).
@@ -77,27 +77,20 @@ class DrafterPlan:
     @property
     def swept(self) -> int:
         """Of those, the graphs the warmup sweep surely makes the drafter compile."""
-        return len(self.sweep.driven) if self.sweep is not None else 0
+        return self.sweep.spec.driven if self.sweep is not None else 0
 
     @property
     def seconds(self) -> tuple[float, float]:
         """The sweep's estimated (low, high) seconds; (0, 0) without one."""
         return self.sweep.seconds if self.sweep is not None else (0.0, 0.0)
 
-    def document(self) -> dict[str, Any] | None:
+    @property
+    def sweep_spec(self) -> SweepSpec | None:
         """The runner plan's ``drafter_sweep`` (format warmgate-drafter-sweep/1), possibly without
         steps; None when there is no modelled drafter (the runner then runs no compile hook)."""
         if not self.has_drafter or self.sweep is None:
             return None
-        return self.sweep.to_dict()
-
-    @cached_property
-    def sweep_spec(self) -> SweepSpec | None:
-        """`document()` as the runner reads it (the plan's ``drafter_sweep``), read once per
-        planning result: every sync of every object that shares it builds its children from it
-        (an eagle3 sweep of 71 steps takes about 1.2 ms to write and read back)."""
-        document = self.document()
-        return read_sweep(document) if document is not None else None
+        return self.sweep.spec
 
     @cached_property
     def warmup_spec(self) -> DrafterWarmupSpec | None:
@@ -133,8 +126,8 @@ class DrafterPlan:
             f"drafter: {self.runtime_shapes} shapes the engine compiles at runtime, "
             f"{self.swept} driven by the warmup sweep"
         )
-        if self.sweep is not None and self.sweep.steps:
-            line += f" ({len(self.sweep.steps)} steps, {format_span(*self.seconds)})"
+        if self.sweep is not None and self.sweep.spec.steps:
+            line += f" ({len(self.sweep.spec.steps)} steps, {format_span(*self.seconds)})"
         return line
 
 

@@ -124,25 +124,11 @@ GAUDI_SURFACE: dict[str, dict[str, Any]] = {
 # prepare_attn_metadata calls the runner's get_habana_paged_attn_buffers(block_tables,
 # slot_mapping, batch_size): main added force_non_contiguous (and caps a contiguous-PA bucket at
 # the KV blocks + 1, docs/coverage.md fact 9). A profile's methods must match exactly.
+_PAGED_ATTN_BUFFERS = ["self", "block_tables", "slot_mapping", "batch_size", "block_size"]
 PROFILE_SURFACE: dict[str, dict[str, list[str]]] = {
-    "v0.26.0": {
-        "get_habana_paged_attn_buffers": [
-            "self",
-            "block_tables",
-            "slot_mapping",
-            "batch_size",
-            "block_size",
-        ],
-    },
+    "v0.26.0": {"get_habana_paged_attn_buffers": _PAGED_ATTN_BUFFERS},
     "main-2026-08": {
-        "get_habana_paged_attn_buffers": [
-            "self",
-            "block_tables",
-            "slot_mapping",
-            "batch_size",
-            "block_size",
-            "force_non_contiguous",
-        ],
+        "get_habana_paged_attn_buffers": [*_PAGED_ATTN_BUFFERS, "force_non_contiguous"]
     },
 }
 

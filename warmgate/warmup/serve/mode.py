@@ -12,15 +12,16 @@
   and stderr as they arrive, unchanged (no decoding on that path), so `kubectl logs` reads the
   engine as before. The runner is no proxy: requests go straight to the engine's port.
 - **No latency.** This process only moves bytes (system calls). Parsing runs in an observer
-  process forked before the engine starts (`serve_watch.py`), fed a copy through two pipes
+  process forked before the engine starts (`watch.py`), fed a copy through two pipes
   written without blocking: when the observer lags by a pipe's capacity (1 MiB where Linux
   allows), the copy is skipped and counted (``dropped_bytes``), never the output.
 - **Same parser as warmup** (`logparse.LogParser`): "Configuration: ... was not warmed-up!" and
   "... bucket for ... was not prepared" lines, with the same formats and normalisation.
 - **Survives engine restarts.** The counts live in ``--state-file`` on the Pod's emptyDir; when
   the engine exits, the runner exits with its code (so Kubernetes sees the crash and restarts
-  the container, as without the runner), and the next start reloads the counts.
-- **Seam for more observers.** ``serve_watch.Watch.line_hooks`` get every complete line (e.g.
+  the container, as without the runner), and the next start reloads the counts
+  (``tally.ServeTally``, whose ``board()`` the status port serves).
+- **Seam for more observers.** ``watch.Watch.line_hooks`` get every complete line (e.g.
   the `warmgate-hook ... compile ...` lines of issue 16); ``Watch.bump`` counts under ``hooks``.
 Standard library only.
 """

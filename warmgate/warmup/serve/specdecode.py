@@ -23,6 +23,8 @@ import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
+from warmgate.warmup.serve.tally import ServeTally
+
 COUNTERS = {
     "drafts": "vllm:spec_decode_num_drafts_total",
     "draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
@@ -117,9 +119,9 @@ class Reader:
     whenever ``tick`` finds ``interval_s`` gone by. It runs in the observer's own loop, between
     reads of the log copies: one thread, so ``state`` is never changed while it is saved."""
 
-    def __init__(self, url: str, state: dict[str, Any], interval_s: float) -> None:
+    def __init__(self, url: str, state: ServeTally, interval_s: float) -> None:
         self.url, self.state, self.interval_s = url, state, interval_s
-        totals = state.setdefault("spec_decode_totals", {})
+        totals = state.spec_decode_totals
         # a new engine start: what the last one counted becomes "earlier"
         totals["earlier"] = add(totals.get("earlier") or {}, totals.get("current") or {})
         totals["current"] = {}
@@ -144,24 +146,24 @@ class Reader:
             current, error = parse(read(self.url, timeout_s=2.0)), None
         except (OSError, ValueError) as exc:
             current, error = None, f"{type(exc).__name__}: {exc}"[:300]
-        totals = self.state["spec_decode_totals"]
+        totals = self.state.spec_decode_totals
         if current is not None:
             totals["current"] = current
-        shown = self.state.get("spec_decode")
+        shown = self.state.spec_decode
         if current is None:
-            if not isinstance(shown, dict):
+            if shown is None:
                 return False  # nothing measured yet (engine starting, or no speculative decoding)
-            self.state["spec_decode"] = {**shown, "error": error}
+            self.state.spec_decode = {**shown, "error": error}
             return True
         found = figures(add(totals["earlier"], totals["current"]))
-        self.state["spec_decode"] = {**found, "scraped_unix": int(time.time()), "error": None}
+        self.state.spec_decode = {**found, "scraped_unix": int(time.time()), "error": None}
         return True
 
 
-def samples(state: dict[str, Any]) -> list[tuple[str, str, float]]:
-    """The serving Pod's spec-decode gauges, once the engine has drafted."""
-    shown = state.get("spec_decode")
-    if not isinstance(shown, dict):
+def samples(shown: dict[str, Any] | None) -> list[tuple[str, str, float]]:
+    """The serving Pod's spec-decode gauges from the tally's ``spec_decode``, once the engine
+    has drafted."""
+    if shown is None:
         return []
     gauges = [
         ("acceptance_rate", "Accepted draft tokens / draft tokens (engine counters)."),

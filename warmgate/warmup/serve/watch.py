@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import codecs
 import contextlib
-import json
 import os
 import re
 import selectors
@@ -19,12 +18,12 @@ import sys
 from collections.abc import Callable, Sequence
 from mmap import mmap
 from pathlib import Path
-from typing import Any
 
 from warmgate.contract.board import ServeBoard
 from warmgate.warmup.engine.parse import LogParser
 from warmgate.warmup.hook.lines import parse_hook_line
 from warmgate.warmup.serve import specdecode
+from warmgate.warmup.serve.tally import ServeTally
 from warmgate.warmup.statusboard import Board, Sample, serve_board
 
 MAX_LISTED = 1000  # distinct shapes kept; the counts go on beyond it
@@ -38,7 +37,7 @@ DROPPED = struct.Struct("Q")
 class Watch:
     """The engine's output as the serve mode reads it: the warmup parser plus line hooks."""
 
-    def __init__(self, state: dict[str, Any], on_change: Callable[[], None]) -> None:
+    def __init__(self, state: ServeTally, on_change: Callable[[], None]) -> None:
         self.state = state
         self.parser = LogParser()
         self.line_hooks: list[LineHook] = []
@@ -68,7 +67,7 @@ class Watch:
 
     def bump(self, name: str, by: int = 1) -> None:
         """A hook's counter, exposed under ``hooks`` in the status and as a metric."""
-        hooks = self.state.setdefault("hooks", {})
+        hooks = self.state.hooks
         hooks[name] = int(hooks.get(name, 0)) + by
         self._on_change()
 
@@ -85,11 +84,11 @@ class Watch:
         if event.kind == "compile" and event.where == "drafter":
             graph = event.graph
             shape = ", ".join(str(v) for v in graph) if graph is not None else "unnamed"
-            self.state["drafter_compiles"] = int(self.state.get("drafter_compiles", 0)) + 1
+            self.state.drafter_compiles += 1
             self._add("unwarmed", f"drafter ({shape})")
             self._on_change()
         elif event.kind == "drafter-warmup":
-            self.state["drafter_warmup"] = dict(event.fields)
+            self.state.drafter_warmup = dict(event.fields)
             self._on_change()
 
     def _collect(self) -> bool:
@@ -104,57 +103,22 @@ class Watch:
         return changed
 
     def _add(self, kind: str, text: str) -> bool:
-        seen = self._seen.setdefault(kind, set(self.state[kind]))
+        state = self.state
+        listed = state.unwarmed if kind == "unwarmed" else state.not_prepared
+        seen = self._seen.setdefault(kind, set(listed))
         if text in seen:
             return False
         seen.add(text)
-        self.state[f"{kind}_count"] += 1
-        if len(self.state[kind]) < MAX_LISTED:
-            self.state[kind].append(text)
+        if kind == "unwarmed":
+            state.unwarmed_count += 1
+        else:
+            state.not_prepared_count += 1
+        if len(listed) < MAX_LISTED:
+            listed.append(text)
         return True
 
 
-def fresh_state() -> dict[str, Any]:
-    """What serve mode records: distinct shapes, their counts, engine starts, dropped bytes."""
-    return {
-        "unwarmed": [],
-        "unwarmed_count": 0,
-        "not_prepared": [],
-        "not_prepared_count": 0,
-        "engine_starts": 0,
-        "dropped_bytes": 0,
-        "hooks": {},
-        # the engine's spec-decode figures and raw counters (specdecode.py)
-        "spec_decode": None,
-        "spec_decode_totals": {},
-        # the engine plugin's drafter compiles after warmup, and its direct warmup (issue 33)
-        "drafter_compiles": 0,
-        "drafter_warmup": {},
-    }
-
-
-def load_state(path: Path) -> dict[str, Any]:
-    """The counts of earlier engine runs in this Pod; fresh ones when unreadable."""
-    state = fresh_state()
-    try:
-        found = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return state
-    if isinstance(found, dict):
-        state.update({k: v for k, v in found.items() if type(v) is type(state.get(k))})
-    return state
-
-
-def save_state(path: Path, state: dict[str, Any]) -> None:
-    """Write through a temporary name, so a restart never reads half a file."""
-    with contextlib.suppress(OSError):  # counting must never stop the engine
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        tmp.write_text(json.dumps(state, sort_keys=True), encoding="utf-8")
-        os.replace(tmp, path)
-
-
-def samples(state: dict[str, Any]) -> list[Sample]:
+def samples(state: ServeTally) -> list[Sample]:
     """The serving Pod's /metrics."""
     found: list[Sample] = [
         ("warmgate_runner_unwarmed_shapes", "Distinct shapes the engine ran unwarmed.", 0.0),
@@ -163,15 +127,15 @@ def samples(state: dict[str, Any]) -> list[Sample]:
         ("warmgate_runner_dropped_log_bytes", "Engine output the parser skipped.", 0.0),
         ("warmgate_runner_drafter_compiles", "Drafter compiles after the engine's warmup.", 0.0),
     ]
-    keys = (
-        "unwarmed_count",
-        "not_prepared_count",
-        "engine_starts",
-        "dropped_bytes",
-        "drafter_compiles",
+    values = (
+        state.unwarmed_count,
+        state.not_prepared_count,
+        state.engine_starts,
+        state.dropped_bytes,
+        state.drafter_compiles,
     )
-    counts = [(n, h, float(state[k])) for (n, h, _), k in zip(found, keys, strict=True)]
-    direct = state.get("drafter_warmup") or {}
+    counts = [(n, h, float(v)) for (n, h, _), v in zip(found, values, strict=True)]
+    direct = state.drafter_warmup
     for name, help_text in (
         ("planned", "Drafter shapes the direct warmup was asked to warm."),
         ("warmed", "Drafter shapes the direct warmup warmed."),
@@ -181,15 +145,13 @@ def samples(state: dict[str, Any]) -> list[Sample]:
         value = direct.get(name)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             counts.append((f"warmgate_runner_drafter_warmup_{name}", help_text, float(value)))
-    return counts + specdecode.samples(state)
+    return counts + specdecode.samples(state.spec_decode)
 
 
-def _publisher(board: Board, state: dict[str, Any], path: Path) -> Callable[[], None]:
+def _publisher(board: Board, state: ServeTally, path: Path) -> Callable[[], None]:
     def publish() -> None:
-        # The state has the board's fields; a deep copy, since the observer goes on changing
-        # the state's nested counters while the status port serialises the board.
-        board.publish(ServeBoard.from_json(json.loads(json.dumps(state))))
-        save_state(path, state)
+        board.publish(state.board())
+        state.save(path)
 
     return publish
 
@@ -207,13 +169,13 @@ def observe(
     read the engine's spec-decode counters every ``interval_s`` (0: never)."""
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)  # the engine side decides when it ends: at EOF
-    state = load_state(state_file)
-    state["engine_starts"] += 1
+    state = ServeTally.load(state_file)
+    state.engine_starts += 1
     board = Board(ServeBoard())
     publish = _publisher(board, state, state_file)
 
     def current() -> list[Sample]:
-        state["dropped_bytes"] = DROPPED.unpack_from(dropped)[0]
+        state.dropped_bytes = DROPPED.unpack_from(dropped)[0]
         return samples(state)
 
     board.set_samples(current)
@@ -228,7 +190,7 @@ def observe(
     reader = specdecode.Reader(specdecode.metrics_url(engine), state, interval_s)
     _read(copies, watch, reader)
     watch.parser.close()
-    state["dropped_bytes"] = DROPPED.unpack_from(dropped)[0]
+    state.dropped_bytes = DROPPED.unpack_from(dropped)[0]
     publish()
 
 

@@ -117,6 +117,6 @@ def test_the_sweep_names_structured_outputs_for_what_it_cannot_drive() -> None:
     )
     plan = plan_buckets(cfg)
     report = prove_drafter(plan, "eagle3", structured_outputs=True)
-    reasons = {why for _, why in plan_sweep(plan, report).undriven}
+    reasons = {why for _, why in plan_sweep(plan, report).spec.undriven}
     assert REASONS["structured"] in reasons
     assert REASONS["partial"] not in reasons

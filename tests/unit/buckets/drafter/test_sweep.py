@@ -18,10 +18,12 @@ from server_sim import ACCEPTS, accept_random, run_step
 
 from warmgate.buckets import BucketPlan, BucketPlanError, EngineShapeConfig, plan_buckets
 from warmgate.buckets.cost import estimate_sweep_step
-from warmgate.buckets.drafter.graphs import prove_drafter
+from warmgate.buckets.drafter.graphs import engine_graph, prove_drafter
 from warmgate.buckets.drafter.ramp import Ramp, RampOracle
 from warmgate.buckets.drafter.sweep import REASONS, SWEEP_FORMAT, DrafterSweep, _greedy, plan_sweep
 from warmgate.buckets.drafter.walk import DrafterWalk, Key
+from warmgate.contract.schema import Fields
+from warmgate.contract.sweepplan import SweepSpec, parse_sweep
 
 ISSUE = EngineShapeConfig(
     max_num_seqs=8, max_model_len=4096, max_num_batched_tokens=2048, num_speculative_tokens=3
@@ -33,7 +35,7 @@ def _arrivals(n: int) -> list[list[int]]:
     return [[0] * n, [i % 2 for i in range(n)], [0] * (n - 1) + [1]]
 
 
-def _assert_sure(plan: BucketPlan, sweep: DrafterSweep, runtime: set[Any]) -> None:
+def _assert_sure(plan: BucketPlan, sweep: SweepSpec, runtime: set[Any]) -> None:
     accepts = [*ACCEPTS.values(), accept_random(7)]
     for step in sweep.steps:
         n = step.concurrency
@@ -42,25 +44,32 @@ def _assert_sure(plan: BucketPlan, sweep: DrafterSweep, runtime: set[Any]) -> No
                 seen = run_step(
                     plan, n, step.prompt_tokens, step.max_tokens, accept=accept, arrivals=arrivals
                 )
-                assert set(step.expected) <= seen, step.name
+                assert set(step.expected) <= {engine_graph(key) for key in seen}, step.name
                 assert seen <= runtime, step.name
 
 
-def _sweep(cfg: EngineShapeConfig, **kwargs: Any) -> tuple[BucketPlan, DrafterSweep, set[Any]]:
+def _planned(cfg: EngineShapeConfig, **kwargs: Any) -> tuple[BucketPlan, DrafterSweep, set[Any]]:
     plan = plan_buckets(cfg)
     report = prove_drafter(plan, "eagle3")
     return plan, plan_sweep(plan, report, **kwargs), {s.key for s in report.shapes}
 
 
+def _sweep(cfg: EngineShapeConfig, **kwargs: Any) -> tuple[BucketPlan, SweepSpec, set[Any]]:
+    plan, planned, runtime = _planned(cfg, **kwargs)
+    return plan, planned.spec, runtime
+
+
 def test_issue_config_steps_run_their_shapes_whatever_the_acceptance() -> None:
     plan, sweep, runtime = _sweep(ISSUE)
-    assert len(sweep.driven) == 77
+    assert sweep.driven == len(sweep.expected) == 77
     _assert_sure(plan, sweep, runtime)
-    undriven = {key for key, _ in sweep.undriven}
-    assert sweep.driven | undriven == set(sweep.targets)
-    assert not sweep.driven & undriven
-    assert ("decode", (16, 1, 48)) in sweep.driven  # the issue's call-1 shape
-    assert ("decode", (4, 1, 16)) in sweep.driven  # and its calls 2..3
+    undriven = {graph for graph, _ in sweep.undriven}
+    unwarmed = {s.engine_config for s in prove_drafter(plan, "eagle3").unwarmed}
+    assert sweep.expected | undriven == unwarmed
+    assert sweep.targets == len(unwarmed)
+    assert not sweep.expected & undriven
+    assert ("decode", 16, 1, 48) in sweep.expected  # the issue's call-1 shape
+    assert ("decode", 4, 1, 16) in sweep.expected  # and its calls 2..3
 
 
 def test_the_issue_burst_as_a_sweep_step() -> None:
@@ -86,14 +95,16 @@ def test_the_issue_burst_as_a_sweep_step() -> None:
 def test_reasons_for_what_is_not_driven() -> None:
     _, sweep, _ = _sweep(ISSUE)
     reasons = dict(sweep.undriven)
-    assert reasons[("decode", (3, 1, 4))] == REASONS["partial"]  # B * T = 1 * 3: T < 1 + k only
-    assert reasons[("decode", (24, 1, 32))] == REASONS["unsure"]  # S in [7, 8] for n of 5..6
+    assert reasons[("decode", 3, 1, 4)] == REASONS["partial"]  # B * T = 1 * 3: T < 1 + k only
+    assert reasons[("decode", 24, 1, 32)] == REASONS["unsure"]  # S in [7, 8] for n of 5..6
     assert any(why == REASONS["prompt"] for why in reasons.values())
 
 
 def test_budget_bounds_the_sweep() -> None:
-    _, sweep, _ = _sweep(ISSUE, budget_s=60.0)
-    assert 0 < sweep.seconds[1] <= 60.0
+    _, planned, _ = _planned(ISSUE, budget_s=60.0)
+    sweep = planned.spec
+    assert 0 < planned.seconds[1] <= 60.0
+    assert sweep.seconds == (round(planned.seconds[0], 1), round(planned.seconds[1], 1))
     assert REASONS["budget"] in dict(sweep.undriven).values()
     _, nothing, _ = _sweep(ISSUE, budget_s=0.0)
     assert nothing.steps == ()
@@ -102,7 +113,7 @@ def test_budget_bounds_the_sweep() -> None:
 
 def test_sweep_document_is_plain_json() -> None:
     _, sweep, _ = _sweep(ISSUE)
-    data = json.loads(json.dumps(sweep.to_dict()))
+    data = json.loads(json.dumps(sweep.to_json()))
     assert data["format"] == SWEEP_FORMAT
     assert data["request"] == {"temperature": 0.0, "ignore_eos": True, "token_pattern": "varied"}
     assert data["driven"] == 77
@@ -112,12 +123,26 @@ def test_sweep_document_is_plain_json() -> None:
     assert len(data["assumptions"]) == 5
 
 
+def test_the_runner_reads_the_planned_sweep_back_as_it_is() -> None:
+    """The planner builds the runner's own type: its document, read by the runner's reader, is
+    the same object, so plan.json carries nothing the runner would refuse."""
+    for budget in (0.0, 60.0, 1800.0):
+        _, sweep, _ = _sweep(ISSUE, budget_s=budget)
+        errors: list[str] = []
+        text = json.dumps(sweep.to_json())
+        read = parse_sweep(Fields(json.loads(text), "drafter_sweep", errors), ISSUE.max_model_len)
+        assert errors == []
+        assert read == sweep
+        assert read is not None
+        assert json.dumps(read.to_json()) == text
+
+
 def test_no_sweep_for_ngram_and_contiguous_pa() -> None:
     plan = plan_buckets(ISSUE)
-    assert plan_sweep(plan, prove_drafter(plan, "ngram")).steps == ()
+    assert plan_sweep(plan, prove_drafter(plan, "ngram")).spec.steps == ()
     cpa = ISSUE.model_copy(update={"contiguous_pa": True, "num_gpu_blocks": 512})
     contiguous = plan_buckets(cpa)
-    sweep = plan_sweep(contiguous, prove_drafter(contiguous, "eagle"))
+    sweep = plan_sweep(contiguous, prove_drafter(contiguous, "eagle")).spec
     assert sweep.steps == ()
     assert REASONS["contiguous"] in dict(sweep.undriven).values()
 
@@ -213,7 +238,7 @@ def test_the_greedy_picks_what_recounting_every_round_picks(
         for n, p, m, shapes in drawn
     }
     fast = [
-        (f"n{s.concurrency}-p{s.prompt_tokens}-m{s.max_tokens}", s.new, s.seconds)
-        for s in _greedy(gains, budget_s, k, None, None)
+        (f"n{c.ramp.concurrency}-p{c.ramp.prompt_tokens}-m{c.ramp.max_tokens}", c.new, c.seconds)
+        for c in _greedy(gains, budget_s, k, None, None)
     ]
     assert fast == _recounting_greedy(gains, budget_s, k)

@@ -7,23 +7,23 @@ from datetime import UTC, datetime
 
 from warmgate.api.constants import Reason
 from warmgate.buckets import EngineShapeConfig, plan_buckets
-from warmgate.contract.board import ServeBoard
 from warmgate.reconcile.planning.drift_seeds import DRAFTER_NO_SEEDS
 from warmgate.reconcile.planning.verdict import Verdict
 from warmgate.reconcile.sync.drift import evaluate_drift, with_drift
 from warmgate.warmup.hook.lines import format_hook_line
-from warmgate.warmup.serve.watch import Watch, fresh_state
+from warmgate.warmup.serve.tally import ServeTally
+from warmgate.warmup.serve.watch import Watch
 
 AT = datetime(2026, 12, 5, tzinfo=UTC)
 
 
 def test_a_drafter_compile_while_serving_is_drift_without_a_seed_proposal() -> None:
-    state = fresh_state()
+    state = ServeTally()
     watch = Watch(state, lambda: None)
     watch.line_hooks.append(watch.drafter)
     line = format_hook_line("compile", 3, 1.0, where="drafter", graph=["decode", 8, 1, 24], count=1)
     watch.feed(line, "err")
-    board = ServeBoard.from_json({**state, "mode": "serve"})
+    board = state.board()
     plan = plan_buckets(
         EngineShapeConfig(max_num_seqs=8, max_model_len=4096, max_num_batched_tokens=2048)
     )
