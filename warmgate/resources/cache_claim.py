@@ -63,6 +63,7 @@ def build_cache_claim(sdd: SpecDecodeDeployment) -> Manifest | None:
     template = sdd.spec.warmup.cache.claim_template
     if template is None:
         return None
-    meta = metadata(sdd, template_claim_name(sdd, template), COMPONENT_CACHE)
     spec = claim_spec(template)
+    name = template_claim_name(sdd, template)
+    meta = metadata(sdd, name, COMPONENT_CACHE)
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": spec}
