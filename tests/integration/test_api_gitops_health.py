@@ -62,17 +62,30 @@ def _first_watch_event(api: client.CustomObjectsApi, namespace: str) -> tuple[st
     """The first event of a watch with no resourceVersion: the object as it stands.
 
     Such a watch is a consistent read: the API server first waits until its watch cache has
-    caught up with etcd, bounded by the request's timeout. On a loaded machine that wait can
-    pass a short timeout (a 504 "Too large resource version"; seen in CI with 2 s), so the watch
-    is given 30 s and stopped at its first event instead of being timed to end.
+    caught up with etcd. That wait is the API server's own, fixed at 3 s whatever the request's
+    timeout, and on a loaded machine it can pass (a 504 "Too large resource version"; seen in CI
+    with a 2 s and with a 30 s request timeout). The 504 says only "not yet", so the watch is
+    asked again, a few times; it is stopped at its first event instead of being timed to end.
     """
-    w = watch.Watch()
-    for event in w.stream(
-        api.list_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, timeout_seconds=30
-    ):
-        w.stop()
-        return event["type"], event["object"]["status"]
-    raise AssertionError("the watch ended with no event: the object was not served")
+    for attempt in range(5):
+        w = watch.Watch()
+        try:
+            for event in w.stream(
+                api.list_namespaced_custom_object,
+                GROUP,
+                VERSION,
+                namespace,
+                PLURAL,
+                timeout_seconds=30,
+            ):
+                w.stop()
+                return event["type"], event["object"]["status"]
+        except client.ApiException as error:
+            if error.status != 504 or attempt == 4:
+                raise
+            continue
+        raise AssertionError("the watch ended with no event: the object was not served")
+    raise AssertionError("unreachable")
 
 
 def _get(cp: ControlPlane, namespace: str, name: str) -> dict[str, Any]:
