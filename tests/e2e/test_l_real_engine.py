@@ -63,6 +63,10 @@ def real_sdd(name: str, ns: str, image: str, method: str) -> Manifest:
                 "maxNumSeqs": 4,
                 "maxNumBatchedTokens": 256,
                 "acceptCPUEngine": True,
+                # -O0: no torch.compile, as in the real-engine tier (tests/realengine/tiny.py):
+                # its CPU graphs verify nothing warmgate asks of the engine, and each of the four
+                # Pods would compile them cold (55 s of CPU to /health, 28 s with no compile).
+                "extraArgs": ["-O0"],
             },
             "speculative": speculative,
             "warmup": {"timeoutSeconds": 1500, "retries": 0, "resources": MEMORY},
