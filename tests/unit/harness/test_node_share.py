@@ -207,9 +207,8 @@ def test_a_hold_waiting_for_its_second_slot_keeps_the_first_and_no_one_deadlocks
 
 
 def test_a_hold_larger_than_the_slots_is_refused(shared_node: Path) -> None:
-    with pytest.raises(ValueError, match="3 engine"):
-        with node_share.engines_lock(3, slots=2):
-            pass
+    with pytest.raises(ValueError, match="3 engine"), node_share.engines_lock(3, slots=2):
+        pass
 
 
 @pytest.mark.parametrize(("gb", "slots"), [(8.0, 2), (16.0, 2), (24.0, 4), (64.0, 4)])
