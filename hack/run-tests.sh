@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# The test tiers of `make test`: five pytest runs side by side, every test run once.
+# The test tiers of `make test`: six pytest runs side by side, every test run once.
 #
 #   the node's owner           -m "e2e and (node_alone or node_owner)": starts the local node (one
 #                              cluster per machine: warmgate/devcluster/lock.py) and runs the
 #                              e2e scenarios that need the node alone or its own processes.
-#   the node's guest           -m "e2e and not (node_alone or node_owner)": the other scenarios,
-#                              each in its own namespace, on the owner's cluster
-#                              (tests/support/node_share.py: a module marked node_alone waits
-#                              until no other scenario runs, and the others wait for it).
+#   the node's two guests      -m "e2e and not (node_alone or node_owner)": the other scenarios,
+#                              each in its own namespace, on the owner's cluster, each guest
+#                              with its share of them (tests/support/node_share.py: a module
+#                              marked node_alone waits until no other scenario runs, and the
+#                              others wait for it).
 #   the real engines           -m "realengine and not e2e": every test that runs the real vLLM CPU
 #                              engine and needs no node. A CPU engine takes 3 to 4.5 GB: these
-#                              modules and scenario l (the node's real engines) take the engines
-#                              lock, so the engines never meet on the 24 GB machine.
+#                              modules and scenario l (the node's real engines) take slots of the
+#                              engines lock, as many engines as the machine's memory fits.
 #   the integration tier       -m "integration and not (e2e or realengine)": each module with its
 #                              own control plane on free loopback ports (mostly waiting on it).
 #   the rest                   -m "not (e2e or realengine or integration)": the unit and runner
@@ -40,7 +41,9 @@ mkdir -p "$LOG_DIR"
 STEPS_PREFIX=tests
 source "$ROOT/hack/lib/steps.sh"
 
-# name|marker expression|role for tests/support/node_share.py (none: not on the node)
+# name|marker expression|role for tests/support/node_share.py (none: not on the node)|the guest's
+# share of the scenarios (two guests: the scenarios mostly wait on the node, and one guest took
+# 18 to 20 minutes, one after the other)
 INTEGRATION_RUN="integration|integration and not ($NODE_MARKS)|"
 if [ "${WARMGATE_E2E_SHARED_NODE:-1}" = 0 ]; then
   NODE_RUNS=("$INTEGRATION_RUN" "node-and-engines|$NODE_MARKS|")
@@ -48,7 +51,8 @@ else
   NODE_RUNS=(
     "$INTEGRATION_RUN"
     "node-owner|e2e and (node_alone or node_owner)|owner"
-    "node-guest|e2e and not (node_alone or node_owner)|guest"
+    "node-guest-1|e2e and not (node_alone or node_owner)|guest|1/2"
+    "node-guest-2|e2e and not (node_alone or node_owner)|guest|2/2"
     "node-engines|realengine and not e2e|engines"
   )
 fi
@@ -60,10 +64,10 @@ rm -f "$LOG_DIR"/tiers-*.json
 began=$SECONDS
 pids=() names=()
 for run in "${NODE_RUNS[@]}"; do
-  IFS='|' read -r name marks role <<<"$run"
+  IFS='|' read -r name marks role part <<<"$run"
   # No .pytest_cache in the node's runs (the rest writes it; two writers would race).
   WARMGATE_TIER_REPORT="$LOG_DIR/tiers-$name.json" WARMGATE_E2E_ROLE="$role" \
-    WARMGATE_E2E_SHARE="$SHARE" \
+    WARMGATE_E2E_SHARE="$SHARE" WARMGATE_E2E_GUEST_PART="$part" \
     "$PY" -m pytest tests -m "$marks" -p no:cacheprovider --durations=15 "$@" \
     >"$LOG_DIR/pytest-$name.log" 2>&1 </dev/null &
   pids+=("$!") names+=("$name")

@@ -39,12 +39,40 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         items.sort(key=lambda item: item.get_closest_marker("node_alone") is not None)
 
 
+class GuestShare:
+    """A guest run with a share (tests/support/node_share.py, ``PART_ENV``) keeps the scenario
+    modules of its share. A plugin of its own: it must run after the marker selection (so the
+    shares split what the run selected), and the module's hook above before it (it adds the
+    ``e2e`` marker the selection reads)."""
+
+    def __init__(self, index: int, parts: int) -> None:
+        self.index, self.parts = index, parts
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        def module(item: pytest.Item) -> str:
+            return os.path.basename(str(item.fspath))
+
+        shares = node_share.split_scenarios(sorted({module(i) for i in items}), self.parts)
+        mine = set(shares[self.index - 1])
+        dropped = [item for item in items if module(item) not in mine]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = [item for item in items if module(item) in mine]
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """A guest run holds its session lock from the start: the owner's cluster outlives it."""
+    """A guest run holds its session lock from the start (the owner's cluster outlives it), and
+    keeps its share of the scenarios when it has one."""
     if node_share.role() == node_share.GUEST:
         stack = contextlib.ExitStack()
         stack.enter_context(node_share.guest_session())
         config.add_cleanup(stack.close)
+        part = node_share.guest_part()
+        if part is not None:
+            config.pluginmanager.register(GuestShare(*part), "warmgate-guest-share")
 
 
 def _progress(config: pytest.Config) -> Callable[[str], None]:

@@ -9,7 +9,7 @@ the others, and those that need the node alone wait for it (docs/testing.md, "Th
   object's metrics) or ``node_owner`` (they need the owner's processes or files); it stops the
   cluster only once the guest has ended;
 - ``guest`` waits for ``cluster.json``, then runs every other scenario against that cluster
-  with kubectl;
+  with kubectl; ``make test`` runs two guests, each with its share of them (``PART_ENV``);
 - ``engines`` runs the real-engine tests, which need no node; they and scenario l take slots of
   the engines lock, so their real engines together never take more than the machine's memory.
 
@@ -48,6 +48,45 @@ def role() -> str | None:
     if value not in (None, OWNER, GUEST, ENGINES):
         raise ValueError(f"{ROLE_ENV}={value!r}: expected {OWNER!r}, {GUEST!r} or {ENGINES!r}")
     return value
+
+
+# Which share of the guest's scenarios a guest run takes ("1/2", "2/2"): `make test` runs two
+# guests, since the scenarios mostly wait on the node and one after the other took 18 to 20 min.
+PART_ENV = "WARMGATE_E2E_GUEST_PART"
+# Each guest scenario's seconds in a full `make test` (2026-12-05, the longest; the others about
+# 30 s), only to balance the guest runs: the longest first, each to the run with less so far.
+GUEST_SECONDS = {
+    "test_u_alerts_fired.py": 310.0,
+    "test_s_children_deleted_by_hand.py": 225.0,
+    "test_t_edit_user.py": 134.0,
+    "test_n_namespace_intruder.py": 91.0,
+    "test_g_unschedulable.py": 81.0,
+    "test_d_warmup_pod_deleted.py": 57.0,
+}
+OTHER_SCENARIO_S = 30.0
+
+
+def guest_part() -> tuple[int, int] | None:
+    """This guest run's share (``(1, 2)`` for "1/2"), or None: every scenario."""
+    value = os.environ.get(PART_ENV)
+    if not value:
+        return None
+    index, _, count = value.partition("/")
+    if not (index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count)):
+        raise ValueError(f"{PART_ENV}={value!r}: expected I/N with 1 <= I <= N")
+    return int(index), int(count)
+
+
+def split_scenarios(modules: list[str], parts: int) -> list[list[str]]:
+    """The scenario modules (file names) in ``parts`` shares of about equal time: the longest
+    first, each to the share with the least time so far (the first on a tie)."""
+    shares: list[list[str]] = [[] for _ in range(parts)]
+    loads = [0.0] * parts
+    for module in sorted(modules, key=lambda m: (-GUEST_SECONDS.get(m, OTHER_SCENARIO_S), m)):
+        least = loads.index(min(loads))
+        shares[least].append(module)
+        loads[least] += GUEST_SECONDS.get(module, OTHER_SCENARIO_S)
+    return [sorted(share) for share in shares]
 
 
 def share_dir() -> Path:
@@ -127,10 +166,11 @@ def node_lock(alone: bool, keep: bool = False) -> Iterator[NodeHold]:
             os.close(fd)  # closing the file releases the lock
 
 
-# What one real vLLM CPU engine may take (shared docs: 3 to 4.5 GB with 1 GiB of KV cache), and
-# what the rest of a `make test` takes beside the engines (the control planes, the node, the
-# pytest runs: the machine kept 15.8 GB available with two engines up, of 24 GB).
-ENGINE_GB = 4.5
+# What one real vLLM CPU engine takes (GiB: its processes' PSS measured 3.05 GB with 1 GiB of KV
+# cache; docs/testing.md, "Where the CPU goes"), and what the rest of a `make test` takes beside
+# the engines (the control planes, the node, the pytest runs: the 23.5 GiB machine kept 15.8 GB
+# available with two engines up).
+ENGINE_GB = 4.0
 BESIDE_ENGINES_GB = 6.0
 # A module holds at most two engines at once (tests/realengine/conftest.py), scenario l two.
 ENGINES_PER_HOLD = 2

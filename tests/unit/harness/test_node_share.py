@@ -211,6 +211,41 @@ def test_a_hold_larger_than_the_slots_is_refused(shared_node: Path) -> None:
         pass
 
 
-@pytest.mark.parametrize(("gb", "slots"), [(8.0, 2), (16.0, 2), (24.0, 4), (64.0, 4)])
+@pytest.mark.parametrize(("gb", "slots"), [(8.0, 2), (16.0, 2), (20.0, 3), (23.5, 4), (64.0, 4)])
 def test_the_slots_follow_the_machines_memory(gb: float, slots: int) -> None:
     assert node_share.engine_slots(gb) == slots
+
+
+def test_the_guest_shares_take_every_scenario_once_and_balance_the_long_ones() -> None:
+    modules = [*node_share.GUEST_SECONDS, "test_a_ready.py", "test_b_unwarmed.py"]
+    shares = node_share.split_scenarios(modules, 2)
+    assert sorted(m for share in shares for m in share) == sorted(modules)
+    # the two longest never share a run
+    longest = sorted(node_share.GUEST_SECONDS, key=node_share.GUEST_SECONDS.__getitem__)[-2:]
+    assert [sum(m in share for m in longest) for share in shares] == [1, 1]
+
+    def load(share: list[str]) -> float:
+        seconds = node_share.GUEST_SECONDS
+        return sum(seconds.get(m, node_share.OTHER_SCENARIO_S) for m in share)
+
+    most = max(node_share.GUEST_SECONDS.values())
+    assert abs(load(shares[0]) - load(shares[1])) <= most
+
+
+def test_one_share_is_every_scenario() -> None:
+    assert node_share.split_scenarios(["b.py", "a.py"], 1) == [["a.py", "b.py"]]
+
+
+@pytest.mark.parametrize(("value", "part"), [("", None), ("1/2", (1, 2)), ("2/2", (2, 2))])
+def test_the_guest_part_is_read_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, value: str, part: tuple[int, int] | None
+) -> None:
+    monkeypatch.setenv(node_share.PART_ENV, value)
+    assert node_share.guest_part() == part
+
+
+@pytest.mark.parametrize("value", ["3/2", "0/2", "x/2"])
+def test_a_wrong_guest_part_is_refused(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv(node_share.PART_ENV, value)
+    with pytest.raises(ValueError, match="expected I/N"):
+        node_share.guest_part()
