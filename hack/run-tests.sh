@@ -11,8 +11,8 @@
 #                              others wait for it).
 #   the real engines           -m "realengine and not e2e": every test that runs the real vLLM CPU
 #                              engine and needs no node. A CPU engine takes 3 to 4.5 GB: these
-#                              modules and scenario l (the node's real engines) take slots of the
-#                              engines lock, as many engines as the machine's memory fits.
+#                              modules and scenario l (the node's real engines) take the engines
+#                              lock, so the engines never meet on the 24 GB machine.
 #   the integration tier       -m "integration and not (e2e or realengine)": each module with its
 #                              own control plane on free loopback ports (mostly waiting on it).
 #   the rest                   -m "not (e2e or realengine or integration)": the unit and runner

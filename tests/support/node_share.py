@@ -10,8 +10,8 @@ the others, and those that need the node alone wait for it (docs/testing.md, "Th
   cluster only once the guest has ended;
 - ``guest`` waits for ``cluster.json``, then runs every other scenario against that cluster
   with kubectl; ``make test`` runs two guests, each with its share of them (``PART_ENV``);
-- ``engines`` runs the real-engine tests, which need no node; they and scenario l take slots of
-  the engines lock, so their real engines together never take more than the machine's memory.
+- ``engines`` runs the real-engine tests, which need no node; they and scenario l take the
+  engines lock, so their real engines never meet in the machine's memory.
 
 Each scenario module holds the node lock for its whole run: shared by default, exclusive when
 it is marked ``node_alone``. A turnstile makes a waiting exclusive module block new shared ones,
@@ -166,66 +166,22 @@ def node_lock(alone: bool, keep: bool = False) -> Iterator[NodeHold]:
             os.close(fd)  # closing the file releases the lock
 
 
-# What one real vLLM CPU engine takes (GiB: its processes' PSS measured 3.05 GB with 1 GiB of KV
-# cache; docs/testing.md, "Where the CPU goes"), and what the rest of a `make test` takes beside
-# the engines (the control planes, the node, the pytest runs: the 23.5 GiB machine kept 15.8 GB
-# available with two engines up).
-ENGINE_GB = 4.0
-BESIDE_ENGINES_GB = 6.0
-# A module holds at most two engines at once (tests/realengine/conftest.py), scenario l two.
-ENGINES_PER_HOLD = 2
-
-
-def engine_slots(total_gb: float | None = None) -> int:
-    """How many real engines the machine's memory holds beside the rest of the suite: at least
-    one module's worth (the holds then never overlap, as with one lock), at most two modules'."""
-    if total_gb is None:
-        total_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    fits = int((total_gb - BESIDE_ENGINES_GB) // ENGINE_GB)
-    return max(ENGINES_PER_HOLD, min(2 * ENGINES_PER_HOLD, fits))
-
-
 @contextlib.contextmanager
-def engines_lock(engines: int = ENGINES_PER_HOLD, slots: int | None = None) -> Iterator[None]:
-    """The machine's memory for real vLLM engines, held by a module that starts them: the
-    real-engine run's modules and scenario l (whose engines run on the node) together never hold
-    more engines than the memory fits (``engine_slots``). On a 24 GB machine a real-engine
-    module runs beside scenario l; on a smaller one they take turns. A no-op in a lone run (one
-    run never starts two such modules at once).
+def engines_lock() -> Iterator[None]:
+    """The machine's memory for real vLLM engines, held by a module that starts them (3 to 4.5
+    GB each): the real-engine run's modules and scenario l, whose engines run on the node, never
+    meet. A no-op in a lone run (one run never starts two such modules at once).
 
-    Each slot is a lock file; a holder takes ``engines`` of them under the gate lock, so two
-    holders never each wait with half of what they need (no deadlock), and gives them back by
-    closing them."""
+    Exclusive, not a budget of engines: the memory would fit a real-engine module's engines
+    beside scenario l's, but they take turns. Tried on 2026-12-05 with slots for four engines,
+    l's ngram object took 825 s to Ready instead of 256 s, since the two CPU-bound runs shared
+    two cores, and l is on the owner's critical path while the real-engine run has minutes to
+    spare."""
     if role() is None:
         yield
         return
-    folder = share_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    total = engine_slots() if slots is None else slots
-    if not 0 < engines <= total:
-        raise ValueError(f"{engines} engine(s) asked of {total} slot(s)")
-    held: list[int] = []
-    try:
-        with _flock(folder / "engines.gate", fcntl.LOCK_EX):
-            while True:
-                for slot in range(total):
-                    if len(held) == engines:
-                        break
-                    # a slot this holder has already taken refuses its second descriptor too
-                    fd = os.open(folder / f"engines.{slot}.slot", os.O_RDWR | os.O_CREAT, 0o644)
-                    try:
-                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    except BlockingIOError:
-                        os.close(fd)
-                        continue
-                    held.append(fd)
-                if len(held) == engines:
-                    break
-                time.sleep(0.2)
+    with _flock(share_dir() / "engines.lock", fcntl.LOCK_EX):
         yield
-    finally:
-        for fd in held:
-            os.close(fd)  # closing the file releases its slot
 
 
 def publish(doc: dict[str, Any]) -> None:

@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Final
 
 from warmgate.devcluster import configs, network, teardown
 from warmgate.devcluster.controlplane import ControlPlane, _openssl
@@ -385,8 +386,27 @@ class DevCluster:
         self.stop()
 
 
+# The CPU weight of the node's Pods, all together, in busy nice-0 host threads per core. The
+# kubelet's cgroupRoot is one entity beside every host thread: at the default weight (one
+# thread's) all the node's Pods got about one thread's share whenever the host was busy, as
+# under `make test`, where six pytest runs, their control planes and real engines share the
+# cores with the node (scenario l's first object took 825 s to Ready, 112 s on a quiet
+# machine). On a real node its Pods have the machine.
+NODE_CPU_THREADS_PER_CORE: Final = 2
+_V1_DEFAULT_SHARES, _V1_MAX_SHARES = 1024, 262144
+
+
+def node_cpu_weight(cores: int) -> tuple[int, int]:
+    """The cgroupRoot's ``cpu.shares`` (cgroup v1) and ``cpu.weight`` (v2, the kernel's own
+    conversion of those shares)."""
+    shares = min(_V1_DEFAULT_SHARES * NODE_CPU_THREADS_PER_CORE * cores, _V1_MAX_SHARES)
+    return shares, 1 + ((shares - 2) * 9999) // (_V1_MAX_SHARES - 2)
+
+
 def _prepare_cgroups() -> None:
-    """The kubelet's cgroupRoot must exist in every hierarchy; cpuset needs its cpus and mems."""
+    """The kubelet's cgroupRoot must exist in every hierarchy; cpuset needs its cpus and mems;
+    the node's Pods weigh ``node_cpu_weight`` against the host's threads."""
+    shares, weight = node_cpu_weight(os.cpu_count() or 1)
     for hierarchy in sorted(teardown.CGROUP_FS.iterdir()):
         if not (hierarchy / "cgroup.procs").exists():
             continue
@@ -395,3 +415,7 @@ def _prepare_cgroups() -> None:
         for name in ("cpuset.cpus", "cpuset.mems"):
             if (hierarchy / name).exists():
                 (folder / name).write_text((hierarchy / name).read_text())
+        if (folder / "cpu.shares").exists():
+            (folder / "cpu.shares").write_text(str(shares))
+        if (folder / "cpu.weight").exists():
+            (folder / "cpu.weight").write_text(str(weight))

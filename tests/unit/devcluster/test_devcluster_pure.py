@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from warmgate.devcluster import client, configs, engine_image, images, network
+from warmgate.devcluster import client, cluster, configs, engine_image, images, network
 from warmgate.devcluster.layout import BRIDGE, GATEWAY, SERVICE_CIDR, Paths
 from warmgate.devcluster.lock import MachineLock
 
@@ -181,3 +181,14 @@ def test_an_import_drops_only_the_older_builds_of_its_own_image() -> None:
     # an old tag whose manifest a kept image also carries: its content is in use, kept
     shared = listing + f"localhost/warmgate:5555555555555555 {t} sha256:cc 1 KiB x -\n"
     assert images.superseded(shared, "localhost/warmgate:3333333333333333") == []
+
+
+@pytest.mark.parametrize(
+    ("cores", "shares", "weight"),
+    # v2's weight is runc's and systemd's conversion of v1's shares (1024 -> 39, 262144 -> 10000)
+    [(1, 2048, 79), (2, 4096, 157), (1000, 262144, 10000)],
+)
+def test_the_nodes_pods_weigh_two_busy_threads_per_core(
+    cores: int, shares: int, weight: int
+) -> None:
+    assert cluster.node_cpu_weight(cores) == (shares, weight)

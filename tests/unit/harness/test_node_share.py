@@ -149,71 +149,26 @@ def test_a_guest_without_an_owner_gives_up_with_the_reason(shared_node: Path) ->
         node_share.wait_for_cluster(timeout_s=0.2)
 
 
-def _engines(
-    name: str, engines: int, slots: int, log: list[tuple[str, float]], seconds: float = 0.3
-) -> threading.Thread:
-    def run() -> None:
-        with node_share.engines_lock(engines, slots=slots):
-            log.append((f"{name} in", time.monotonic()))
-            time.sleep(seconds)
-            log.append((f"{name} out", time.monotonic()))
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread
-
-
-def test_real_engines_never_meet_beyond_the_slots(shared_node: Path) -> None:
-    """Two slots: two holds of two engines take turns."""
+def test_real_engines_never_meet(shared_node: Path) -> None:
     log: list[tuple[str, float]] = []
-    first = _engines("tier", 2, 2, log)
+
+    def engines(name: str) -> threading.Thread:
+        def run() -> None:
+            with node_share.engines_lock():
+                log.append((f"{name} in", time.monotonic()))
+                time.sleep(0.3)
+                log.append((f"{name} out", time.monotonic()))
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        return thread
+
+    first = engines("tier")
     time.sleep(0.05)
-    second = _engines("scenario l", 2, 2, log)
+    second = engines("scenario l")
     for t in (first, second):
         t.join()
     assert _at(log, "scenario l in") >= _at(log, "tier out")
-
-
-def test_holds_that_fit_the_slots_overlap(shared_node: Path) -> None:
-    """Four slots: scenario l's two engines and a module's two run at once, a third hold waits
-    for one of them."""
-    log: list[tuple[str, float]] = []
-    threads = [_engines("l", 2, 4, log), _engines("module", 2, 4, log)]
-    time.sleep(0.05)
-    threads.append(_engines("next", 2, 4, log))
-    for t in threads:
-        t.join()
-    assert _at(log, "module in") < _at(log, "l out")
-    assert _at(log, "l in") < _at(log, "module out")
-    assert _at(log, "next in") >= min(_at(log, "l out"), _at(log, "module out"))
-
-
-def test_a_hold_waiting_for_its_second_slot_keeps_the_first_and_no_one_deadlocks(
-    shared_node: Path,
-) -> None:
-    """Three slots: ``a`` holds two; ``b`` (two) takes the third and waits for another under the
-    gate; ``c`` (one) waits for the gate. When ``a`` ends, ``b`` and ``c`` both get in."""
-    log: list[tuple[str, float]] = []
-    threads = [_engines("a", 2, 3, log, seconds=0.4)]
-    time.sleep(0.05)
-    threads.append(_engines("b", 2, 3, log))
-    time.sleep(0.05)
-    threads.append(_engines("c", 1, 3, log))
-    for t in threads:
-        t.join(timeout=10)
-        assert not t.is_alive(), "a hold never ended"
-    assert min(_at(log, "b in"), _at(log, "c in")) >= _at(log, "a out")
-    assert max(_at(log, "b in"), _at(log, "c in")) < min(_at(log, "b out"), _at(log, "c out"))
-
-
-def test_a_hold_larger_than_the_slots_is_refused(shared_node: Path) -> None:
-    with pytest.raises(ValueError, match="3 engine"), node_share.engines_lock(3, slots=2):
-        pass
-
-
-@pytest.mark.parametrize(("gb", "slots"), [(8.0, 2), (16.0, 2), (20.0, 3), (23.5, 4), (64.0, 4)])
-def test_the_slots_follow_the_machines_memory(gb: float, slots: int) -> None:
-    assert node_share.engine_slots(gb) == slots
 
 
 def test_the_guest_shares_take_every_scenario_once_and_balance_the_long_ones() -> None:
