@@ -61,7 +61,7 @@ SHARE="$(mktemp -d "${TMPDIR:-/tmp}/warmgate-node-share.XXXXXX")"
 REST_TIERS="$LOG_DIR/tiers-rest.json"
 rm -f "$LOG_DIR"/tiers-*.json
 
-began=$SECONDS
+began=$SECONDS began_at=$(date +%s)
 pids=() names=()
 for run in "${NODE_RUNS[@]}"; do
   IFS='|' read -r name marks role part <<<"$run"
@@ -88,19 +88,15 @@ say "unit and runner tiers done in $(duration "$rest_took"); waiting for the oth
 
 status() { if [ "$1" -eq 0 ]; then echo passed; else echo "FAILED (pytest exit $1)"; fi; }
 summaries=() all_rc=$rest
-declare -A ended=() code=()
-left=("${pids[@]}")
-while [ "${#left[@]}" -gt 0 ]; do  # as each run ends, its own time
-  wait -n -p done_pid "${left[@]}"
-  rc=$?
-  ended[$done_pid]=$((SECONDS - began)) code[$done_pid]=$rc
-  for j in "${!left[@]}"; do [ "${left[$j]}" != "$done_pid" ] || unset 'left[j]'; done
-done
 for i in "${!pids[@]}"; do
-  rc=${code[${pids[$i]}]}
+  wait "${pids[$i]}"
+  rc=$?
   log="$LOG_DIR/pytest-${names[$i]}.log"
+  # when it ended: its log's last write (a run that ended while the unit and runner tiers still
+  # ran is reaped only after them)
+  ended=$(($(stat -c %Y "$log") - began_at))
   summary="$(grep -E '^=+ .*(passed|failed|error|skipped|deselected).* in [0-9.]+s' "$log" | tail -1 | tr -d '=' | xargs)"
-  summaries+=("${names[$i]}: $(status "$rc") after $(duration "${ended[${pids[$i]}]}") (${summary:-no summary})")
+  summaries+=("${names[$i]}: $(status "$rc") after $(duration "$ended") (${summary:-no summary})")
   [ "$rc" -eq 0 ] || all_rc=$rc
 done
 trap - INT TERM
