@@ -35,7 +35,7 @@ run: ## The main job on a local single-node cluster; KEEP=1 keeps it up until Ct
 	@$(PROVISION) $(RUN_PARTS)
 	@$(VENV)/bin/warmgate demo $(if $(KEEP),--keep)
 
-test: ## Everything: provision and lint side by side, then all tiers (four pytest runs at once)
+test: ## Everything: provision and lint side by side, then all tiers (six pytest runs at once)
 	@$(PROVISION) venv assets monitoring-tools gitops-health vllm-engine engine-image lint
 	@PY=$(PY) bash hack/run-tests.sh
 
