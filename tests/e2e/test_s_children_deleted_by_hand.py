@@ -147,9 +147,16 @@ def run(e2e: E2ECluster, namespace: str) -> dict[str, Any]:
 
 
 def _rewarm(e2e: E2ECluster, ns: str, s: Scenario, found: dict[str, Any]) -> None:
-    """k 2 -> 3 with a slow warmup; while it warms, delete the Deployment and the ConfigMaps."""
+    """k 2 -> 3 with a slow warmup; while it warms, delete the Deployment and the ConfigMaps.
+
+    The warmup must outlast the served plan's restore, or the new plan rolls out before the old
+    one is seen serving again: 13 s on a quiet machine, but once (2026-12-05, six pytest runs on
+    two cores) the restored Pods were not all ready before a 20 s warmup had ended and been
+    verified, and the wait below timed out. 60 s leaves the restore room; the scenario waits for
+    the new plan's rollout anyway (it came 281 s after the old plan served again with a 90 s
+    warmup, alone on a quiet machine, so that wait has 600 s)."""
     uid, plan = found["uid"], found["plan"]
-    env = [{"name": "STANDIN_FAULTS", "value": "slow_warmup=20"}]
+    env = [{"name": "STANDIN_FAULTS", "value": "slow_warmup=60"}]
     patch = {"spec": {"speculative": {"numSpeculativeTokens": 3}, "engine": {"env": env}}}
     e2e.kubectl("patch", "sdd", NAME, "-n", ns, "--type=merge", "-p", json.dumps(patch))
     old_key = found["jobs"][0]["metadata"]["annotations"][CACHE_KEY]
@@ -185,7 +192,7 @@ def _rewarm(e2e: E2ECluster, ns: str, s: Scenario, found: dict[str, Any]) -> Non
         new = (s.samples[-1]["sdd"]["status"].get("serving") or {}).get("planHash")
         return new not in (None, plan) and s.serving(2, new)
 
-    s.until("the new plan rolled out", new_plan_serves, 300)
+    s.until("the new plan rolled out", new_plan_serves, 600)
     s.mark("re-warm: the new plan serves")
 
 
