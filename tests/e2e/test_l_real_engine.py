@@ -65,7 +65,8 @@ def real_sdd(name: str, ns: str, image: str, method: str) -> Manifest:
                 "acceptCPUEngine": True,
                 # -O0: no torch.compile, as in the real-engine tier (tests/realengine/tiny.py):
                 # its CPU graphs verify nothing warmgate asks of the engine, and each of the four
-                # Pods would compile them cold (55 s of CPU to /health, 28 s with no compile).
+                # Pods would compile them cold (l alone: 406 s of the machine's CPU with the
+                # compile, 330 s without).
                 "extraArgs": ["-O0"],
             },
             "speculative": speculative,

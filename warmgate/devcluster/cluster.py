@@ -390,15 +390,15 @@ class DevCluster:
 # kubelet's cgroupRoot is one entity beside every host thread: at the default weight (one
 # thread's) all the node's Pods got about one thread's share whenever the host was busy, as
 # under `make test`, where six pytest runs, their control planes and real engines share the
-# cores with the node (scenario l's first object took 825 s to Ready, 112 s on a quiet
-# machine). On a real node its Pods have the machine.
+# cores with the node (there scenario l's first object was Ready after 404 s, and after 217 s
+# with this weight; 125 s on a quiet machine). On a real node its Pods have the machine.
 NODE_CPU_THREADS_PER_CORE: Final = 2
 _V1_DEFAULT_SHARES, _V1_MAX_SHARES = 1024, 262144
 
 
 def node_cpu_weight(cores: int) -> tuple[int, int]:
-    """The cgroupRoot's ``cpu.shares`` (cgroup v1) and ``cpu.weight`` (v2, the kernel's own
-    conversion of those shares)."""
+    """The cgroupRoot's ``cpu.shares`` (cgroup v1) and ``cpu.weight`` (v2: runc's and
+    systemd's conversion of those shares)."""
     shares = min(_V1_DEFAULT_SHARES * NODE_CPU_THREADS_PER_CORE * cores, _V1_MAX_SHARES)
     return shares, 1 + ((shares - 2) * 9999) // (_V1_MAX_SHARES - 2)
 
