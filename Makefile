@@ -35,9 +35,21 @@ run: ## The main job on a local single-node cluster; KEEP=1 keeps it up until Ct
 	@$(PROVISION) $(RUN_PARTS)
 	@$(VENV)/bin/warmgate demo $(if $(KEEP),--keep)
 
-test: ## Everything: provision and lint side by side, then all tiers (six pytest runs at once)
-	@$(PROVISION) venv assets monitoring-tools gitops-health vllm-engine engine-image lint
-	@PY=$(PY) bash hack/run-tests.sh
+# What `make test` provisions beside the tests: it makes the venv, then hack/run-tests.sh starts
+# the six pytest runs at once and one `make -j$(JOBS)` of these parts beside them. A run that
+# needs a part at its start waits for it (the node's runs: assets, images; the real engines:
+# vllm-engine), a test that needs one later waits at its use, and the tests that need a part not
+# made yet run last in their run (tests/support/provisioned.py). Listed in the order make starts
+# them: the engine and its image first (scenario l, on the critical path, waits for the image).
+TEST_PARTS := vllm-engine assets images engine-image gitops-health lint kube-state-metrics promtool
+
+test: ## Everything: the venv, then six pytest runs at once with the rest provisioned beside them
+	@$(PROVISION) venv
+	@PY=$(PY) JOBS=$(JOBS) TEST_PARTS="$(TEST_PARTS)" bash hack/run-tests.sh
+
+# ready-PART (hack/run-tests.sh): PART, then its name in READY_DIR, where the tests wait for it.
+ready-%: %
+	@touch "$(READY_DIR)/$*"
 
 $(STAMP): pyproject.toml
 	@STEP_ABOUT="1 to 5 min" $(STEP) venv "$(VENV) with warmgate and its dev tools, pip" \
@@ -79,8 +91,8 @@ promtool: ## promtool and prometheus from the Prometheus Go module (one build)
 gitops-health: ## warmgate-health: kstatus, Flux's CEL health and Argo CD's Lua health, one go build
 	@bash $(GITOPS_HEALTH_CMD) >/dev/null
 
-vllm-engine: ## The pinned vLLM CPU engine of the real-engine tier, in its own venv (.cache/vllm)
-	@bash $(VLLM_CMD) install >/dev/null
+vllm-engine: venv ## The pinned vLLM CPU engine of the real-engine tier, in its own venv (.cache/vllm)
+	@UV=$(abspath $(VENV))/bin/uv bash $(VLLM_CMD) install >/dev/null
 
 # `make test` builds it while it provisions, so the node run (the critical path) only imports it.
 engine-image: images vllm-engine ## The real engine's image for scenario l, into .cache/devcluster (root)

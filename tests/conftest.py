@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
-from support import node_share, tier_report
+from support import node_share, provisioned, tier_report
 
 # Timing is never a verdict here (benchmarks measure speed); a loaded 2-core machine must not
 # turn a slow example into a failure.
@@ -23,6 +23,18 @@ settings.load_profile("ci" if os.environ.get("CI", "").lower() == "true" else "d
 def pytest_configure(config: pytest.Config) -> None:
     """Every run closes with a table of its tiers (tests/support/tier_report.py)."""
     tier_report.register(config)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under `make test`, the tests whose provisioned parts are still being made run after the
+    others (tests/support/provisioned.py). First, so the e2e owner's order (node_alone last) is
+    made from this one."""
+    moved = provisioned.defer(items)
+    if moved:
+        terminal = config.pluginmanager.getplugin("terminalreporter")
+        if terminal is not None:
+            terminal.write_line(f"provisioned: {moved} tests wait for parts still being made: last")
 
 
 @pytest.fixture(scope="module")

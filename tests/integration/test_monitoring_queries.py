@@ -17,7 +17,7 @@ from support.prometheus import Prometheus, PrometheusError, selected_metrics
 
 from warmgate.devcluster.controlplane import ControlPlane
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.provisioned("promtool")]
 
 
 @pytest.fixture(scope="module")

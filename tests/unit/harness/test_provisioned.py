@@ -1,0 +1,107 @@
+"""Waiting for what `make test` provisions beside the tests (tests/support/provisioned.py)."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import provisioned
+
+
+@pytest.fixture
+def parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A provisioning beside the tests that has made nothing yet."""
+    monkeypatch.setenv(provisioned.ENV, str(tmp_path))
+    monkeypatch.setenv(provisioned.LOG_ENV, "/logs/provision.log")
+    monkeypatch.setattr(provisioned, "POLL_S", 0.01)
+    return tmp_path
+
+
+def test_without_a_provisioning_beside_the_tests_every_part_is_there(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(provisioned.ENV, raising=False)
+    assert provisioned.made("promtool")
+    provisioned.wait("promtool", timeout_s=0)
+
+
+def test_a_made_part_is_not_waited_for(parts: Path) -> None:
+    (parts / "gitops-health").touch()
+    assert provisioned.made("gitops-health")
+    provisioned.wait("gitops-health", timeout_s=0)
+
+
+def test_the_wait_ends_when_the_part_is_made(parts: Path) -> None:
+    assert not provisioned.made("vllm-engine")
+    timer = threading.Timer(0.2, (parts / "vllm-engine").touch)
+    timer.start()
+    try:
+        provisioned.wait("vllm-engine", timeout_s=30)
+    finally:
+        timer.cancel()
+    assert provisioned.made("vllm-engine")
+
+
+def test_a_part_whose_make_failed_fails_the_test_and_names_the_log(parts: Path) -> None:
+    (parts / "assets").touch()
+    (parts / provisioned.EXIT).write_text("2\n")
+    with pytest.raises(
+        pytest.fail.Exception, match=r"`make promtool` was not made.*exit 2.*provision\.log"
+    ):
+        provisioned.wait("promtool")
+
+
+def test_a_part_never_made_fails_after_the_timeout(parts: Path) -> None:
+    with pytest.raises(pytest.fail.Exception, match="not made within"):
+        provisioned.wait("engine-image", timeout_s=0.05)
+
+
+def test_an_unknown_part_is_refused(parts: Path) -> None:
+    with pytest.raises(ValueError, match="unknown part"):
+        provisioned.wait("prometheus")
+
+
+@dataclass
+class _Item:
+    """What `defer` reads of a pytest item."""
+
+    nodeid: str
+    parts: tuple[str, ...] = ()
+
+    def iter_markers(self, name: str) -> list[Any]:
+        return (
+            [pytest.mark.provisioned(*self.parts).mark]
+            if self.parts and name == "provisioned"
+            else []
+        )
+
+
+def test_the_tests_whose_parts_are_not_made_run_last_in_their_order(parts: Path) -> None:
+    (parts / "gitops-health").touch()
+    items = [
+        _Item("a"),
+        _Item("b", ("promtool",)),
+        _Item("c", ("gitops-health",)),
+        _Item("d", ("promtool", "gitops-health")),
+        _Item("e"),
+        _Item("f", ("kube-state-metrics",)),
+    ]
+    assert provisioned.defer(items) == 3  # type: ignore[arg-type]
+    assert [i.nodeid for i in items] == ["a", "c", "e", "b", "d", "f"]
+
+
+def test_nothing_moves_without_a_provisioning_beside_the_tests(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(provisioned.ENV, raising=False)
+    items = [_Item("b", ("promtool",)), _Item("a")]
+    assert provisioned.defer(items) == 0  # type: ignore[arg-type]
+    assert [i.nodeid for i in items] == ["b", "a"]
+
+
+def test_a_mark_that_names_an_unknown_part_is_a_usage_error(parts: Path) -> None:
+    with pytest.raises(pytest.UsageError, match="unknown part 'promethues'"):
+        provisioned.defer([_Item("x", ("promethues",))])  # type: ignore[list-item]
