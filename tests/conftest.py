@@ -26,15 +26,22 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under `make test`, the tests whose provisioned parts are still being made run after the
     others (tests/support/provisioned.py). First, so the e2e owner's order (node_alone last) is
     made from this one."""
-    moved = provisioned.defer(items)
-    if moved:
-        terminal = config.pluginmanager.getplugin("terminalreporter")
-        if terminal is not None:
-            terminal.write_line(f"provisioned: {moved} tests wait for parts still being made: last")
+    provisioned.defer(items)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Say which of the run's tests (once the run's selection is made) wait for a part."""
+    waiting = provisioned.unmade(session.items)
+    terminal = session.config.pluginmanager.getplugin("terminalreporter")
+    if waiting and terminal is not None:
+        parts = ", ".join(sorted(set().union(*waiting.values())))
+        terminal.write_line(
+            f"provisioned: {len(waiting)} tests need parts still being made ({parts}): last"
+        )
 
 
 @pytest.fixture(scope="module")

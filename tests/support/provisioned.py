@@ -1,15 +1,16 @@
 """What `make test` provisions while the tests already run, and waiting for it.
 
 `make test` makes the venv, then starts the tests at once and provisions the rest beside them
-(hack/run-tests.sh: one `make` of the parts below, each part's name written into the folder
-``$WARMGATE_PROVISIONED`` when it is made, and ``.exit`` with make's status when it ends). A test
+(hack/run-tests.sh: one `make` of the parts below; each target's recipe ends by writing its
+name into the folder ``$WARMGATE_PROVISIONED``, the Makefile's MARK, and ``.exit`` holds make's
+status when it ends). A test
 that needs a part marks its module ``@pytest.mark.provisioned("PART", ...)``:
 
 - the run moves the tests whose parts are not there yet behind the others (``defer``), so
   the unit tier does not stand still while promtool compiles;
-- the code that finds the part (``monitoring.tool``, ``gitops_health.helper``, the real-engine
-  tier, scenario l) calls ``wait`` first, which returns when the part is made and fails the
-  test, naming the log, when its make failed.
+- the code that finds the part (``monitoring.tool``, ``gitops_health.helper``, the control
+  plane's fixture, the real-engine tier, scenario l) calls ``wait`` first, which returns when
+  the part is made and fails the test, naming the log, when its make failed.
 
 Without ``$WARMGATE_PROVISIONED`` (a plain `pytest`, `make unit`, ...) both do nothing: the parts
 are there or not, as before.
@@ -42,6 +43,9 @@ PARTS: Final = frozenset(
         "promtool",
     }
 )
+# `assets` is made once these are: each writes its name in its own job, `assets` itself in a job
+# that may wait for a free slot behind the long builds (the Makefile's MARK)
+ASSETS_PARTS: Final = ("etcd", "kubectl", "kube", "helm")
 MARK: Final = "provisioned"
 POLL_S: Final = 2.0
 
@@ -55,7 +59,9 @@ def folder() -> Path | None:
 def made(part: str) -> bool:
     """Whether ``part`` is there to use (always, without a provisioning beside the tests)."""
     where = folder()
-    return where is None or (where / part).exists()
+    if where is None or (where / part).exists():
+        return True
+    return part == "assets" and all((where / p).exists() for p in ASSETS_PARTS)
 
 
 def wait(part: str, timeout_s: float = 3600) -> None:
@@ -63,12 +69,12 @@ def wait(part: str, timeout_s: float = 3600) -> None:
     if part not in PARTS:
         raise ValueError(f"unknown part {part!r}: one of {sorted(PARTS)}")
     where = folder()
-    if where is None or (where / part).exists():
+    if where is None or made(part):
         return
     began = time.monotonic()
     _say(f"waiting for `make {part}`, which runs beside the tests")
-    while not (where / part).exists():
-        if (where / EXIT).exists() and not (where / part).exists():
+    while not made(part):
+        if (where / EXIT).exists() and not made(part):
             log = os.environ.get(LOG_ENV, "the provisioning's output")
             pytest.fail(
                 f"`make {part}` was not made: the provisioning beside the tests ended (make exit "
@@ -91,13 +97,19 @@ def parts_of(item: pytest.Item) -> set[str]:
     return names
 
 
+def unmade(items: list[pytest.Item]) -> dict[str, set[str]]:
+    """Each item (by node id) that needs parts not made yet, with those parts."""
+    if folder() is None:
+        return {}
+    waiting = {item.nodeid: {p for p in parts_of(item) if not made(p)} for item in items}
+    return {nodeid: parts for nodeid, parts in waiting.items() if parts}
+
+
 def defer(items: list[pytest.Item]) -> int:
     """Move the items whose parts are not made yet behind the others, in their order (a stable
     sort: a module stays together). Returns how many moved."""
-    if folder() is None:
-        return 0
-    waiting = {id(item) for item in items if not all(made(p) for p in parts_of(item))}
-    items.sort(key=lambda item: id(item) in waiting)
+    waiting = unmade(items)
+    items.sort(key=lambda item: item.nodeid in waiting)
     return len(waiting)
 
 

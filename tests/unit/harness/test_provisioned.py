@@ -45,6 +45,22 @@ def test_the_wait_ends_when_the_part_is_made(parts: Path) -> None:
     assert provisioned.made("vllm-engine")
 
 
+def test_assets_are_made_once_their_four_parts_are(parts: Path) -> None:
+    """The Makefile's `assets` writes its own name in a job that may wait behind long builds."""
+    for name in ("etcd", "kubectl", "kube"):
+        (parts / name).touch()
+    assert not provisioned.made("assets")
+    (parts / "helm").touch()
+    assert provisioned.made("assets")
+    provisioned.wait("assets", timeout_s=0)
+
+
+def test_assets_made_by_their_own_target_alone_are_made(parts: Path) -> None:
+    """With KUBEBUILDER_ASSETS, `assets` has no parts to make."""
+    (parts / "assets").touch()
+    assert provisioned.made("assets")
+
+
 def test_a_part_whose_make_failed_fails_the_test_and_names_the_log(parts: Path) -> None:
     (parts / "assets").touch()
     (parts / provisioned.EXIT).write_text("2\n")
@@ -91,6 +107,11 @@ def test_the_tests_whose_parts_are_not_made_run_last_in_their_order(parts: Path)
     ]
     assert provisioned.defer(items) == 3  # type: ignore[arg-type]
     assert [i.nodeid for i in items] == ["a", "c", "e", "b", "d", "f"]
+    assert provisioned.unmade(items) == {  # type: ignore[arg-type]
+        "b": {"promtool"},
+        "d": {"promtool"},
+        "f": {"kube-state-metrics"},
+    }
 
 
 def test_nothing_moves_without_a_provisioning_beside_the_tests(
