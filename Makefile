@@ -36,20 +36,22 @@ run: ## The main job on a local single-node cluster; KEEP=1 keeps it up until Ct
 	@$(VENV)/bin/warmgate demo $(if $(KEEP),--keep)
 
 # What `make test` provisions beside the tests: it makes the venv, then hack/run-tests.sh starts
-# the six pytest runs at once and one `make -j$(JOBS)` of these parts beside them. A run that
-# needs a part at its start waits for it (the node's runs: assets, images; the real engines:
-# vllm-engine), a test that needs one later waits at its use, and the tests that need a part not
-# made yet run last in their run (tests/support/provisioned.py). Listed in the order make starts
-# them: the engine and its image first (scenario l, on the critical path, waits for the image).
-TEST_PARTS := vllm-engine assets images engine-image gitops-health lint kube-state-metrics promtool
+# the six pytest runs at once and, beside them, one `make -j$(JOBS)` of TEST_PARTS and one of
+# TEST_TOOLS. A run that needs a part at its start waits for it (the node's runs: assets, images;
+# the real engines: vllm-engine), a test that needs one later waits at its use, and the tests
+# that need a part not made yet run last in their run (tests/support/provisioned.py). Two makes:
+# in one, the long tool builds took every job slot, and etcd (a copy) waited 3 minutes for one
+# while every node run waited for etcd.
+TEST_PARTS := vllm-engine assets images engine-image
+TEST_TOOLS := gitops-health lint kube-state-metrics promtool
 
 test: ## Everything: the venv, then six pytest runs at once with the rest provisioned beside them
 	@$(PROVISION) venv
-	@PY=$(PY) JOBS=$(JOBS) TEST_PARTS="$(TEST_PARTS)" bash hack/run-tests.sh
+	@PY=$(PY) JOBS=$(JOBS) TEST_PARTS="$(TEST_PARTS)" TEST_TOOLS="$(TEST_TOOLS)" bash hack/run-tests.sh
 
 # With READY_DIR (hack/run-tests.sh), a target writes its name there as its recipe's last line,
 # where the tests wait for it: in the target's own job (a target of its own for it would wait for
-# a free job slot behind the long builds: 3 minutes once). `assets` counts as made once its parts
+# a free job slot). `assets` counts as made once its parts
 # are (tests/support/provisioned.py): its own line comes after them, in a job of its own.
 MARK = @[ -z "$(READY_DIR)" ] || touch "$(READY_DIR)/$@"
 # The builds that a node run waits for get more of the 2 cores than the tests beside them (root

@@ -28,13 +28,15 @@
 # first test), where a slower scenario shows first. WARMGATE_E2E_SHARED_NODE=0 runs the node's tests in one run, one after the other, as
 # before. Extra arguments go to every run.
 #
-# TEST_PARTS (set by `make test`): Makefile targets provisioned beside the tests, by one
-# `make -j$JOBS READY_DIR=... PART...` whose output goes to a log printed whole at the end. Each
-# target's name appears in $WARMGATE_PROVISIONED when it is made (`assets` once its four parts
-# are), `.exit` when that make ends. A run waits
+# TEST_PARTS and TEST_TOOLS (set by `make test`): Makefile targets provisioned beside the tests,
+# by two `make -j$JOBS READY_DIR=... TARGET...` side by side (what the node's runs wait for, and
+# the tools: in one make the tools' long builds took every job slot while a quick part waited),
+# their output in one log printed whole at the end. Each target's name appears in
+# $WARMGATE_PROVISIONED when it is made (`assets` once its four parts are), `.exit` when both
+# makes ended (the worse status). A run waits
 # at its start for the parts it cannot start without (the last field below); a test waits at the
 # use of its part, and tests whose parts are not made yet run last (tests/support/provisioned.py).
-# Without TEST_PARTS nothing is provisioned: the parts are there or the tests skip (fail under CI).
+# Without them nothing is provisioned: the parts are there or the tests skip (fail under CI).
 # Exit status: 0 when every run and the provisioning passed.
 #
 #   hack/run-tests.sh                 # after provisioning (what `make test` runs, without its parts)
@@ -67,20 +69,25 @@ else
 fi
 SHARE="$(mktemp -d "${TMPDIR:-/tmp}/warmgate-node-share.XXXXXX")"
 
-# The provisioning beside the tests (TEST_PARTS), in a session of its own whose process group
-# (its id in .pgid) is killed whole if the tests are stopped. `.exit` is written whole (a
-# rename), so a reader never sees it empty.
+# The provisioning beside the tests, in a session of its own whose process group (its id in
+# .pgid) is killed whole if the tests are stopped. `.exit` is written whole (a rename), so a
+# reader never sees it empty.
 provision_pid="" PROVISION_LOG="$LOG_DIR/provision.log"
-if [ -n "${TEST_PARTS:-}" ]; then
+PROVISIONED_TARGETS="$(echo ${TEST_PARTS:-} ${TEST_TOOLS:-})"
+if [ -n "$PROVISIONED_TARGETS" ]; then
   export WARMGATE_PROVISIONED="$SHARE/provisioned" WARMGATE_PROVISION_LOG="$PROVISION_LOG"
   mkdir -p "$WARMGATE_PROVISIONED"
-  # shellcheck disable=SC2086 # $TEST_PARTS: one target per word
-  setsid --fork --wait bash -c 'echo $$ >"$2/.pgid"; make --no-print-directory -j"$1" READY_DIR="$2" "${@:3}"; rc=$?
+  # shellcheck disable=SC2016 # expanded by the inner bash
+  setsid --fork --wait bash -c 'echo $$ >"$2/.pgid"
+    provide() { [ -z "$3" ] || make --no-print-directory -j"$1" READY_DIR="$2" $3; }
+    provide "$1" "$2" "$3" & parts=$!
+    provide "$1" "$2" "$4" & tools=$!
+    wait "$parts"; rc=$?; wait "$tools"; rc2=$?; [ "$rc" -ne 0 ] || rc=$rc2
     echo "$rc" >"$2/.exit.partial" && mv "$2/.exit.partial" "$2/.exit"; exit "$rc"' \
-    provision "${JOBS:-4}" "$WARMGATE_PROVISIONED" $TEST_PARTS \
+    provision "${JOBS:-4}" "$WARMGATE_PROVISIONED" "${TEST_PARTS:-}" "${TEST_TOOLS:-}" \
     >"$PROVISION_LOG" 2>&1 </dev/null &
   provision_pid=$!
-  say "provisioning beside the tests: $TEST_PARTS (output: $(shown "$PROVISION_LOG"), printed whole when it ends)"
+  say "provisioning beside the tests: $PROVISIONED_TARGETS (output: $(shown "$PROVISION_LOG"), printed whole when it ends)"
 fi
 
 # made PART: whether the provisioning beside the tests made it (tests/support/provisioned.py,
@@ -160,11 +167,11 @@ if [ -n "$provision_pid" ]; then
   rc=$?
   provision_pid=""
   ended=$(($(stat -c %Y "$PROVISION_LOG") - began_at))
-  summaries=("provisioning ($TEST_PARTS): $( [ "$rc" -eq 0 ] && echo passed || echo "FAILED (make exit $rc)") after $(duration "$ended")" "${summaries[@]}")
+  summaries=("provisioning ($PROVISIONED_TARGETS): $( [ "$rc" -eq 0 ] && echo passed || echo "FAILED (make exit $rc)") after $(duration "$ended")" "${summaries[@]}")
   [ "$rc" -eq 0 ] || all_rc=$rc
 fi
 trap - INT TERM
-if [ -n "${TEST_PARTS:-}" ]; then
+if [ -n "$PROVISIONED_TARGETS" ]; then
   echo
   echo "==================== the provisioning beside the tests ($(shown "$PROVISION_LOG")) ===================="
   cat "$PROVISION_LOG"

@@ -31,7 +31,8 @@ ENV: Final = "WARMGATE_PROVISIONED"
 EXIT: Final = ".exit"
 # the provisioning's output (its step lines, lint's findings), beside the pytest logs
 LOG_ENV: Final = "WARMGATE_PROVISION_LOG"
-# the Makefile targets a test may wait for (hack/run-tests.sh's TEST_PARTS are these and lint)
+# the Makefile targets a test may wait for (the Makefile's TEST_PARTS and TEST_TOOLS are these
+# and lint)
 PARTS: Final = frozenset(
     {
         "assets",

@@ -43,9 +43,12 @@ def test_every_part_the_tests_wait_for_says_it_is_made_and_make_test_provisions_
     writes (the Makefile's MARK): a part without it would be waited for until `make` ended."""
     if shutil.which("make") is None:
         pytest.skip("no make on this machine")
-    match = re.search(r"^TEST_PARTS := (.+)$", MAKEFILE.read_text(), re.MULTILINE)
-    assert match, "no TEST_PARTS in the Makefile"
-    test_parts = set(match.group(1).split())
+    text = MAKEFILE.read_text()
+    test_parts: set[str] = set()
+    for name in ("TEST_PARTS", "TEST_TOOLS"):
+        match = re.search(rf"^{name} := (.+)$", text, re.MULTILINE)
+        assert match, f"no {name} in the Makefile"
+        test_parts |= set(match.group(1).split())
     assert provisioned.PARTS | {"lint"} == test_parts
     for part in sorted(test_parts | set(provisioned.ASSETS_PARTS)):
         done = subprocess.run(
