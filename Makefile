@@ -54,11 +54,12 @@ test: ## Everything: the venv, then six pytest runs at once with the rest provis
 # a free job slot). `assets` counts as made once its parts
 # are (tests/support/provisioned.py): its own line comes after them, in a job of its own.
 MARK = @[ -z "$(READY_DIR)" ] || touch "$(READY_DIR)/$@"
-# The builds that a node run or the real engines wait for get more of the 2 cores than the tests
-# beside them (root only: `nice -n -10`, about nine times a test process's share). On 2026-12-06,
-# beside the tests, the engine's image took 13.5 minutes at the same priority (2.5 to 6 on a
-# quiet machine), and at nice -5 the engine's venv took 10.5 minutes (its import check compiles
-# the bytecode of what it imports), while the real engines and scenario l waited for them.
+# The builds that the node's runs or the real engines wait for at their start get more of the 2
+# cores than the tests beside them (root only: `nice -n -10`, about nine times a test process's
+# share): on 2026-12-06, beside the tests, the engine's venv took 4.7 minutes at the same
+# priority, 10.5 at nice -5 and 1.9 at nice -10 (its import check compiles the bytecode of what
+# it imports). Not the engine's image: its build waits on the disk (15 minutes at nice -10 against
+# 13.5 at the same priority), and the priority only took the cores from the tool builds.
 URGENT := $(if $(filter 0,$(shell id -u)),nice -n -10)
 
 $(STAMP): pyproject.toml
@@ -116,7 +117,7 @@ vllm-engine: venv ## The pinned vLLM CPU engine of the real-engine tier, in its 
 
 # `make test` builds it while it provisions, so the node run (the critical path) only imports it.
 engine-image: images vllm-engine ## The real engine's image for scenario l, into .cache/devcluster (root)
-	@$(URGENT) $(PY) -m warmgate.devcluster.engine_image
+	@$(PY) -m warmgate.devcluster.engine_image
 	$(MARK)
 
 lint: venv ## ruff lint + format check, mypy --strict, import contracts

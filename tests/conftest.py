@@ -21,27 +21,10 @@ settings.load_profile("ci" if os.environ.get("CI", "").lower() == "true" else "d
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Every run closes with a table of its tiers (tests/support/tier_report.py)."""
+    """Every run closes with a table of its tiers (tests/support/tier_report.py), and waits for
+    what `make test` provisions beside it (tests/support/provisioned.py)."""
     tier_report.register(config)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under `make test`, the tests whose provisioned parts are still being made run after the
-    others (tests/support/provisioned.py). First, so the e2e owner's order (node_alone last) is
-    made from this one."""
-    provisioned.defer(items)
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """Say which of the run's tests (once the run's selection is made) wait for a part."""
-    waiting = provisioned.unmade(session.items)
-    terminal = session.config.pluginmanager.getplugin("terminalreporter")
-    if waiting and terminal is not None:
-        parts = ", ".join(sorted(set().union(*waiting.values())))
-        terminal.write_line(
-            f"provisioned: {len(waiting)} tests need parts still being made ({parts}): last"
-        )
+    config.pluginmanager.register(provisioned, "warmgate-provisioned")
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
@@ -87,6 +88,24 @@ def wait(part: str, timeout_s: float = 3600) -> None:
     _say(f"`make {part}` is made: waited {time.monotonic() - began:.0f} s")
 
 
+def settle(item: pytest.Item, timeout_s: float = 3600) -> float:
+    """Wait until the item's marked parts are made or the provisioning ended, whichever first;
+    returns the seconds waited. Never fails: the test's own ``wait`` says what went wrong. Run
+    before the test's timeout starts (tests/conftest.py), so a wait for a long build does not
+    eat a test's 300 s."""
+    where = folder()
+    parts = parts_of(item)
+    if where is None or all(made(p) for p in parts):
+        return 0.0
+    began = time.monotonic()
+    _say(f"{item.nodeid} waits for `make {' '.join(sorted(parts))}`, which runs beside the tests")
+    while not all(made(p) for p in parts) and not (where / EXIT).exists():
+        if time.monotonic() - began > timeout_s:
+            break
+        time.sleep(POLL_S)
+    return time.monotonic() - began
+
+
 def parts_of(item: pytest.Item) -> set[str]:
     """The parts an item's marks name."""
     names: set[str] = set()
@@ -112,6 +131,35 @@ def defer(items: list[pytest.Item]) -> int:
     waiting = unmade(items)
     items.sort(key=lambda item: item.nodeid in waiting)
     return len(waiting)
+
+
+# The module is a pytest plugin too (registered by tests/conftest.py).
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under `make test`, the tests whose parts are still being made run after the others. First,
+    so the e2e owner's order (node_alone last) is made from this one."""
+    defer(items)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Say which of the run's tests (once the run's selection is made) wait for a part."""
+    waiting = unmade(session.items)
+    terminal = session.config.pluginmanager.getplugin("terminalreporter")
+    if waiting and terminal is not None:
+        parts = ", ".join(sorted(set().union(*waiting.values())))
+        terminal.write_line(
+            f"provisioned: {len(waiting)} tests need parts still being made ({parts}): last"
+        )
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """A test marked ``provisioned`` waits for its parts outside its timeout (pytest-timeout's
+    timer starts inside this wrapper): a build beside the tests may take longer than 300 s."""
+    settle(item)
+    yield
 
 
 def _say(message: str) -> None:

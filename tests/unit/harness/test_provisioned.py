@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -9,6 +12,7 @@ from typing import Any
 
 import pytest
 from support import provisioned
+from support.paths import REPO_ROOT
 
 
 @pytest.fixture
@@ -126,3 +130,64 @@ def test_nothing_moves_without_a_provisioning_beside_the_tests(
 def test_a_mark_that_names_an_unknown_part_is_a_usage_error(parts: Path) -> None:
     with pytest.raises(pytest.UsageError, match="unknown part 'promethues'"):
         provisioned.defer([_Item("x", ("promethues",))])  # type: ignore[list-item]
+
+
+def test_settle_returns_once_the_parts_are_made_or_the_provisioning_ended(parts: Path) -> None:
+    item = _Item("x", ("promtool",))
+    timer = threading.Timer(0.2, (parts / "promtool").touch)
+    timer.start()
+    try:
+        assert provisioned.settle(item) > 0.1  # type: ignore[arg-type]
+    finally:
+        timer.cancel()
+    late = _Item("y", ("kube-state-metrics",))
+    (parts / provisioned.EXIT).write_text("2\n")
+    provisioned.settle(late)  # type: ignore[arg-type]  # returns without failing
+    assert provisioned.settle(_Item("z")) == 0.0  # type: ignore[arg-type]
+
+
+_TIMED = """
+import pytest
+from support import provisioned
+
+@pytest.mark.timeout(1)
+@pytest.mark.provisioned("promtool")
+def test_it():
+    provisioned.wait("promtool")
+"""
+
+
+@pytest.mark.parametrize("plugin", [True, False])
+def test_the_wait_for_a_marked_part_is_outside_the_test_s_timeout(
+    tmp_path: Path, plugin: bool
+) -> None:
+    """A part made after 3 s: a test with a 1 s timeout passes when the plugin waited for it
+    before the timeout started, and fails without the plugin (the control)."""
+    made = tmp_path / "made"
+    made.mkdir()
+    (tmp_path / "test_timed.py").write_text(_TIMED)
+    env = {
+        **os.environ,
+        provisioned.ENV: str(made),
+        "PYTHONPATH": str(REPO_ROOT / "tests"),
+    }
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", os.devnull]
+    argv += ["--rootdir", str(tmp_path), "-W", "ignore::pytest.PytestUnknownMarkWarning"]
+    if plugin:
+        argv += ["-p", "support.provisioned"]
+    timer = threading.Timer(3, (made / "promtool").touch)
+    timer.start()
+    try:
+        done = subprocess.run(
+            [*argv, str(tmp_path / "test_timed.py")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        timer.cancel()
+    assert (done.returncode == 0) is plugin, done.stdout + done.stderr
+    if not plugin:
+        assert "Timeout" in done.stdout, done.stdout
