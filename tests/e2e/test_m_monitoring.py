@@ -48,7 +48,7 @@ from support.prometheus import Prometheus, pod_monitor_job, service_monitor_job
 from warmgate.devcluster import operator
 
 # Its alerts and dashboards read every object's metrics (tests/support/node_share.py).
-pytestmark = [pytest.mark.node_alone, pytest.mark.provisioned("promtool", "kube-state-metrics")]
+pytestmark = pytest.mark.node_alone
 
 READY, FAILED = "watched", "failing"
 SHAPE = ["decode", 3, 1, 40]

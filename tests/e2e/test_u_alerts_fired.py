@@ -48,7 +48,6 @@ from support.prometheus import Prometheus, pod_monitor_job, service_monitor_job
 
 from warmgate.devcluster import operator
 
-pytestmark = pytest.mark.provisioned("promtool", "kube-state-metrics")
 READY, SLOW = "watched", "slow"
 # SLOW: a small plan (10 buckets, an estimate of ~14 s) whose stand-in takes 7 s a graph
 # (~70 s): its compile rate projects to more than twice the estimate, the chart's

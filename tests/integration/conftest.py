@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import pytest
-from support import provisioned
 from support.fault_proxy import FaultProxy
 from support.operators import OPERATOR_ENV, running_operator
 from support.paths import CRD_PATH
@@ -25,10 +24,7 @@ from warmgate.devcluster.controlplane import (
 
 @pytest.fixture(scope="session")
 def control_plane() -> Iterator[ControlPlane]:
-    """The real control plane; provisioned on first use, skipped (or failed in CI) without it.
-    Under `make test` its binaries may still be building beside the tests: this waits for them
-    (tests/support/provisioned.py)."""
-    provisioned.wait("assets")
+    """The real control plane; provisioned on first use, skipped (or failed in CI) without it."""
     try:
         assets = find_assets(provision=True)
     except AssetsUnavailableError as exc:

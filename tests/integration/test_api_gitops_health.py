@@ -21,7 +21,7 @@ from support.gitops_health import MEANING, read, statuses
 
 from warmgate.devcluster.controlplane import ControlPlane
 
-pytestmark = [pytest.mark.integration, pytest.mark.provisioned("gitops-health")]
+pytestmark = pytest.mark.integration
 
 GROUP, VERSION, PLURAL = "warmgate.dev", "v1alpha1", "specdecodedeployments"
 

@@ -15,7 +15,7 @@ from support.monitoring import CHART, tool
 
 from warmgate.devcluster.controlplane import ControlPlane
 
-pytestmark = [pytest.mark.integration, pytest.mark.provisioned("promtool")]
+pytestmark = pytest.mark.integration
 TESTS = Path(__file__).with_name("monitoring") / "alerts_test.yaml"
 
 

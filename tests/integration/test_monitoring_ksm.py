@@ -33,7 +33,7 @@ from warmgate.api.status import (
 )
 from warmgate.devcluster.controlplane import ControlPlane
 
-pytestmark = [pytest.mark.integration, pytest.mark.provisioned("kube-state-metrics")]
+pytestmark = pytest.mark.integration
 NAME = "watched"
 Series = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 

@@ -17,7 +17,7 @@ from support.prometheus import Prometheus, PrometheusError, selected_metrics
 
 from warmgate.devcluster.controlplane import ControlPlane
 
-pytestmark = [pytest.mark.integration, pytest.mark.provisioned("promtool")]
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")

@@ -35,8 +35,6 @@ pytestmark = [
     pytest.mark.realengine,
     pytest.mark.slow,
     pytest.mark.timeout(1200),
-    # in the real engines' run, which starts without waiting for the control plane's binaries
-    pytest.mark.provisioned("assets"),
 ]
 K = 2
 REQUESTS, MAX_TOKENS = 4, 24

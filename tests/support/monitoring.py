@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 import yaml
 
-from support import provisioned
 from support.paths import REPO_ROOT
 from warmgate.runtime import metrics as operator_metrics  # registers the operator's metrics
 from warmgate.warmup.serve.tally import ServeTally
@@ -29,9 +28,7 @@ PROMETHEUS_RULE_TEMPLATE = CHART / "templates" / "monitoring-prometheusrule.yaml
 
 
 def tool(name: str) -> Path:
-    """The built tool, or a skip (a failure under CI) that names how to build it. Under `make
-    test` it may still be building: this waits for it (tests/support/provisioned.py)."""
-    provisioned.wait("kube-state-metrics" if name == "kube-state-metrics" else "promtool")
+    """The built tool, or a skip (a failure under CI) that names how to build it."""
     folder = Path(os.environ.get("MONITORING_TOOLS_DIR") or REPO_ROOT / ".cache" / "monitoring")
     binary = folder / name
     if binary.is_file() and os.access(binary, os.X_OK):

@@ -7,7 +7,6 @@ import shutil
 import subprocess
 
 import pytest
-from support import provisioned
 from support.paths import REPO_ROOT
 
 MAKEFILE = REPO_ROOT / "Makefile"
@@ -36,25 +35,3 @@ def test_make_help_lists_every_target_once_with_one_line() -> None:
     assert len(set(listed)) == len(listed)
     assert listed[1:3] == ["run", "test"]  # the README's two commands first, after help
     assert all(len(line) <= 110 for line in done.stdout.splitlines())
-
-
-def test_every_part_the_tests_wait_for_says_it_is_made_and_make_test_provisions_it() -> None:
-    """tests/support/provisioned.py waits for a part's name that only the part's own recipe
-    writes (the Makefile's MARK): a part without it would be waited for until `make` ended."""
-    if shutil.which("make") is None:
-        pytest.skip("no make on this machine")
-    text = MAKEFILE.read_text()
-    test_parts: set[str] = set()
-    for name in ("TEST_PARTS", "TEST_TOOLS"):
-        match = re.search(rf"^{name} := (.+)$", text, re.MULTILINE)
-        assert match, f"no {name} in the Makefile"
-        test_parts |= set(match.group(1).split())
-    assert provisioned.PARTS | {"lint"} == test_parts
-    for part in sorted(test_parts | set(provisioned.ASSETS_PARTS)):
-        done = subprocess.run(
-            ["make", "-n", "--no-print-directory", "-C", str(REPO_ROOT), "READY_DIR=/ready", part],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        assert f'touch "/ready/{part}"' in done.stdout, (part, done.stdout)

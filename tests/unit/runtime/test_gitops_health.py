@@ -32,8 +32,6 @@ from support.gitops_health import (
 )
 from support.paths import REPO_ROOT
 
-# warmgate-health, which `make test` may still be building (tests/support/provisioned.py)
-pytestmark = pytest.mark.provisioned("gitops-health")
 SERVED = [name for name in PHASES if name not in STORED]
 
 
