@@ -104,7 +104,7 @@ install_part() {
     run "$VENV/bin/pip" install --no-cache-dir --no-compile --no-deps -r "$1"
   fi
 }
-# lock lines matching / not matching a pattern, as a requirements file for one pip call
+# lock lines matching / not matching a pattern, as a requirements file for one install call
 lock_part() {
   local file="$DEST/$1.txt"
   grep -vE '^\s*(#|$)' "$LOCK" | grep -E${3:+v} "$2" > "$file" || true
