@@ -16,6 +16,11 @@ STEP := STEPS_PREFIX=make; source hack/lib/steps.sh; step
 # apt, Go modules, image layers) run while the Go builds compile (docs/testing.md, "Cold times").
 JOBS ?= 4
 PROVISION := $(MAKE) --no-print-directory -j$(JOBS)
+# The Go builds of the test tools run at a lower priority: beside them, the engine's venv and then
+# its image are the provisioning's longest chain (after `make run`: 4.5 min for the venv, most of
+# it its import check waiting for a core, then 4 min for the image; docs/testing.md "After `make
+# run`"). Alone, a niced build runs as fast as any.
+TOOL_BUILD := nice -n 10
 # The parts of `make assets`; none with KUBEBUILDER_ASSETS set (binaries you already have).
 ASSET_PARTS := $(if $(KUBEBUILDER_ASSETS),,packages etcd kubectl kube helm)
 
@@ -71,13 +76,13 @@ images: venv packages ## The local cluster's images, built with buildah into .ca
 monitoring-tools: kube-state-metrics promtool ## The monitoring tools (kube-state-metrics, promtool, prometheus), into .cache/monitoring
 
 kube-state-metrics: ## kube-state-metrics from its Go module
-	@bash $(MONITORING_CMD) kube-state-metrics >/dev/null
+	@$(TOOL_BUILD) bash $(MONITORING_CMD) kube-state-metrics >/dev/null
 
 promtool: ## promtool and prometheus from the Prometheus Go module (one build)
-	@bash $(MONITORING_CMD) promtool >/dev/null
+	@$(TOOL_BUILD) bash $(MONITORING_CMD) promtool >/dev/null
 
 gitops-health: ## warmgate-health: kstatus, Flux's CEL health and Argo CD's Lua health, one go build
-	@bash $(GITOPS_HEALTH_CMD) >/dev/null
+	@$(TOOL_BUILD) bash $(GITOPS_HEALTH_CMD) >/dev/null
 
 vllm-engine: venv ## The pinned vLLM CPU engine of the real-engine tier, in its own venv (.cache/vllm)
 	@UV=$(abspath $(VENV))/bin/uv bash $(VLLM_CMD) install >/dev/null

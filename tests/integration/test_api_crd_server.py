@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import yaml
+from support.api_controllers import get
 from support.kubectl import submit
 from support.paths import EXAMPLES
 
@@ -46,10 +47,7 @@ def _create(cp: ControlPlane, namespace: str, manifest: dict[str, Any]) -> dict[
 
 
 def _get(cp: ControlPlane, namespace: str, name: str) -> dict[str, Any]:
-    got: dict[str, Any] = json.loads(
-        cp.kubectl("get", "sdd", name, "-n", namespace, "-o", "json").stdout
-    )
-    return got
+    return get(cp, "sdd", name, "-n", namespace)
 
 
 def _patch_status(cp: ControlPlane, namespace: str, name: str, status: dict[str, Any]) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client, watch
+from support.api_controllers import get
 from support.examples import example_doc
 from support.gitops_health import MEANING, read, statuses
 
@@ -88,7 +89,4 @@ def _first_watch_event(api: client.CustomObjectsApi, namespace: str) -> tuple[st
 
 
 def _get(cp: ControlPlane, namespace: str, name: str) -> dict[str, Any]:
-    got: dict[str, Any] = json.loads(
-        cp.kubectl("get", "sdd", name, "-n", namespace, "-o", "json").stdout
-    )
-    return got
+    return get(cp, "sdd", name, "-n", namespace)

@@ -5,13 +5,13 @@ connection (kopf's peering check ended for good at the first one)."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.api_controllers import get
 from support.fault_proxy import RESET_LEAVES_SOCKETS_TO_GC, FaultProxy, collect_reset_sockets
 
 from warmgate.devcluster.controlplane import ControlPlane
@@ -47,8 +47,7 @@ def elector(kubeconfig: Path, namespace: str, holder: str) -> Elector:
 
 
 def lease(cp: ControlPlane, namespace: str) -> dict[str, object]:
-    found = cp.kubectl("get", "lease", "-n", namespace, TIMINGS.name, "-o", "json")
-    return dict(json.loads(found.stdout)["spec"])
+    return dict(get(cp, "lease", "-n", namespace, TIMINGS.name)["spec"])
 
 
 def test_one_holder_renewals_and_a_release_taken_at_once(

@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 import pytest
+from support.api_controllers import get
 from support.examples import example_doc
 from support.kube_objects import condition_map
 
@@ -37,7 +38,7 @@ def wait_for(
     cp: ControlPlane, ns: str, name: str, condition: str, timeout: int = 90
 ) -> dict[str, Any]:
     cp.kubectl("wait", "-n", ns, f"sdd/{name}", f"--for={condition}", f"--timeout={timeout}s")
-    return dict(json.loads(cp.kubectl("get", "-n", ns, "sdd", name, "-o", "json").stdout))
+    return get(cp, "-n", ns, "sdd", name)
 
 
 def wait_planned(
@@ -46,7 +47,7 @@ def wait_planned(
     """The object once BucketsPlanned is settled (True or False) for this generation."""
     deadline = time.monotonic() + timeout
     while True:
-        obj = dict(json.loads(cp.kubectl("get", "-n", ns, "sdd", name, "-o", "json").stdout))
+        obj = get(cp, "-n", ns, "sdd", name)
         planned = next(
             (
                 c

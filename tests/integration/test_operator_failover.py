@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.api_controllers import seeds_example
+from support.api_controllers import get, seeds_example
 from support.polling import eventually
 
 from warmgate.devcluster.controlplane import ControlPlane, OperatorProcess
@@ -77,7 +77,7 @@ def _plannings(op: OperatorProcess) -> float:
 
 
 def _job_of(cp: ControlPlane, ns: str, name: str) -> str | None:
-    found = json.loads(cp.kubectl("get", "-n", ns, "sdd", name, "-o", "json").stdout)
+    found = get(cp, "-n", ns, "sdd", name)
     return ((found.get("status") or {}).get("warmup") or {}).get("jobName")
 
 

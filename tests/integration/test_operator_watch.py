@@ -8,7 +8,6 @@ plays them, as test_operator_warmup.py does.
 
 from __future__ import annotations
 
-import json
 import time
 
 import pytest
@@ -62,10 +61,8 @@ def test_a_deleted_job_is_created_again_without_a_resync(
 
 
 def _uid(cp: ControlPlane, ns: str, job: str) -> str | None:
-    found = cp.kubectl("get", "-n", ns, "jobs", "-o", "json").stdout
-    uids = [
-        j["metadata"]["uid"] for j in json.loads(found)["items"] if j["metadata"]["name"] == job
-    ]
+    found = get(cp, "-n", ns, "jobs")
+    uids = [j["metadata"]["uid"] for j in found["items"] if j["metadata"]["name"] == job]
     return uids[0] if uids else None
 
 

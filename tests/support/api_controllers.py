@@ -20,6 +20,7 @@ from support.kube_objects import (
     terminated_status,
     warmup_pod,
 )
+from support.kube_read import reader
 from warmgate.devcluster.controlplane import ControlPlane
 
 __all__ = [
@@ -35,7 +36,10 @@ __all__ = [
 
 
 def get(cp: ControlPlane, *args: str) -> dict[str, Any]:
-    """`kubectl get ... -o json`."""
+    """`kubectl get ... -o json` (read in-process: support/kube_read.py)."""
+    got = reader(cp.kubeconfig).get(*args)
+    if got is not None:
+        return got
     return dict(json.loads(cp.kubectl("get", *args, "-o", "json").stdout))
 
 
