@@ -17,7 +17,7 @@ STEPS_PREFIX=provision-gitops-health
 # shellcheck source=hack/lib/steps.sh
 source "$ROOT/hack/lib/steps.sh"   # step: one line per build with its time, output to a log
 # shellcheck source=hack/lib/gobuild.sh
-source "$ROOT/hack/lib/gobuild.sh"   # GO_BUILD_FLAGS
+source "$ROOT/hack/lib/gobuild.sh"   # TOOL_GO_BUILD_FLAGS
 
 command -v go >/dev/null || { say "no Go toolchain: cannot build $NAME (hack/gitops-health)"; exit 1; }
 mkdir -p "$DEST"
@@ -29,7 +29,7 @@ fi
 
 build() {
   cd "$SRC"
-  CGO_ENABLED=0 go build "${GO_BUILD_FLAGS[@]}" -ldflags "-s -w" -o "$DEST/$NAME.new" .
+  CGO_ENABLED=0 go build "${TOOL_GO_BUILD_FLAGS[@]}" -ldflags "-s -w" -o "$DEST/$NAME.new" .
 }
 STEP_ABOUT="about 3 min on 2 cores with empty Go caches, 6 min under load" \
   step "$NAME" "$NAME (kstatus, Flux's CEL health, gopher-lua), go build of hack/gitops-health" build

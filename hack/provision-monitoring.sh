@@ -43,7 +43,7 @@ STEPS_PREFIX=provision-monitoring
 # shellcheck source=hack/lib/steps.sh
 source "$ROOT/hack/lib/steps.sh"   # step: one line per build with its time, output to a log
 # shellcheck source=hack/lib/gobuild.sh
-source "$ROOT/hack/lib/gobuild.sh"   # GO_BUILD_FLAGS
+source "$ROOT/hack/lib/gobuild.sh"   # TOOL_GO_BUILD_FLAGS
 
 # go_build "NAME..." MODULE VERSION "PACKAGE..." APP_VERSION [TAGS]: builds the PACKAGEs (main
 # packages whose binaries Go names NAME...) with the build TAGS into $DEST in one `go build`,
@@ -81,7 +81,7 @@ go_get_build() {
   local work="$1" at="$2" ld="$3" tags="$4" out="$5"; shift 5
   cd "$work"
   GOFLAGS=-mod=mod go get "$at"
-  CGO_ENABLED=0 GOFLAGS=-mod=mod go build "${GO_BUILD_FLAGS[@]}" -tags "$tags" -ldflags "$ld" -o "$out" "$@"
+  CGO_ENABLED=0 GOFLAGS=-mod=mod go build "${TOOL_GO_BUILD_FLAGS[@]}" -tags "$tags" -ldflags "$ld" -o "$out" "$@"
 }
 
 ksm() {

@@ -1291,7 +1291,11 @@ def write_recipes(lists: dict[str, list[Bucket]] | None = None) -> None:
             else:
                 compiled += 1
                 path.write_bytes(f"{phase} {row}".encode())
-    print(f"standin-recipes compiled={compiled} cached={found}", flush=True)
+    # One write for the whole line: the engine runs unbuffered (PYTHONUNBUFFERED=1, as the
+    # runner starts it), where print() writes the text and its newline apart, and the EngineCore
+    # prefix written between them once glued itself to this line (a flaky shard test).
+    sys.stdout.write(f"standin-recipes compiled={compiled} cached={found}\n")
+    sys.stdout.flush()
 
 
 class Handler(BaseHTTPRequestHandler):

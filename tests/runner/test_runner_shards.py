@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -90,8 +91,10 @@ def _run_pods(tmp: Path, pods: list[Path]) -> list[tuple[int, dict[str, Any]]]:
 
 
 def _recipes_line(pod: Path) -> str:
-    lines = (pod / "work" / "engine.log").read_text().splitlines()
-    return [line for line in lines if line.startswith("standin-recipes ")][-1]  # the merge's
+    """The stand-in's last recipes line (the merge's): found anywhere in a line, as the engine's
+    other writers (the EngineCore prefix) may share a line with it."""
+    text = (pod / "work" / "engine.log").read_text()
+    return re.findall(r"standin-recipes compiled=\d+ cached=\d+", text)[-1]
 
 
 def test_four_shards_verify_merge_into_one_entry_and_probe_once(tmp_path: Path) -> None:
