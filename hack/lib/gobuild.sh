@@ -1,6 +1,7 @@
 # shellcheck shell=bash
-# One job: the flags the Go builds of the provisioning scripts share (the Kubernetes binaries,
-# helm, kube-state-metrics, promtool and prometheus). Sourced by hack/provision-*.sh:
+# One job: the flags of the provisioning scripts' Go builds: GO_BUILD_FLAGS for the Kubernetes
+# binaries and helm, TOOL_GO_BUILD_FLAGS for the test tools (kube-state-metrics, promtool and
+# prometheus, warmgate-health). Sourced by hack/provision-*.sh:
 #
 #   source "$ROOT/hack/lib/gobuild.sh"
 #   CGO_ENABLED=0 go build "${GO_BUILD_FLAGS[@]}" -ldflags "-s -w ..." -o OUT PACKAGE...
