@@ -2,7 +2,7 @@
 """Where a run's CPU goes, by command: the kernel's process accounting (acct(2), BSD v3 records).
 
 Every process that ends while accounting is on leaves a record: its command name, its own user
-and system CPU (all its threads), its parent. Short-lived ones count too (a kubectl, a Go
+and system CPU (all its threads), when it began. Short-lived ones count too (a kubectl, a Go
 `compile`), and so do the node's Pods (the records reach the machine's file from every PID
 namespace). A process still running when accounting stops leaves none. Root only, and a kernel
 with CONFIG_BSD_PROCESS_ACCT (docs/testing.md, "After `make run`, by process").
@@ -35,8 +35,6 @@ _AHZ = 100  # the records' clock ticks per second
 
 @dataclass(frozen=True)
 class Record:
-    pid: int
-    ppid: int
     began: int  # unix time
     cpu: float  # s, user + system
     comm: str
@@ -55,7 +53,7 @@ def records(path: Path) -> Iterator[Record]:
             raise ValueError(f"{path}: record {offset // _V3.size} is not a v3 record")
         cpu = (_comp(f[10]) + _comp(f[11])) / _AHZ
         comm = f[18].split(b"\0")[0].decode(errors="replace")
-        yield Record(pid=f[6], ppid=f[7], began=f[8], cpu=cpu, comm=comm)
+        yield Record(began=f[8], cpu=cpu, comm=comm)
 
 
 def _acct(path: str | None) -> None:

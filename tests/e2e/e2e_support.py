@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from support.kube_read import reader
+from support import kube_read
 from support.polling import wait_for  # the e2e modules import their wait from here
 
 from warmgate.devcluster.cluster import DevCluster
@@ -56,18 +56,11 @@ class E2ECluster:
 
     def get(self, *args: str) -> Manifest:
         """`kubectl get ... -o json` as a dict (read in-process: support/kube_read.py)."""
-        got = reader(self.cluster.kubeconfig).get(*args)
-        if got is not None:
-            return got
-        return dict(json.loads(self.kubectl("get", *args, "-o", "json").stdout))
+        return kube_read.get(self.cluster.kubeconfig, self.kubectl, *args)
 
     def get_or_none(self, *args: str) -> Manifest | None:
         """``get``, or None where kubectl fails (the object is not there)."""
-        got = reader(self.cluster.kubeconfig).get(*args)
-        if got is not None:
-            return got
-        done = self.kubectl("get", *args, "-o", "json", check=False)
-        return dict(json.loads(done.stdout)) if done.returncode == 0 else None
+        return kube_read.get_or_none(self.cluster.kubeconfig, self.kubectl, *args)
 
     def apply(self, doc: Manifest) -> None:
         done = self.kubectl("apply", "-f", "-", stdin=json.dumps(doc), check=False)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from support import kube_read
 from support.examples import example_doc
 from support.kube_objects import (
     job_status,
@@ -20,7 +21,6 @@ from support.kube_objects import (
     terminated_status,
     warmup_pod,
 )
-from support.kube_read import reader
 from warmgate.devcluster.controlplane import ControlPlane
 
 __all__ = [
@@ -37,10 +37,7 @@ __all__ = [
 
 def get(cp: ControlPlane, *args: str) -> dict[str, Any]:
     """`kubectl get ... -o json` (read in-process: support/kube_read.py)."""
-    got = reader(cp.kubeconfig).get(*args)
-    if got is not None:
-        return got
-    return dict(json.loads(cp.kubectl("get", *args, "-o", "json").stdout))
+    return kube_read.get(cp.kubeconfig, cp.kubectl, *args)
 
 
 def seeds_example(ns: str, name: str) -> dict[str, Any]:

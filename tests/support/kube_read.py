@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import functools
 import json
+import subprocess
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -181,6 +183,28 @@ class Reader:
 def reader(kubeconfig: Path) -> Reader:
     """One reader per kubeconfig, for the whole test run."""
     return Reader(kubeconfig)
+
+
+# `kubectl(*args, check=...)` of a control plane or a cluster
+Kubectl = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def get(kubeconfig: Path, kubectl: Kubectl, *args: str) -> dict[str, Any]:
+    """`kubectl get ARGS -o json`, read in-process where the reader can, else by ``kubectl``
+    (whose error then raises)."""
+    got = reader(kubeconfig).get(*args)
+    if got is not None:
+        return got
+    return dict(json.loads(kubectl("get", *args, "-o", "json").stdout))
+
+
+def get_or_none(kubeconfig: Path, kubectl: Kubectl, *args: str) -> dict[str, Any] | None:
+    """``get``, or None where kubectl fails (the object is not there)."""
+    got = reader(kubeconfig).get(*args)
+    if got is not None:
+        return got
+    done = kubectl("get", *args, "-o", "json", check=False)
+    return dict(json.loads(done.stdout)) if done.returncode == 0 else None
 
 
 def as_list(items: list[dict[str, Any]]) -> dict[str, Any]:
