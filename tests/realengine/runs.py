@@ -8,9 +8,7 @@ engine's PYTHONPATH when asked for.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import signal
 import subprocess
 import time
@@ -55,18 +53,6 @@ class RunnerRun:
         return lines
 
 
-# A recorded run's burst must reach the scheduler as the burst it is: on the suite's two shared
-# cores, the engine's API server (which turns the runner's requests into engine requests) would
-# otherwise wait behind the other runs' work while EngineCore steps on (one run saw a 3-request
-# burst arrive over 29 engine steps). The runner and its engine run ahead of the rest.
-NICE_AHEAD = -5
-
-
-def _ahead() -> None:
-    with contextlib.suppress(PermissionError):  # not root: as it is
-        os.nice(NICE_AHEAD)
-
-
 def run(plan: dict[str, Any], tmp: Path, *, record: bool = False) -> RunnerRun:
     """Run the runner on ``plan`` to its end; with ``record`` the scheduler recorder too."""
     tree = runner_harness.stdlib_tree(tmp / "runner-tree")
@@ -87,7 +73,6 @@ def run(plan: dict[str, Any], tmp: Path, *, record: bool = False) -> RunnerRun:
             env=engine.clean_env(extra),
             stdout=out,
             stderr=err,
-            preexec_fn=_ahead if record else None,  # noqa: PLW1509 (no threads start before exec)
         )
         try:
             code = proc.wait(timeout=3600)

@@ -4,10 +4,10 @@ Input: the runner plan (its ``drafter_sweep``), the bucket plan it was built fro
 scheduler recorder's lines (sched_recorder.py). Each sweep request is found by its prompt's first
 token ids (``sweep_prompt``, the runner's own generator). For every sweep step this checks the
 assumptions its guarantee rests on (warmgate.buckets.drafter.ramp) against what the scheduler
-did, and maps the recorded steps through the plan's lookups to the drafter graphs a Gaudi
-engine would have run (call 1 on the target's decode shape (B*T, 1, C); calls 2..k on the padded
-batch B over X_j = sum ceil((c_i + a_i + j) / block) blocks, a_i the drafts step i accepted; the
-calls after each prompt). A step "formed as planned" when every assumption held and its graphs
+did (counting the engine steps that scheduled a token), and maps the recorded steps through the
+plan's lookups to the drafter graphs a Gaudi engine would have run (call 1 on the target's
+decode shape (B*T, 1, C); calls 2..k on the padded batch B over X_j = sum ceil((c_i + a_i + j)
+/ block) blocks, a_i the drafts step i accepted; the calls after each prompt). A step "formed as planned" when every assumption held and its graphs
 include every graph the sweep expected of it.
 """
 
@@ -106,7 +106,9 @@ class Comparison:
         space = StateSpace.of(plan.config, partial_drafts=True, prefix_caching=pc)
         self.walk = DrafterWalk(plan, space)
         self.oracle = RampOracle(plan, self.walk, int(doc["drafter_sweep"]["arrival_steps"]))
-        self.lines = lines
+        # An engine step is a step that scheduled a token: while the runner's burst gate holds
+        # a burst (hook/burst_gate.py), EngineCore calls the scheduler and runs no forward.
+        self.lines = [line for line in lines if line["reqs"]]
         self.arrival_steps = self.oracle.arrival
         self.owner = self._owners()
 

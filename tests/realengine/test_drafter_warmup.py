@@ -47,6 +47,7 @@ from realengine import drafter_recorder, engine
 from realengine.conftest import record
 
 from warmgate.contract.drafterwarm import DRAFTER_WARMUP_SWITCH, make_spec
+from warmgate.warmup.hook.burst_gate import BURST_GATE_ENV, burst_request_id
 from warmgate.warmup.hook.drafter_warm import cpu_shape_set
 from warmgate.warmup.hook.lines import HookEvent, parse_hook_line
 
@@ -62,6 +63,8 @@ LIMITS = (
     "--max-num-batched-tokens", str(MAX_TOKENS_BATCHED),
 )  # fmt: skip
 MUTATION = os.environ.get("WARMGATE_DRAFTER_MUTATION", "")
+# The split burst: two prompts at once, the third LATE_S later (lengths no other pair sums to)
+SPLIT, LATE_S, GATE_HOLD_S = ((11, 201), (13, 202), (19, 203)), 1.0, 10.0
 DROPPED_TOKENS = 97  # > max_num_seqs: no other planned shape runs a forward of 97 tokens
 # Bounded JSON (enums, no free whitespace), so a random model's answer ends within max_tokens.
 SCHEMA = {
@@ -127,6 +130,10 @@ def _start(tmp: Path, models: dict[str, Path], method: str) -> Engine:
     recorder = engine.install_plugin(tmp / "recorder", drafter_recorder)
     records = tmp / "drafter-forwards.jsonl"
     extra = {"PYTHONPATH": str(recorder), drafter_recorder.ENV: str(records)}
+    # The burst gate is the warmup runner's (serve mode never sets it); it is the engine
+    # plugin's code all the same, so it rides along here to meet vLLM's own scheduler
+    # (test_a_split_burst_enters_the_scheduler_whole); no other request here is of a burst.
+    extra[BURST_GATE_ENV] = str(GATE_HOLD_S)
     if MUTATION == "off":
         extra[DRAFTER_WARMUP_SWITCH] = "0"
     tree = runner_harness.stdlib_tree(tmp / "runner-tree")
@@ -308,3 +315,49 @@ def test_the_serving_board_shows_the_direct_warmup(served: Engine) -> None:
     metrics = engine.get_text(f"http://127.0.0.1:{served.status_port}/metrics")
     assert f"warmgate_runner_drafter_warmup_warmed {served.planned:g}" in metrics
     assert "warmgate_runner_drafter_compiles 0" in metrics  # no Habana metric on CPU: never
+
+
+def _complete_as(one: Engine, prompt: list[int], request_id: str) -> Any:
+    body = {"model": "tiny", "prompt": prompt, "max_tokens": 4, "ignore_eos": True}
+    request = urllib.request.Request(
+        one.url + "/v1/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", "X-Request-Id": request_id},
+    )
+    with urllib.request.urlopen(request, timeout=120) as answer:
+        return json.loads(answer.read())
+
+
+def _split_burst(one: Engine, ids: list[str], seed: int) -> int:
+    """SPLIT's first two prompts at once, the third LATE_S later; the token count of the first
+    drafter forward after they were sent (call 1 runs over every token the step scheduled)."""
+    prompts = [_tokens(n, s + seed) for n, s in SPLIT]
+    began = time.time()
+    with ThreadPoolExecutor(3) as pool:
+        jobs = [
+            pool.submit(_complete_as, one, p, rid)
+            for p, rid in zip(prompts[:2], ids[:2], strict=True)
+        ]
+        time.sleep(LATE_S)
+        jobs.append(pool.submit(_complete_as, one, prompts[2], ids[2]))
+        for job in jobs:
+            assert job.result()["choices"], job.result()
+    after = [f for f in one.forwards() if f["t"] >= began and f["via"] == "propose"]
+    assert after, "no drafter forward ran for the burst"
+    first: int = after[0]["shape"][0][0]
+    return first
+
+
+def test_a_split_burst_enters_the_scheduler_whole(served: Engine) -> None:
+    """A burst whose last request reaches the engine a second after the others: named as one
+    (the runner's X-Request-Id), vLLM's scheduler first schedules all three in one step (one
+    drafter forward over their 43 prompt tokens) and the hook says it held the burst; the
+    control, the same split without the names, starts on the first two (24 tokens)."""
+    whole = sum(n for n, _ in SPLIT)
+    assert _split_burst(served, [burst_request_id("split", i, 3) for i in range(3)], 0) == whole
+    (line,) = [e for e in served.hook_events() if e.kind == "burst"]
+    assert (line.fields["burst"], line.fields["n"], line.fields["arrived"]) == ("split", 3, 3)
+    assert line.fields["whole"] is True
+    assert LATE_S * 0.8 <= line.fields["held_s"] < GATE_HOLD_S
+    control = _split_burst(served, [f"plain-{i}" for i in range(3)], 100)
+    assert control < whole, "without the gate the first two ran before the third arrived"

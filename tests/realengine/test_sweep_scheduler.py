@@ -17,6 +17,8 @@ from realengine.conftest import RUNS, RunnerRuns, record
 from realengine.sweep_compare import Comparison, StepCheck, summary
 from support.resource_cases import planned
 
+from warmgate.warmup.hook.lines import parse_hook_line
+
 
 def compare(runs: RunnerRuns, name: str) -> list[StepCheck]:
     run = runs[name]
@@ -47,6 +49,26 @@ def test_every_planned_sweep_step_formed_as_planned_or_only_arrived_late(
     for check in checks:
         print(check.line())
     assert [c.line() for c in checks if not (c.formed or c.late_only)] == []
+
+
+@pytest.mark.parametrize("name", ["prefix-caching-on", "prefix-caching-off"])
+def test_every_burst_the_runner_sent_entered_the_scheduler_whole(
+    runner_runs: RunnerRuns, name: str
+) -> None:
+    """The engine hook's burst gate (hook/burst_gate.py) saw every burst of the probe and the
+    sweep, and each went to vLLM's scheduler whole, never because its hold ran out; the
+    report counts them the same."""
+    run = runner_runs[name]
+    report = run.report
+    sent = len((report["probe"] or {}).get("steps", [])) + report["drafter"]["sweep"]["steps_run"]
+    lines = [e for x in run.engine_log.splitlines() if (e := parse_hook_line(x))]
+    bursts = [e.fields for e in lines if e.kind == "burst"]
+    assert len(bursts) == sent > 0
+    assert [b for b in bursts if not (b["whole"] and b["arrived"] == b["n"])] == []
+    assert report["bursts"]["gated"] == report["bursts"]["whole"] == sent
+    assert report["bursts"]["incomplete"] == []
+    held = max(b["held_s"] for b in bursts)
+    record(f"burst gate, {name}: {sent} bursts whole, the longest held {held} s", 0.0)
 
 
 def test_the_comparison_can_fail(runner_runs: RunnerRuns) -> None:

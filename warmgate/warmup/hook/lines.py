@@ -18,9 +18,13 @@ watcher) turns them back into ``HookEvent`` with ``parse_hook_line``:
         s=0.1 reason="..."
     warmgate-hook v1 drafter-warmup pid=1234 t=1724300102.0 state=done engine=gaudi planned=293
         warmed=292 failed=1 seconds=41.2
+    warmgate-hook v1 burst pid=1234 t=1724300300.5 burst=3f9a0c1d2e4b n=3 arrived=3 held_s=0.212
+        whole=true
 
-(each of the last three on one line).
+(each of the last four on one line).
 
+``burst`` is one burst of the runner's (probe or sweep) at vLLM's scheduler: how many of its
+requests arrived and how long the burst gate held them (``hook/burst_gate.py``).
 ``drafter-warm`` is one shape of the direct drafter warmup (``hook/drafter_warm.py``, issue 33)
 and ``drafter-warmup`` its closing line (``state``: done, off, unreadable, no-drafter).
 ``ran`` names a drafter graph the first time a process runs it (compiled then or before, e.g.
@@ -50,12 +54,13 @@ KINDS = (
     "ran",
     "drafter-warm",
     "drafter-warmup",
+    "burst",
 )
 # The prefix may follow another process's text on the same line (a vLLM process prefix, or a
 # record that another write cut); everything after it belongs to the event.
 _LINE = re.compile(
     r"warmgate-hook v1 (loaded|attached|not-attached|warmup|compile|ran|drafter-warmup"
-    r"|drafter-warm)((?: .*)?)$"
+    r"|drafter-warm|burst)((?: .*)?)$"
 )
 # A list may hold lists one level deep (``ran=[["decode",1,1,1]]``).
 _FIELD = re.compile(r' (\w+)=("(?:[^"\\]|\\.)*"|\[(?:[^\[\]]|\[[^\[\]]*\])*\]|[^\s"\[]\S*)')

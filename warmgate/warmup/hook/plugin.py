@@ -47,7 +47,7 @@ from types import ModuleType
 from typing import Any, ClassVar
 
 from warmgate.contract.drafterwarm import DRAFTER_WARMUP_ENV
-from warmgate.warmup.hook import drafter_warm
+from warmgate.warmup.hook import burst_gate, drafter_warm
 from warmgate.warmup.hook.lines import format_hook_line
 
 RUNNER_MODULE = "vllm_gaudi.v1.worker.hpu_model_runner"
@@ -64,6 +64,7 @@ class _State:
     in_warmup = False
     broken = False
     step_drafter = 0
+    gate_hold_s = 0.0
     drafter_total = 0
     ran: ClassVar[set[tuple[Any, ...]]] = set()  # graphs this process has run (``ran``)
     recent: ClassVar[list[tuple[Any, ...]]] = []  # graphs run since the direct warmup looked
@@ -89,6 +90,7 @@ def register() -> None:
     _State.registered = True
     gaudi = gaudi_installed()
     emit("loaded", gaudi=gaudi)  # the plugin mechanism worked in this process
+    _gate_bursts()
     if not gaudi:  # nothing will ever import the targets: say so instead of staying silent
         emit("not-attached", target="step", reason=NO_GAUDI)
         if os.environ.get(DRAFTER_WARMUP_ENV):
@@ -103,6 +105,27 @@ def register() -> None:
         _watch(EAGLE_MODULE, attach_drafter)
     except Exception as exc:  # never stop the engine over its hook
         emit("not-attached", target="step", reason=f"cannot watch imports: {exc}")
+
+
+def _gate_bursts() -> None:
+    """With ``WARMGATE_BURST_GATE`` (seconds), hold each burst until it is whole (burst_gate.py);
+    only EngineCore calls the scheduler, so the wrapper is idle in the other processes."""
+    value = os.environ.get(burst_gate.BURST_GATE_ENV)
+    if not value:
+        return
+    try:
+        hold_s = float(value)
+        if not hold_s > 0:
+            raise ValueError(f"{burst_gate.BURST_GATE_ENV}={value!r} is not a positive number")
+        _State.gate_hold_s = hold_s
+        _watch(burst_gate.SCHEDULER_MODULE, attach_burst_gate)
+    except Exception as exc:
+        emit("not-attached", target="burst-gate", reason=f"{type(exc).__name__}: {exc}")
+
+
+def attach_burst_gate(module: ModuleType) -> None:
+    """Gate the bursts at vLLM's scheduler (burst_gate.py)."""
+    burst_gate.attach(module, _State.gate_hold_s, emit)
 
 
 def gaudi_installed() -> bool:
@@ -137,6 +160,8 @@ def _safely(attach: Callable[[ModuleType], None], module: ModuleType) -> None:
             target = "drafter"
         elif attach is attach_cpu_worker:
             target = "drafter-warmup"
+        elif attach is attach_burst_gate:
+            target = "burst-gate"
         emit("not-attached", target=target, reason=f"{type(exc).__name__}: {exc}")
 
 

@@ -3,8 +3,11 @@
 The probe and the drafter sweep both rely on the scheduler seeing a burst as one batch (§3.6;
 the sweep's first assumption: its requests reach the scheduler within two engine steps). So each
 request gets its own thread and connection, every connection is opened first, and only then do
-all threads send together (a barrier). Plain ``http.client`` on the engine's loopback address:
-no proxy from the environment applies.
+all threads send together (a barrier). That decides when the requests leave the runner, not
+when the engine's API server hands them to its scheduler; so each request is named as one of
+its burst (``X-Request-Id: wgburst-<key>-<i>of<n>``), and the engine hook's burst gate holds
+the burst at the scheduler until it is whole (``hook/burst_gate.py``). Plain ``http.client``
+on the engine's loopback address: no proxy from the environment applies.
 """
 
 from __future__ import annotations
@@ -12,10 +15,13 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import secrets
 import threading
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+
+from warmgate.warmup.hook.burst_gate import burst_request_id
 
 PATH = "/v1/completions"
 BARRIER_S = 30.0  # how long connected threads wait for the slowest to connect
@@ -30,8 +36,10 @@ def send_burst(base_url: str, bodies: list[dict[str, Any]], timeout: float) -> l
         return []
     url = urllib.parse.urlsplit(base_url)
     start = threading.Barrier(len(payloads))
+    key = secrets.token_hex(6)
+    ids = [burst_request_id(key, i, len(payloads)) for i in range(len(payloads))]
 
-    def one(data: bytes) -> str | None:
+    def one(data: bytes, request_id: str) -> str | None:
         conn = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port, timeout=timeout)
         try:
             try:
@@ -39,18 +47,19 @@ def send_burst(base_url: str, bodies: list[dict[str, Any]], timeout: float) -> l
             finally:  # connected or not, release the others
                 with contextlib.suppress(threading.BrokenBarrierError):
                     start.wait(timeout=BARRIER_S)
-            return _post(conn, data)
+            return _post(conn, data, request_id)
         except (OSError, http.client.HTTPException) as exc:
             return f"{type(exc).__name__}: {exc}"
         finally:
             conn.close()
 
     with ThreadPoolExecutor(max_workers=len(payloads)) as pool:
-        return list(pool.map(one, payloads))
+        return list(pool.map(one, payloads, ids))
 
 
-def _post(conn: http.client.HTTPConnection, data: bytes) -> str | None:
-    conn.request("POST", PATH, body=data, headers={"Content-Type": "application/json"})
+def _post(conn: http.client.HTTPConnection, data: bytes, request_id: str) -> str | None:
+    headers = {"Content-Type": "application/json", "X-Request-Id": request_id}
+    conn.request("POST", PATH, body=data, headers=headers)
     response = conn.getresponse()
     text = response.read()
     if response.status >= 400:

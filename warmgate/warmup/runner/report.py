@@ -127,6 +127,20 @@ def _log_section(log: EngineLog | None) -> dict[str, Any]:
     }
 
 
+def _burst_section(log: EngineLog | None) -> dict[str, Any]:
+    """How the probe's and the sweep's bursts reached the scheduler: the engine hook's burst
+    gate lines (hook/burst_gate.py). ``gated`` 0: no gate ran (no hook, or not vLLM v1)."""
+    events = [e for e in log.hook_events if e.kind == "burst"] if log is not None else []
+    incomplete = [e.fields for e in events if e.fields.get("whole") is not True]
+    held = [e.fields.get("held_s") for e in events]
+    return {
+        "gated": len(events),
+        "whole": len(events) - len(incomplete),
+        "held_s_max": max((h for h in held if isinstance(h, (int, float))), default=0),
+        "incomplete": incomplete[:20],
+    }
+
+
 def _probe_section(probe: ProbeResult | None) -> dict[str, Any] | None:
     if probe is None:
         return None
@@ -184,6 +198,7 @@ def build_report(record: RunRecord) -> dict[str, Any]:
         },
         "engine_log": _log_section(record.log),
         "probe": _probe_section(record.probe),
+        "bursts": _burst_section(record.log),
         "drafter": _drafter_section(record),
         "drafter_warmup": record.direct.to_json() if record.direct is not None else None,
         "cache": record.cache,

@@ -19,6 +19,7 @@ from warmgate.warmup.engine import facts
 from warmgate.warmup.engine.launch import EngineProcess, Sink, echo, engine_argv, engine_env
 from warmgate.warmup.engine.parse import LogParser
 from warmgate.warmup.hook import install as hookenv
+from warmgate.warmup.hook.burst_gate import BURST_GATE_ENV
 from warmgate.warmup.runner import cpu_mode
 from warmgate.warmup.runner.direct_check import check_direct
 from warmgate.warmup.runner.drafter_check import (
@@ -55,6 +56,10 @@ SETTLE_S = 3.0
 MERGE_POLL_S = 1.0
 # After failed requests, how long the engine has to be seen gone for them to count as its exit.
 EXIT_SETTLE_S = 2.0
+# The longest the hook's burst gate keeps a burst's first requests from the scheduler while its
+# last ones are still on their way (hook/burst_gate.py): a burst of hundreds of requests reaches
+# the scheduler in well under a second; a request that never comes costs its burst this much.
+BURST_HOLD_S = 5.0
 
 
 def _slice_name(key: str, keys: list[str]) -> str:
@@ -236,6 +241,7 @@ class Runner:
         env = engine_env(self.plan, self.plan.work_dir / "buckets.txt", reuse)
         if self.plan.drafter_hook.enabled:
             hookenv.hook_env(env, hookenv.install(self.plan.work_dir))
+            env[BURST_GATE_ENV] = str(BURST_HOLD_S)  # bursts enter the scheduler whole
             if self.plan.drafter_warmup is not None:  # the plugin warms every planned shape
                 path = self.plan.drafter_warmup.write(self.plan.work_dir)
                 env[DRAFTER_WARMUP_ENV] = str(path)
