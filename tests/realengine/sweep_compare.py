@@ -7,8 +7,9 @@ assumptions its guarantee rests on (warmgate.buckets.drafter.ramp) against what 
 did (counting the engine steps that scheduled a token), and maps the recorded steps through the
 plan's lookups to the drafter graphs a Gaudi engine would have run (call 1 on the target's
 decode shape (B*T, 1, C); calls 2..k on the padded batch B over X_j = sum ceil((c_i + a_i + j)
-/ block) blocks, a_i the drafts step i accepted; the calls after each prompt). A step "formed as planned" when every assumption held and its graphs
-include every graph the sweep expected of it.
+/ block) blocks, a_i the drafts step i accepted; the calls after each prompt). A step "formed
+as planned" when every assumption held and its graphs include every graph the sweep expected
+of it.
 """
 
 from __future__ import annotations
@@ -44,25 +45,11 @@ class StepCheck:
     s_seen: list[int] = field(default_factory=list)  # S at each all-n decode step
     graphs: set[Graph] = field(default_factory=set)
     failures: list[str] = field(default_factory=list)
-    late_by: int = 0  # engine steps the burst's arrival took beyond the sweep's allowance
-    prefill_over: int = 0  # engine steps the prefill took beyond F
 
     @property
     def formed(self) -> bool:
         """Every assumption held and every expected graph ran."""
         return not self.failures
-
-    @property
-    def late_only(self) -> bool:
-        """Not formed only because the burst reached the scheduler late: every other assumption
-        held, every expected graph ran, and the prefill (counted from the first request's
-        arrival) took no more than F plus the lateness."""
-        late_failures = 1 + (self.prefill_over > 0)  # the arrival's, and the prefill's if any
-        return (
-            self.late_by > 0
-            and len(self.failures) == late_failures
-            and self.prefill_over <= self.late_by
-        )
 
     @property
     def missing(self) -> list[Graph]:
@@ -73,8 +60,7 @@ class StepCheck:
         """One line for the figures."""
         verdict = "as planned"
         if not self.formed:
-            late = "late arrival only, " if self.late_only else ""
-            verdict = f"NOT as planned ({late}{'; '.join(self.failures)})"
+            verdict = f"NOT as planned ({'; '.join(self.failures)})"
         return (
             f"{self.name}: {self.engine_steps} engine steps, arrival {self.arrival}, prefill "
             f"{self.prefill}, S {self.s_seen[:1]}..{self.s_seen[-1:]}, "
@@ -156,7 +142,6 @@ class Comparison:
         arrived = [self._arrival(rid) for rid in mine]
         out.arrival = max(arrived) - min(arrived)
         if out.arrival > self.arrival_steps:
-            out.late_by = out.arrival - self.arrival_steps
             out.failures.append(f"arrival took {out.arrival} engine steps > {self.arrival_steps}")
         others = {rid for line in window for rid in line["reqs"]} - mine
         if others:
@@ -177,7 +162,6 @@ class Comparison:
         f = self.oracle.prefill_steps(out.n, out.prompt)
         r = out.ramp
         if f is not None and out.prefill > f:
-            out.prefill_over = out.prefill - f
             out.failures.append(f"prefill took {out.prefill} engine steps > F = {f}")
         if not r.s_start <= out.s_seen[0] <= r.s_first:
             out.failures.append(
@@ -231,14 +215,5 @@ class Comparison:
 
 
 def summary(checks: list[StepCheck]) -> str:
-    """'7 of 9 planned steps formed as planned (2 more only late: ...)'."""
-    formed = sum(c.formed for c in checks)
-    text = f"{formed} of {len(checks)} planned steps formed as planned"
-    late = [c for c in checks if c.late_only]
-    if late:
-        arrivals = ", ".join(str(c.arrival) for c in late)
-        text += (
-            f" ({len(late)} more only late: their bursts reached the scheduler over {arrivals}"
-            " engine steps, every graph they expected ran)"
-        )
-    return text
+    """'9 of 9 planned steps formed as planned'."""
+    return f"{sum(c.formed for c in checks)} of {len(checks)} planned steps formed as planned"

@@ -33,22 +33,18 @@ def compare(runs: RunnerRuns, name: str) -> list[StepCheck]:
 
 
 @pytest.mark.parametrize("name", ["prefix-caching-on", "prefix-caching-off"])
-def test_every_planned_sweep_step_formed_as_planned_or_only_arrived_late(
-    runner_runs: RunnerRuns, name: str
-) -> None:
-    """Every assumption of every step held and every graph it expected ran; the one exception
-    named, not failed, is a burst that reached the scheduler over more engine steps than the
-    sweep's two (with the prefill, counted from its first request, late by no more than that),
-    when every graph the step expected still ran. This CPU engine's steps take milliseconds and
-    its own API server turns a burst into requests on the same 2 cores, so that assumption does
-    not always hold here (docs/testing.md, "The sweep under the real scheduler"); what the sweep
-    is for, the graphs, must."""
+def test_every_planned_sweep_step_formed_as_planned(runner_runs: RunnerRuns, name: str) -> None:
+    """Every assumption of every step held and every graph it expected ran. The arrival within
+    two engine steps is the runner's burst gate's doing (hook/burst_gate.py): without it this
+    CPU engine, its steps milliseconds long and its API server on the same 2 busy cores, saw a
+    3-request burst reach the scheduler over 44 steps and the step's graphs never ran
+    (docs/testing.md, "The sweep under the real scheduler")."""
     checks = compare(runner_runs, name)
     assert len(checks) == len(runner_runs[name].plan["drafter_sweep"]["steps"]) > 0
     print(summary(checks))
     for check in checks:
         print(check.line())
-    assert [c.line() for c in checks if not (c.formed or c.late_only)] == []
+    assert [c.line() for c in checks if not c.formed] == []
 
 
 @pytest.mark.parametrize("name", ["prefix-caching-on", "prefix-caching-off"])
@@ -91,18 +87,34 @@ def test_the_comparison_can_fail(runner_runs: RunnerRuns) -> None:
     assert any("requests reached the scheduler" in f for c in first for f in c.failures)
 
 
-def test_only_a_late_burst_with_its_graphs_run_is_named_not_failed() -> None:
-    """The exception's bounds, on made-up checks: lateness alone, and the prefill late by no
-    more than the arrival; anything else (a missing graph, a prefill later still) fails."""
-
-    def check(failures: list[str], late_by: int, prefill_over: int = 0) -> StepCheck:
-        out = StepCheck("s", 2, 1, 23, set(), None, failures=failures)
-        out.late_by, out.prefill_over = late_by, prefill_over
-        return out
-
-    late = "arrival took 6 engine steps > 2"
-    assert check([late, "prefill took 8 engine steps > F = 5"], 4, 3).late_only
-    assert not check([late, "prefill took 10 engine steps > F = 5"], 4, 5).late_only
-    assert not check([late, "expected graph ('decode', 1, 1, 9) did not run"], 4).late_only
-    assert not check(["prefill took 6 engine steps > F = 5"], 0, 1).late_only
-    assert not check([], 0).late_only
+def test_a_burst_that_reached_the_scheduler_late_is_not_formed(runner_runs: RunnerRuns) -> None:
+    """The control of the arrival: the same records with one request of a multi-request step
+    hidden from the scheduler's first engine steps of that step (as if it arrived then) fail
+    it on the arrival, counted in engine steps."""
+    run = runner_runs["prefix-caching-off"]
+    doc = run.plan
+    plan = planned(tiny.tiny_sdd(**RUNS["prefix-caching-off"])).buckets
+    lines = [line for line in run.steps() if line["reqs"]]
+    comparison = Comparison(doc, plan, lines, False)
+    step = next(s for s in comparison.sweep.steps if s.concurrency > 1)
+    mine = sorted(r for r, (name, _) in comparison.owner.items() if name == step.name)
+    first = next(i for i, line in enumerate(lines) if set(mine) & set(line["reqs"]))
+    victim, late = mine[-1], 5
+    news = next(line["new"][victim] for line in lines if victim in line["new"])
+    hidden = [
+        {
+            **line,
+            "waiting": [r for r in line["waiting"] if r != victim],
+            "reqs": {r: v for r, v in line["reqs"].items() if r != victim},
+            "new": {r: v for r, v in line["new"].items() if r != victim},
+        }
+        if first <= i < first + late
+        else line
+        for i, line in enumerate(lines)
+    ]
+    later = hidden[first + late]
+    hidden[first + late] = {**later, "new": {**later["new"], victim: news}}  # it starts there
+    assert victim in hidden[first + late]["reqs"]
+    check = Comparison(doc, plan, hidden, False).check(step)
+    assert not check.formed
+    assert f"arrival took {late} engine steps > {comparison.arrival_steps}" in check.failures
