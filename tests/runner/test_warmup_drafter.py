@@ -312,6 +312,20 @@ def test_the_plans_known_unwarmable_shapes_are_gaps_in_the_probe_and_nothing_els
     assert unlogged.verified is False
 
 
+def test_the_burst_gate_attached_or_not_leaves_the_drafter_check_as_it_was() -> None:
+    events = [*ATTACHED, drafter(101.0, ["decode", 2, 1, 8]), step(101.0, 1, 1)]
+    alone = check_drafter(events, HookSpec(enabled=True), SPEC, RUN, 130.0)
+    gate = [
+        HookEvent("attached", 1, 9.0, {"targets": ["burst-gate"], "hold_s": 5.0}),
+        not_attached(9.5, "burst-gate", "LookupError: queue"),
+    ]
+    both = check_drafter([*gate, *events], HookSpec(enabled=True), SPEC, RUN, 130.0)
+    assert both.hook == alone.hook == "attached"
+    assert both.to_json() == alone.to_json()
+    only_gate = check_drafter(gate, HookSpec(enabled=True), SPEC, RUN, 130.0)
+    assert only_gate.hook == "not-attached"  # the gate is not the compile hook
+
+
 def test_without_an_attached_hook_nothing_is_verified() -> None:
     silent = check_drafter([], HookSpec(enabled=True), SPEC, RUN, 130.0)
     assert (silent.hook, silent.reason, silent.verified) == ("not-attached", NOT_LOADED, False)
