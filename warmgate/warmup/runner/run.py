@@ -57,8 +57,8 @@ MERGE_POLL_S = 1.0
 # After failed requests, how long the engine has to be seen gone for them to count as its exit.
 EXIT_SETTLE_S = 2.0
 # The longest the hook's burst gate keeps a burst's first requests from the scheduler while its
-# last ones are still on their way (hook/burst_gate.py): a burst of hundreds of requests reaches
-# the scheduler in well under a second; a request that never comes costs its burst this much.
+# last ones are still on their way (hook/burst_gate.py): a whole burst goes in at once; a request
+# that never comes costs its burst this much.
 BURST_HOLD_S = 5.0
 
 
