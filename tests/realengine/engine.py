@@ -235,10 +235,15 @@ def running(
         server.stop()
 
 
-def post_json(url: str, body: object, timeout: float = 120) -> dict[str, object]:
-    """POST JSON, return the decoded answer (raises on HTTP errors)."""
+def post_json(
+    url: str, body: object, timeout: float = 120, headers: dict[str, str] | None = None
+) -> dict[str, object]:
+    """POST JSON (with ``headers`` besides its content type), return the decoded answer (raises
+    on HTTP errors)."""
     request = urllib.request.Request(
-        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+        url,
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", **(headers or {})},
     )
     with urllib.request.urlopen(request, timeout=timeout) as response:
         loaded: dict[str, object] = json.loads(response.read())

@@ -168,11 +168,17 @@ def _wait_healthy(one: Engine, timeout_s: float = 900) -> None:
     raise TimeoutError(one.output()[-4000:])
 
 
-def _complete(one: Engine, prompt: list[int] | str, max_tokens: int, **extra: Any) -> Any:
+def _complete(
+    one: Engine,
+    prompt: list[int] | str,
+    max_tokens: int,
+    headers: dict[str, str] | None = None,
+    **extra: Any,
+) -> Any:
     body: dict[str, Any] = {"model": "tiny", "prompt": prompt, "max_tokens": max_tokens}
     body["ignore_eos"] = True
     body.update({"temperature": 0.0, **extra})
-    return engine.post_json(one.url + "/v1/completions", body)
+    return engine.post_json(one.url + "/v1/completions", body, headers=headers)
 
 
 def _tokens(n: int, seed: int) -> list[int]:
@@ -317,29 +323,19 @@ def test_the_serving_board_shows_the_direct_warmup(served: Engine) -> None:
     assert "warmgate_runner_drafter_compiles 0" in metrics  # no Habana metric on CPU: never
 
 
-def _complete_as(one: Engine, prompt: list[int], request_id: str) -> Any:
-    body = {"model": "tiny", "prompt": prompt, "max_tokens": 4, "ignore_eos": True}
-    request = urllib.request.Request(
-        one.url + "/v1/completions",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json", "X-Request-Id": request_id},
-    )
-    with urllib.request.urlopen(request, timeout=120) as answer:
-        return json.loads(answer.read())
-
-
 def _split_burst(one: Engine, ids: list[str], seed: int) -> int:
     """SPLIT's first two prompts at once, the third LATE_S later; the token count of the first
     drafter forward after they were sent (call 1 runs over every token the step scheduled)."""
     prompts = [_tokens(n, s + seed) for n, s in SPLIT]
     began = time.time()
+
+    def send(i: int) -> Any:
+        return _complete(one, prompts[i], 4, headers={"X-Request-Id": ids[i]})
+
     with ThreadPoolExecutor(3) as pool:
-        jobs = [
-            pool.submit(_complete_as, one, p, rid)
-            for p, rid in zip(prompts[:2], ids[:2], strict=True)
-        ]
+        jobs = [pool.submit(send, 0), pool.submit(send, 1)]
         time.sleep(LATE_S)
-        jobs.append(pool.submit(_complete_as, one, prompts[2], ids[2]))
+        jobs.append(pool.submit(send, 2))
         for job in jobs:
             assert job.result()["choices"], job.result()
     after = [f for f in one.forwards() if f["t"] >= began and f["via"] == "propose"]

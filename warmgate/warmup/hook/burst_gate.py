@@ -115,8 +115,9 @@ def attach(module: ModuleType, hold_s: float, emit: Emit) -> None:
         if not state["on"]:
             return []
         try:
-            ids = gate.held(r.request_id for r in list(queue))
-            held = [r for r in list(queue) if r.request_id in ids]
+            waiting = list(queue)
+            ids = gate.held(r.request_id for r in waiting)
+            held = [r for r in waiting if r.request_id in ids]
             if held:
                 queue.remove_requests(held)
             return held
